@@ -1,0 +1,43 @@
+"""Backends by name: `cute` (our CuTe DSL kernels), `torch` (library kernels). A user's
+submission is run through `nvgg.backends.submission` instead: it brings its own launch scheme."""
+
+from __future__ import annotations
+
+import importlib
+
+import torch
+
+from ..errors import NvggError
+from .base import Backend, KernelInfo
+
+NAMES = ("cute", "torch")
+
+
+def get(name: str) -> Backend:
+    key = name.strip().lower()
+    if key == "torch":
+        from .torch_lib import TorchBackend
+        return TorchBackend()
+    if key == "cute":
+        try:
+            module = importlib.import_module(".cute", __name__)
+        except ModuleNotFoundError as exc:
+            if exc.name and exc.name.startswith("cutlass"):
+                raise NvggError("the cute backend needs CuTe DSL: pip install 'nvidia-cutlass-dsl==4.8.1'") from None
+            raise
+        return module.CuteBackend()
+    raise NvggError(f"unknown backend {name!r}: choose one of {', '.join(NAMES)} (or pass --submission FILE)")
+
+
+def best(device: torch.device) -> str:
+    """The backend `run` uses when none is named: our kernels where they run, else the library."""
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) == (9, 0):
+        try:
+            get("cute")
+            return "cute"
+        except (NvggError, ImportError):
+            return "torch"
+    return "torch"
+
+
+__all__ = ["NAMES", "Backend", "KernelInfo", "best", "get"]

@@ -1,0 +1,51 @@
+"""The typer app: parse, call one library function, render. Expected failures are `NvggError`:
+one red line and a non-zero exit (the traceback only with --verbose)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Annotated, Optional
+
+import typer
+
+from . import __version__
+from .errors import NvggError
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+                  help="Workbench for NVFP4 block-scaled grouped GEMM kernels: check, time, compare, profile.")
+STATE = {"verbose": False}
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"nvgg {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help="Show tracebacks on errors.")] = False,
+    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
+                                                    help="Print the version and exit.")] = None,
+) -> None:
+    STATE["verbose"] = verbose
+
+
+def command(fn):
+    """Register a command whose NvggError becomes one line on stderr and exit code error.code."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except NvggError as exc:
+            if STATE["verbose"]:
+                raise
+            typer.secho(f"nvgg: {exc}", err=True, fg=typer.colors.RED)
+            raise typer.Exit(exc.code) from None
+    return wrapper
+
+
+def run() -> None:
+    from .commands import register
+    register(app)
+    app()

@@ -1,0 +1,11 @@
+"""One module per verb; `register` attaches them to the app."""
+
+from __future__ import annotations
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    from . import cases, compare, compile, run, sol
+    for module in (cases, run, compare, sol, compile):
+        module.register(app)

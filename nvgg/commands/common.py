@@ -1,0 +1,48 @@
+"""Options and helpers shared by the commands."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from .. import cases as casesmod
+from ..errors import NvggError
+
+CasesFile = Annotated[Optional[str], typer.Option("--cases", help="A YAML file of extra cases (cases: {id: {m, n, k, g, seed}}).")]
+Shape = Annotated[Optional[str], typer.Option("--shape", help='An inline case: "m: [64, 128]; n: [256, 256]; k: [512, 512]; g: 2; seed: 7".')]
+Profile = Annotated[Optional[str], typer.Option("--profile", help="GPU profile for the SOL (b200, h100, h200); default: the running GPU's.")]
+JsonOut = Annotated[Optional[str], typer.Option("--json", help="Also write the results as JSON to this file.")]
+
+
+class Timer(str, Enum):
+    leaderboard = "leaderboard"
+    queue_ahead = "queue-ahead"
+    per_call = "per-call"
+
+
+TimerOpt = Annotated[Timer, typer.Option("--timer", case_sensitive=False,
+                                         help="leaderboard: the competition's batch-of-15 event timer; queue-ahead: the same "
+                                              "with host launch latency hidden; per-call: each call timed alone.")]
+
+
+def pick_cases(case: str | None, shape: str | None, cases_file: str | None, default: str | None = None) -> list[casesmod.Case]:
+    if shape and case:
+        raise NvggError("give either --case or --shape, not both")
+    if shape:
+        return [casesmod.parse_shape(shape)]
+    spec = case or default
+    if spec is None:
+        raise NvggError("no case given: pass --case ID (see `nvgg cases`) or --shape \"m: [...]; n: [...]; k: [...]\"")
+    return casesmod.select(spec, cases_file)
+
+
+def names(spec: str, known: tuple[str, ...], what: str) -> list[str]:
+    if spec.strip().lower() == "all":
+        return list(known)
+    out = [s.strip().lower() for s in spec.split(",") if s.strip()]
+    for name in out:
+        if name not in known:
+            raise NvggError(f"unknown {what} {name!r}: choose from {', '.join(known)} or all")
+    return out

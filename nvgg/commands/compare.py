@@ -1,0 +1,71 @@
+"""`nvgg compare [strategies|backends]`: strategies (or backends) side by side on the cases, as a
+table and JSON, with the geometric mean over the benchmarks and a regression gate for CI."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Annotated, Optional
+
+import typer
+
+from .. import backends, cases as casesmod, env as envmod, runner, strategies
+from ..cli import command
+from ..errors import NvggError
+from ..report import document, geomean_table, load_baseline, regressions, results_table, status_text, write_json
+from .common import CasesFile, JsonOut, Profile, Shape, Timer, TimerOpt, names, pick_cases
+
+
+class What(str, Enum):
+    strategies = "strategies"
+    backends = "backends"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("compare")
+    @command
+    def compare_cmd(what: Annotated[What, typer.Argument(case_sensitive=False, help="strategies (default) or backends.")] = What.strategies,
+                    case: Annotated[str, typer.Option("--case", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
+                    strategy: Annotated[Optional[str], typer.Option("--strategy", help="all or names, comma-separated.")] = None,
+                    backend: Annotated[Optional[str], typer.Option("--backend", help="all or names, comma-separated.")] = None,
+                    submission: Annotated[Optional[str], typer.Option("--submission", help="Add a competition-format submission.py.")] = None,
+                    shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
+                    timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None,
+                    baseline: Annotated[Optional[str], typer.Option("--baseline", help="An earlier --json file to gate against.")] = None,
+                    max_regression: Annotated[float, typer.Option("--max-regression", help="Allowed slowdown in percent with --baseline.")] = 5.0) -> None:
+        """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness."""
+        device = runner.default_device()
+        picked = pick_cases(None if shape else case, shape, cases_file)
+        base = load_baseline(baseline) if baseline else None
+        if what is What.strategies:
+            st_names = names(strategy or "all", strategies.NAMES, "strategy")
+            be_names = names(backend, backends.NAMES, "backend") if backend else [backends.best(device)]
+        else:
+            st_names = names(strategy or runner.default_strategy(backends.get(backends.best(device)), device), strategies.NAMES, "strategy")
+            be_names = names(backend or "all", backends.NAMES, "backend")
+            if len(st_names) != 1:
+                raise NvggError("`nvgg compare backends` compares backends for one strategy: pass --strategy NAME")
+
+        def progress(r) -> None:
+            t = f"{r.time_us:.3f} µs" if r.time_us else ""
+            typer.echo(f"  {r.case:>8} {r.strategy}/{r.backend}: {status_text(r)} {t}", err=True)
+
+        results = runner.run_many(picked, st_names, be_names, on_result=progress, submission=submission,
+                                  device=device, profile=profile, timer=timer.value)
+        env = next((r.env for r in results if r.env), None) or envmod.collect(device)
+        bench_ids = {c.id for c in casesmod.benchmarks()}
+        typer.echo(f"card: {envmod.card(env)}")
+        typer.echo(results_table(results))
+        means = geomean_table(results, bench_ids)
+        if means:
+            typer.echo("\n" + means)
+        if json_out:
+            write_json(json_out, document(results, env, bench_ids))
+        failed = [r for r in results if r.status in ("wrong", "error")]
+        if base is not None:
+            bad = regressions(results, base, max_regression)
+            for line in bad:
+                typer.secho(f"regression: {line}", err=True, fg=typer.colors.RED)
+            if bad:
+                raise typer.Exit(1)
+        if failed:
+            raise typer.Exit(1)

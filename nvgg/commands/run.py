@@ -1,0 +1,63 @@
+"""`nvgg run`: generate the case's inputs, run one strategy, check it against the exact
+reference, time it the leaderboard's way, and report the gap to the speed of light."""
+
+from __future__ import annotations
+
+from typing import Annotated, Optional
+
+import typer
+
+from .. import cases as casesmod, env as envmod, runner
+from ..backends import submission as sub
+from ..cli import command
+from ..errors import NvggError
+from ..report import document, results_table, write_json
+from .common import CasesFile, JsonOut, Profile, Shape, Timer, TimerOpt, pick_cases
+
+
+def render(results, env: dict) -> str:
+    lines = [f"card: {envmod.card(env)}   torch {env.get('torch')}   nvgg {env.get('nvgg')}"]
+    for r in results:
+        if r.inputs:
+            lines.append(f"inputs: {r.inputs}")
+            break
+    lines.append(results_table(results))
+    for r in results:
+        if r.sol is not None and r.stats is not None:
+            lines.append(f"SOL on {r.sol.profile}: {r.sol.sol_us:.3f} µs ({r.sol.bound}-bound, {r.sol.data_path} data path); "
+                         f"native B200 SOL {r.sol_b200.sol_us:.3f} µs")
+        if r.stats is not None:
+            st = r.stats
+            lines.append(f"{r.case} {r.strategy}/{r.backend}: mean {st.mean_us:.3f} µs, median {st.median_us:.3f}, best {st.best_us:.3f}, "
+                         f"worst {st.worst_us:.3f}, std {st.std_us:.3f}, {st.runs} runs x {st.batch} inputs [{st.method}, {st.clock}]")
+        if r.setup_us:
+            lines.append("setup: " + ", ".join(f"{k} {v / 1e3:.2f} ms" for k, v in r.setup_us.items()))
+    return "\n".join(lines)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("run")
+    @command
+    def run_cmd(case: Annotated[Optional[str], typer.Option("--case", help="Case id (see `nvgg cases`).")] = None,
+                strategy: Annotated[Optional[str], typer.Option("--strategy", help="persistent, multistream, graph or sequential.")] = None,
+                backend: Annotated[Optional[str], typer.Option("--backend", help="cute or torch (default: the best this machine has).")] = None,
+                submission: Annotated[Optional[str], typer.Option("--submission", help="Run a competition-format submission.py instead.")] = None,
+                shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
+                timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None) -> None:
+        """Check and time one strategy on one case (default: the best strategy and backend here)."""
+        picked = pick_cases(case, shape, cases_file)
+        if len(picked) != 1:
+            raise NvggError("nvgg run takes one case: use `nvgg compare` for several")
+        the_case = picked[0]
+        if submission:
+            if strategy or backend:
+                raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend")
+            result = sub.run_submission(submission, the_case, profile=profile, timer=timer.value)
+        else:
+            result = runner.run_one(the_case, strategy=strategy, backend=backend, profile=profile, timer=timer.value)
+        env = result.env or envmod.collect(runner.default_device())
+        typer.echo(render([result], env))
+        if json_out:
+            write_json(json_out, document([result], env, {c.id for c in casesmod.benchmarks()}))
+        if result.status != "ok":
+            raise typer.Exit(1)

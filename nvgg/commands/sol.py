@@ -1,0 +1,36 @@
+"""`nvgg sol`: the speed-of-light floor of a case on a GPU profile, beside the native B200's."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Optional
+
+import typer
+
+from .. import profiles, sol as solmod
+from ..cli import command
+from ..report import sol_rows, sol_table
+from .common import CasesFile, Profile, Shape, pick_cases
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("sol")
+    @command
+    def sol_cmd(case: Annotated[Optional[str], typer.Option("--case", help="Case id(s), comma-separated, or all / benchmarks.")] = None,
+                shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
+                as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+        """Bytes, FLOPs and the floor: max(bytes / DRAM bandwidth, FLOPs / tensor peak of the data path)."""
+        cases = pick_cases(case, shape, cases_file, default="benchmarks")
+        prof = profiles.resolve(profile) if profile else (profiles.resolve(None) if profiles.gpu_name() else None)
+        b200 = profiles.get("b200")
+        if as_json:
+            payload = [s.to_dict() for c in cases for s in ([solmod.sol(c, prof)] if prof and prof.name != "b200" else []) + [solmod.sol(c, b200)]]
+            typer.echo(json.dumps(payload, indent=2))
+            return
+        rows = []
+        for c in cases:
+            device_sol = solmod.sol(c, prof) if prof and prof.name != "b200" else None
+            rows += sol_rows(c, device_sol, solmod.sol(c, b200))
+        typer.echo(sol_table(rows))
+        if prof is None:
+            typer.echo("(no GPU found: showing the B200 profile; pass --profile h100|h200 for a Hopper floor)")

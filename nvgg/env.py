@@ -1,0 +1,73 @@
+"""The environment a result was measured in: GPU, clocks at the time, driver, library versions."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import platform
+
+import torch
+
+from . import __version__
+
+
+def _version(dist: str, module: str | None = None) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    if module:  # importable without an installed distribution (a PYTHONPATH bundle)
+        try:
+            mod = importlib.import_module(module)
+            return getattr(mod, "__version__", None)
+        except Exception:
+            return None
+    return None
+
+
+def _nvml(index: int) -> dict:
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+    except Exception:
+        return {}
+    try:
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        name = pynvml.nvmlDeviceGetName(h)
+        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+        driver = pynvml.nvmlSystemGetDriverVersion()
+        return {
+            "gpu": name.decode() if isinstance(name, bytes) else name,
+            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+            "driver": driver.decode() if isinstance(driver, bytes) else driver,
+            "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}",
+        }
+    except Exception:
+        return {}
+    finally:
+        pynvml.nvmlShutdown()
+
+
+def collect(device: torch.device) -> dict:
+    env = {
+        "device": str(device),
+        "gpu": None,
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "cutlass_dsl": _version("nvidia-cutlass-dsl", "cutlass"),
+        "nvgg": __version__,
+    }
+    if device.type == "cuda":
+        index = device.index or 0
+        env["gpu"] = torch.cuda.get_device_name(index)
+        env["capability"] = "sm_%d%d" % torch.cuda.get_device_capability(index)
+        env.update({k: v for k, v in _nvml(index).items() if v is not None})
+    else:
+        env["gpu"] = "none (CPU run)"
+    return env
+
+
+def card(env: dict) -> str:
+    return env.get("gpu") or "CPU"

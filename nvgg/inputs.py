@@ -1,0 +1,110 @@
+"""Inputs identical to the competition's, and the scale-factor layouts.
+
+`generate(case, device)` follows the competition generator's algorithm draw for draw, so on CUDA
+it returns the same bits for the same case and seed. The order of random draws is the contract:
+
+    torch.manual_seed(seed)
+    for each group (l = 1):
+        a   = randint(255, (l, m, k/2), uint8, cuda) & 0xBB  -> permute (m, k/2, l), float4_e2m1fn_x2
+        b   = the same with n
+        c   = randn((l, m, n), float16, cuda)                -> permute (m, n, l)
+        sfa = randint(1, 3, (l, m, k/16), int8, CPU generator) -> float8_e4m3fn -> (m, k/16, l), on CPU
+        sfb = the same with n
+        sfa_blocked, then sfb_blocked (see `to_blocked`)
+
+Nibble order: the first element of a float4_e2m1fn_x2 byte is its LOW nibble. The mask 0xBB keeps
+each nibble's sign and two low bits, so the competition's values are 0, ±0.5, ±1, ±1.5.
+
+Blocked scale layout (cuBLAS's "block scaling factors layout", what the B200 MMA reads): per batch
+a tensor of shape (rest_mn, rest_k, 32, 4, 4) in memory, rest_mn = ceil(mn/128), rest_k =
+ceil(k/16/4), exposed as the permuted view (32, 4, rest_mn, 4, rest_k, l). Row i, scale column j
+lives at [i % 32, (i % 128) // 32, i // 128, j % 4, j // 4, b]; so a 128-row x 64-element block's
+scales are one contiguous 512-byte chunk. Padding rows hold the random fill, never zero.
+
+On a CPU every draw comes from the CPU generator, so the bits differ from the competition's
+(`same_bits_as_competition(device)` says which; the CLI prints it).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from .cases import Case
+
+SF_VEC = 16      # elements per e4m3 scale along K
+BATCH = 15       # inputs per timing measurement, as the competition's timer uses
+SEED_STEP = 42   # the competition advances the seed by 42 before generating each timing input
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def same_bits_as_competition(device: torch.device | str) -> bool:
+    return torch.device(device).type == "cuda"
+
+
+def _fp4(l: int, mn: int, k: int, device) -> torch.Tensor:
+    raw = torch.randint(255, (l, mn, k // 2), dtype=torch.uint8, device=device) & 0xBB
+    return raw.permute(1, 2, 0).view(torch.float4_e2m1fn_x2)
+
+
+def _scales(l: int, mn: int, k: int) -> torch.Tensor:
+    # drawn from the CPU generator and left on the CPU, as the competition does
+    return torch.randint(1, 3, (l, mn, _ceil_div(k, SF_VEC)), dtype=torch.int8).to(torch.float8_e4m3fn).permute(1, 2, 0)
+
+
+def to_blocked(plain: torch.Tensor, mn: int, k: int, device) -> torch.Tensor:
+    """The blocked copy of plain scales [mn, k/16, l]; its fill is drawn first, as the competition does."""
+    l = plain.shape[2]
+    sf_k = _ceil_div(k, SF_VEC)
+    shape = (l, _ceil_div(mn, 128), _ceil_div(sf_k, 4), 32, 4, 4)
+    blocked = torch.randint(1, 3, shape, dtype=torch.int8, device=device).to(torch.float8_e4m3fn)
+    blocked = blocked.permute(3, 4, 1, 5, 2, 0)
+    src = plain.to(device)
+    i = torch.arange(mn, device=device)[:, None, None]
+    j = torch.arange(sf_k, device=device)[None, :, None]
+    b = torch.arange(l, device=device)[None, None, :]
+    blocked[i % 32, (i % 128) // 32, i // 128, j % 4, j // 4, b] = src[i, j, b]
+    return blocked
+
+
+def from_blocked(blocked: torch.Tensor, mn: int, k: int) -> torch.Tensor:
+    """Plain [mn, k/16] scales (batch 0) back from the blocked view, on the blocked tensor's device."""
+    sf_k = _ceil_div(k, SF_VEC)
+    rows = blocked.shape[2] * 128
+    cols = blocked.shape[4] * 4
+    # (i%32, (i%128)//32, i//128, j%4, j//4) -> (i//128, (i%128)//32, i%32, j//4, j%4)
+    plain = blocked[..., 0].permute(2, 1, 0, 4, 3).reshape(rows, cols)
+    return plain[:mn, :sf_k]
+
+
+def generate(case: Case, device: torch.device | str = "cuda", seed: int | None = None):
+    """The competition's data tuple (abc, sfasfb, sfasfb_reordered, problem_sizes) for one seed."""
+    device = torch.device(device)
+    torch.manual_seed(case.seed if seed is None else seed)
+    abc, sf, sf_blocked, sizes = [], [], [], []
+    l = 1
+    for m, n, k in case.groups:
+        a = _fp4(l, m, k, device)
+        b = _fp4(l, n, k, device)
+        c = torch.randn((l, m, n), dtype=torch.float16, device=device).permute(1, 2, 0)
+        sfa = _scales(l, m, k)
+        sfb = _scales(l, n, k)
+        sfa_blocked = to_blocked(sfa, m, k, device)
+        sfb_blocked = to_blocked(sfb, n, k, device)
+        abc.append((a, b, c))
+        sf.append((sfa, sfb))
+        sf_blocked.append((sfa_blocked, sfb_blocked))
+        sizes.append((m, n, k, l))
+    return abc, sf, sf_blocked, sizes
+
+
+def generate_batch(case: Case, device: torch.device | str = "cuda", count: int = BATCH) -> list:
+    """The inputs of one timing measurement: `count` tuples, seeds case.seed + 42·i for i = 1..count."""
+    return [generate(case, device, seed=case.seed + SEED_STEP * (i + 1)) for i in range(count)]
+
+
+def outputs(data) -> list[torch.Tensor]:
+    """The C tensors a run writes, as the competition's custom_kernel returns them."""
+    return [c for (_, _, c) in data[0]]

@@ -1,0 +1,120 @@
+"""GPU specifications for the speed-of-light model and resource checks.
+
+Each `profiles/NAME.toml` holds one GPU's numbers with their sources in comments. The running
+GPU is found through NVML (nvidia-ml-py) and matched by name; `--profile NAME` overrides.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from .errors import NvggError
+
+PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
+
+
+@dataclass(frozen=True)
+class Limits:
+    smem_per_sm_bytes: int
+    smem_per_block_bytes: int
+    registers_per_sm: int
+    registers_per_thread: int
+    max_warps_per_sm: int
+    max_blocks_per_sm: int
+    max_threads_per_block: int
+    tmem_bytes_per_sm: int | None = None
+
+
+@dataclass(frozen=True)
+class Profile:
+    name: str
+    display: str
+    arch: str
+    nvml_names: tuple[str, ...]
+    sm_count: int
+    sol_clock_mhz: int
+    dram_bandwidth_gbs: float
+    tensor_tflops: dict = field(hash=False)
+    limits: Limits = field(hash=False)
+    measured: dict = field(default_factory=dict, hash=False)
+
+    @property
+    def has_fp4_tensor_cores(self) -> bool:
+        return "fp4" in self.tensor_tflops
+
+    @property
+    def data_path(self) -> str:
+        """The tensor-core type an NVFP4 GEMM runs at: native fp4 where it exists, else fp16
+        (the operands are expanded to fp16 in-kernel; every e2m1 x e4m3 product is an fp16 value)."""
+        return "fp4" if self.has_fp4_tensor_cores else "fp16"
+
+
+def _load(path: Path) -> Profile:
+    try:
+        raw = tomllib.loads(path.read_text())
+        return Profile(
+            name=raw["name"], display=raw["display"], arch=raw["arch"],
+            nvml_names=tuple(raw.get("nvml_names", [])), sm_count=int(raw["sm_count"]),
+            sol_clock_mhz=int(raw["sol_clock_mhz"]), dram_bandwidth_gbs=float(raw["dram_bandwidth_gbs"]),
+            tensor_tflops=dict(raw["tensor_tflops"]), limits=Limits(**raw["limits"]),
+            measured=dict(raw.get("measured", {})),
+        )
+    except (KeyError, TypeError, tomllib.TOMLDecodeError) as exc:
+        raise NvggError(f"profile file {path} is malformed ({exc}): fix it against profiles/h100.toml") from None
+
+
+@lru_cache(maxsize=None)
+def all_profiles() -> dict[str, Profile]:
+    return {p.stem: _load(p) for p in sorted(PROFILES_DIR.glob("*.toml"))}
+
+
+def get(name: str) -> Profile:
+    profiles = all_profiles()
+    key = name.strip().lower()
+    if key not in profiles:
+        raise NvggError(f"unknown profile {name!r}: choose one of {', '.join(profiles)}")
+    return profiles[key]
+
+
+def for_gpu_name(gpu_name: str) -> Profile | None:
+    """Map an NVML/torch device name to a profile: exact names first, then the longest prefix."""
+    best, best_len = None, -1
+    for profile in all_profiles().values():
+        for known in profile.nvml_names:
+            if gpu_name == known:
+                return profile
+            if gpu_name.startswith(known) and len(known) > best_len:
+                best, best_len = profile, len(known)
+    return best
+
+
+def gpu_name() -> str | None:
+    """Name of GPU 0 through NVML, or None when there is no NVIDIA driver."""
+    try:
+        import pynvml
+        pynvml.nvmlInit()
+        try:
+            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+        finally:
+            pynvml.nvmlShutdown()
+        return name.decode() if isinstance(name, bytes) else name
+    except Exception:  # no driver, no library, no device: all mean "no GPU to profile"
+        return None
+
+
+def resolve(name: str | None) -> Profile:
+    """The profile to use: the one named, else the running GPU's, else an actionable error."""
+    if name:
+        return get(name)
+    detected = gpu_name()
+    if detected is None:
+        raise NvggError("no GPU found to pick a profile from: pass --profile "
+                        f"({', '.join(all_profiles())})")
+    profile = for_gpu_name(detected)
+    if profile is None:
+        raise NvggError(f"no profile matches the GPU {detected!r}: pass --profile "
+                        f"({', '.join(all_profiles())}) or add profiles/<name>.toml")
+    return profile

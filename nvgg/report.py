@@ -1,0 +1,140 @@
+"""Results for people (tabulate tables) and scripts (JSON), built from the same rows; the baseline
+regression gate; atomic result files."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+
+from tabulate import tabulate
+
+from .cases import Case
+from .errors import NvggError
+from .sol import Sol
+
+
+def _us(x: float | None) -> str:
+    return "—" if x is None else (f"{x:.1f}" if x >= 100 else f"{x:.2f}" if x >= 10 else f"{x:.3f}")
+
+
+def label(result) -> str:
+    return result.strategy if result.backend in ("submission", None) else f"{result.strategy}/{result.backend}"
+
+
+def speedups(results) -> dict[int, float]:
+    """Speedup of each result over sequential on the same backend and case (by list index)."""
+    base = {(r.case, r.backend): r.time_us for r in results if r.strategy == "sequential" and r.time_us}
+    out = {}
+    for i, r in enumerate(results):
+        ref = base.get((r.case, r.backend))
+        if ref and r.time_us:
+            out[i] = ref / r.time_us
+    return out
+
+
+def geomeans(results, benchmark_ids: set[str]) -> dict[str, float]:
+    """Geometric mean of the time over the benchmark cases (the leaderboard's ranking), for each
+    strategy/backend that ran every benchmark case correctly."""
+    by_label: dict[str, dict[str, float]] = {}
+    for r in results:
+        if r.case in benchmark_ids and r.status == "ok" and r.time_us:
+            by_label.setdefault(label(r), {})[r.case] = r.time_us
+    return {name: math.exp(sum(math.log(t) for t in times.values()) / len(times))
+            for name, times in by_label.items() if set(times) == benchmark_ids}
+
+
+def status_text(r) -> str:
+    return {"ok": "ok", "wrong": "WRONG", "error": "ERROR", "unsupported": "n/a"}[r.status]
+
+
+def results_table(results) -> str:
+    ups = speedups(results)
+    rows = []
+    for i, r in enumerate(results):
+        st = r.stats
+        rows.append([
+            r.case, label(r),
+            _us(r.time_us) + ("" if st is None or st.clock == "cuda events" else " (CPU)"),
+            _us(st.err_us) if st else "—",
+            f"{ups[i]:.2f}x" if i in ups else "—",
+            f"{r.gap:.1f}x" if r.gap else "—",
+            status_text(r) + (f": {r.message}" if r.message and r.status != "ok" else ""),
+        ])
+    headers = ["case", "strategy/backend", "time µs", "± err", "vs sequential", "gap to SOL", "check"]
+    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+
+
+def geomean_table(results, benchmark_ids: set[str]) -> str:
+    means = geomeans(results, benchmark_ids)
+    if not means:
+        return ""
+    rows = [[name, _us(t)] for name, t in sorted(means.items(), key=lambda kv: kv[1])]
+    return tabulate(rows, headers=["strategy/backend", "geomean µs over benchmarks " + ",".join(sorted(benchmark_ids))],
+                    tablefmt="github", disable_numparse=True)
+
+
+def sol_rows(case: Case, device_sol: Sol | None, b200_sol: Sol) -> list:
+    rows = []
+    for s in ([device_sol] if device_sol else []) + [b200_sol]:
+        rows.append([case.id, s.profile, s.data_path, f"{s.bytes / 1e6:.2f}", f"{s.flops / 1e9:.1f}",
+                     _us(s.memory_us), _us(s.compute_us), _us(s.sol_us), s.bound])
+    return rows
+
+
+SOL_HEADERS = ["case", "profile", "data path", "MB", "GFLOP", "memory µs", "compute µs", "SOL µs", "bound"]
+
+
+def sol_table(rows) -> str:
+    return tabulate(rows, headers=SOL_HEADERS, tablefmt="github", disable_numparse=True)
+
+
+def document(results, env: dict, benchmark_ids: set[str]) -> dict:
+    return {"env": env, "results": [r.to_dict() for r in results], "geomean_us": geomeans(results, benchmark_ids)}
+
+
+def write_json(path: str | Path, payload) -> None:
+    """Write atomically: a temporary file in the same folder, then rename over the target."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as fh:
+            json.dump(payload, fh, indent=2, default=str)
+            fh.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def load_baseline(path: str | Path) -> dict[tuple[str, str, str], dict]:
+    try:
+        raw = json.loads(Path(path).read_text())
+        rows = raw["results"]
+        return {(r["case"], r["strategy"], r["backend"]): r for r in rows}
+    except FileNotFoundError:
+        raise NvggError(f"baseline {path} does not exist: write one first with --json {path}") from None
+    except (ValueError, KeyError, TypeError):
+        raise NvggError(f"baseline {path} is not an nvgg result file (JSON with 'results'): regenerate it with --json") from None
+
+
+def regressions(results, baseline: dict, max_regression_pct: float) -> list[str]:
+    """Lines naming every result slower than its baseline by more than the allowed percentage,
+    or correct in the baseline and not now. Results absent from the baseline are not judged."""
+    out = []
+    for r in results:
+        old = baseline.get((r.case, r.strategy, r.backend))
+        if old is None:
+            continue
+        if old.get("status") == "ok" and r.status != "ok":
+            out.append(f"{r.case} {label(r)}: was ok, now {r.status} ({r.message})")
+            continue
+        if old.get("time_us") and r.time_us:
+            limit = old["time_us"] * (1 + max_regression_pct / 100)
+            if r.time_us > limit:
+                pct = (r.time_us / old["time_us"] - 1) * 100
+                out.append(f"{r.case} {label(r)}: {r.time_us:.3f} µs vs baseline {old['time_us']:.3f} µs (+{pct:.1f}% > {max_regression_pct}%)")
+    return out

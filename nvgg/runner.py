@@ -1,0 +1,171 @@
+"""The one data path: case -> inputs -> strategy x backend -> checked run -> timed run -> Result.
+
+`run` is this once, `compare` is it over strategies x cases, `profile` is it under another
+observer. Nothing here knows the CLI; the reference, SOL and timer know nothing of strategies.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+
+import torch
+
+from . import backends, env as envmod, inputs, reference, sol as solmod, strategies, timing
+from .cases import Case
+from .errors import NvggError
+from .profiles import Profile, for_gpu_name, get as get_profile
+
+CPU_BATCH = 3  # a CPU run times 3 inputs a repetition (not 15) so it finishes in seconds
+
+
+@dataclass
+class Result:
+    case: str
+    strategy: str
+    backend: str
+    status: str                    # ok | wrong | error | unsupported
+    message: str = ""
+    checked_inputs: int = 0
+    stats: timing.Stats | None = None
+    sol: solmod.Sol | None = None
+    sol_b200: solmod.Sol | None = None
+    setup_us: dict = field(default_factory=dict)
+    kernels: list = field(default_factory=list)
+    inputs: str = ""
+    env: dict = field(default_factory=dict)
+
+    @property
+    def correct(self) -> bool | None:
+        return {"ok": True, "wrong": False}.get(self.status)
+
+    @property
+    def time_us(self) -> float | None:
+        return self.stats.mean_us if self.stats else None
+
+    @property
+    def gap(self) -> float | None:
+        if self.stats is None or self.sol is None or self.stats.clock != "cuda events":
+            return None
+        return solmod.gap(self.stats.mean_us, self.sol)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out.update(correct=self.correct, time_us=self.time_us, gap_to_sol=self.gap)
+        return out
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "Result":
+        names = {f for f in cls.__dataclass_fields__}
+        kwargs = {k: v for k, v in raw.items() if k in names}
+        if kwargs.get("stats"):
+            kwargs["stats"] = timing.Stats(**kwargs["stats"])
+        for key in ("sol", "sol_b200"):
+            if kwargs.get(key):
+                kwargs[key] = solmod.Sol(**kwargs[key])
+        return cls(**kwargs)
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def device_profile(device: torch.device, name: str | None) -> Profile | None:
+    """The profile the SOL is quoted against: the one named, else the running GPU's, else none."""
+    if name:
+        return get_profile(name)
+    if device.type == "cuda":
+        return for_gpu_name(torch.cuda.get_device_name(device))
+    return None
+
+
+def default_strategy(backend: backends.Backend, device: torch.device) -> str:
+    if device.type != "cuda":
+        return "sequential"
+    return "persistent" if backend.supports_grouped else "graph"
+
+
+def arch_of(device: torch.device) -> str:
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
+
+
+def run_one(case: Case, *, strategy=None, backend=None, device: torch.device | None = None,
+            profile: str | None = None, timer: str = "leaderboard", batch: int | None = None,
+            do_time: bool = True) -> Result:
+    """Check, then time, one strategy on one backend for one case. Unsupported -> NvggError.
+    `strategy` and `backend` are names (None: the defaults for this machine) or objects."""
+    device = device or default_device()
+    be = backend if isinstance(backend, backends.Backend) else backends.get(backend or backends.best(device))
+    st = strategy if isinstance(strategy, strategies.Strategy) else strategies.get(strategy or default_strategy(be, device))
+    be.check(case, device)
+    st.check(be, case, device)
+    prof = device_profile(device, profile)
+    result = Result(case=case.id, strategy=st.name, backend=be.name, status="ok", env=envmod.collect(device))
+    result.inputs = ("competition-identical (CUDA generator)" if inputs.same_bits_as_competition(device)
+                     else "CPU generator: same algorithm, different bits from the competition's")
+    if prof is not None:
+        result.sol = solmod.sol(case, prof)
+    result.sol_b200 = solmod.sol(case, get_profile("b200"))
+
+    if device.type == "cuda":
+        t0 = time.perf_counter()
+        result.kernels = [k.to_dict() for k in be.compile(case, arch_of(device), grouped=st.grouped)]
+        result.setup_us["compile"] = (time.perf_counter() - t0) * 1e6
+
+    count = batch or (inputs.BATCH if device.type == "cuda" else CPU_BATCH)
+    batch_data = inputs.generate_batch(case, device, count)
+    prepared = []
+    for data in batch_data:
+        p, prep_us = timing.host_time_us(lambda: st.prepare(be, data), device)
+        prepared.append(p)
+        result.setup_us.setdefault("first_prepare", prep_us)
+    for key in prepared[0].setup_us:
+        result.setup_us[key] = sum(p.setup_us[key] for p in prepared) / len(prepared)
+
+    # the checked run: every input on a GPU (as the leaderboard does), the first on a CPU
+    to_check = batch_data if device.type == "cuda" else batch_data[:1]
+    for i, (data, p) in enumerate(zip(to_check, prepared)):
+        expected = reference.reference(data, torch.float64 if device.type == "cuda" else torch.float32)
+        reference.poison(data)
+        try:
+            out, call_us = timing.host_time_us(p.launch, device)
+        except Exception as exc:  # a launch that raises is a failed result, not a crash of the tool
+            result.status, result.message = "error", f"launch failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            return result
+        if i == 0:
+            result.setup_us["first_call"] = call_us
+        got = out if out is not None else inputs.outputs(data)
+        verdict = reference.check(got, expected)
+        result.checked_inputs = i + 1
+        if not verdict.ok:
+            result.status, result.message = "wrong", f"input {i}: {verdict.message}"
+            return result
+    if do_time:
+        clock = timing.make_timer(device, timer)
+        result.stats = clock.per_call([p.launch for p in prepared]) if timer == "per-call" \
+            else clock.batch([p.launch for p in prepared])
+    return result
+
+
+def run_many(cases: list[Case], strategy_names: list[str], backend_names: list[str], *, on_result=None,
+             submission: str | None = None, **kwargs) -> list[Result]:
+    """`run_one` over cases x strategies x backends; an unsupported pair becomes a row, not an abort."""
+    from .backends import submission as sub
+    results = []
+    for case in cases:
+        combos = [(s, b) for b in backend_names for s in strategy_names]
+        for st_name, be_name in combos:
+            try:
+                res = run_one(case, strategy=st_name, backend=be_name, **kwargs)
+            except NvggError as exc:
+                res = Result(case=case.id, strategy=st_name, backend=be_name, status="unsupported", message=str(exc))
+            results.append(res)
+            if on_result:
+                on_result(res)
+        if submission:
+            res = sub.run_submission(submission, case, **kwargs)
+            results.append(res)
+            if on_result:
+                on_result(res)
+    return results
