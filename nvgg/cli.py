@@ -46,6 +46,9 @@ def command(fn):
 
 
 def run() -> None:
-    from .commands import register
-    register(app)
     app()
+
+
+from .commands import register  # noqa: E402  (the commands use `command` above)
+
+register(app)

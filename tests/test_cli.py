@@ -1,0 +1,107 @@
+"""The CLI through typer's CliRunner: thin commands, one-line errors, exit codes, JSON."""
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from nvgg import runner as runner_mod, timing
+from nvgg.cli import app
+from nvgg.runner import Result
+
+cli = CliRunner()
+
+
+def test_cases_lists_all_fourteen():
+    out = cli.invoke(app, ["cases", "--json"])
+    assert out.exit_code == 0
+    rows = json.loads(out.stdout)
+    assert len(rows) == 14 and rows[2]["id"] == "3" and rows[2]["bytes"] == 18_481_152
+
+
+def test_sol_json_has_the_contract_keys():
+    out = cli.invoke(app, ["sol", "--case", "1,2,3,4", "--profile", "h200", "--json"])
+    assert out.exit_code == 0
+    rows = json.loads(out.stdout)
+    assert {"case", "profile", "bytes", "flops", "memory_us", "compute_us", "sol_us", "bound"} <= set(rows[0])
+    b200 = {r["case"]: r["sol_us"] for r in rows if r["profile"] == "b200"}
+    assert round(b200["1"], 3) == 18.833 and round(b200["4"], 3) == 1.525
+    assert {r["profile"] for r in rows} == {"h200", "b200"}
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["run", "--case", "9"], "unknown case '9'"),
+    (["run", "--shape", "m: [64]; n: [256]"], "lacks k"),
+    (["sol", "--case", "1", "--profile", "a100"], "unknown profile 'a100'"),
+    (["run", "--case", "3", "--strategy", "graph"], "needs a CUDA GPU"),
+    (["run", "--case", "3", "--strategy", "fast"], "unknown strategy 'fast'"),
+    (["run", "--case", "3", "--submission", "/nope/submission.py"], "does not exist"),
+    (["run", "--case", "3", "--cases", "/nope.yaml"], "does not exist"),
+    (["compare", "--strategy", "bogus"], "unknown strategy 'bogus'"),
+])
+def test_bad_input_is_one_line_and_non_zero(argv, words):
+    out = cli.invoke(app, argv)
+    assert out.exit_code == 2
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and words in lines[0] and "Traceback" not in out.output
+
+
+def _fake(case, strategy, backend, t, status="ok"):
+    stats = timing.reduce([t, t, t], batch=15, method="leaderboard", clock="cuda events")
+    return Result(case=case, strategy=strategy, backend=backend, status=status,
+                  stats=stats if status == "ok" else None, env={"gpu": "TestGPU"})
+
+
+def test_run_calls_the_runner_with_parsed_arguments(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_run_one(case, **kwargs):
+        seen.update(kwargs, case=case.id)
+        return _fake(case.id, "graph", "torch", 42.0)
+
+    monkeypatch.setattr(runner_mod, "run_one", fake_run_one)
+    out = cli.invoke(app, ["run", "--case", "3", "--strategy", "graph", "--backend", "torch", "--timer", "per-call",
+                           "--json", str(tmp_path / "r.json")])
+    assert out.exit_code == 0, out.output
+    assert seen == {"case": "3", "strategy": "graph", "backend": "torch", "profile": None, "timer": "per-call"}
+    assert "TestGPU" in out.stdout and "42.00" in out.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["results"][0]["time_us"] == 42.0
+
+
+def test_compare_gate_fails_on_regression_and_passes_within_budget(monkeypatch, tmp_path):
+    baseline = tmp_path / "base.json"
+    times = {"sequential": 100.0, "graph": 50.0}
+
+    def fake_many(cases, st_names, be_names, **kwargs):
+        return [_fake(c.id, s, "torch", times[s]) for c in cases for s in st_names]
+
+    monkeypatch.setattr(runner_mod, "run_many", fake_many)
+    args = ["compare", "strategies", "--case", "3,4", "--strategy", "sequential,graph", "--backend", "torch"]
+    out = cli.invoke(app, args + ["--json", str(baseline)])
+    assert out.exit_code == 0, out.output
+    assert "2.00x" in out.stdout  # graph over sequential
+    times["graph"] = 52.0  # +4%: inside a 5% budget
+    assert cli.invoke(app, args + ["--baseline", str(baseline), "--max-regression", "5"]).exit_code == 0
+    times["graph"] = 60.0  # +20%
+    out = cli.invoke(app, args + ["--baseline", str(baseline), "--max-regression", "5"])
+    assert out.exit_code == 1 and "regression: 3 graph/torch" in out.stderr and "+20.0%" in out.stderr
+
+
+def test_plain_compare_is_compare_strategies(monkeypatch):
+    seen = []
+    monkeypatch.setattr(runner_mod, "run_many", lambda cases, s, b, **kw: seen.append((tuple(c.id for c in cases), tuple(s))) or [])
+    assert cli.invoke(app, ["compare"]).exit_code == 0
+    assert seen == [(("1", "2", "3", "4"), ("persistent", "multistream", "graph", "sequential"))]
+
+
+def test_compare_exits_non_zero_on_a_wrong_result(monkeypatch):
+    monkeypatch.setattr(runner_mod, "run_many", lambda cases, s, b, **kw: [_fake("3", "graph", "torch", 1.0, status="wrong")])
+    out = cli.invoke(app, ["compare", "--case", "3"])
+    assert out.exit_code == 1 and "WRONG" in out.stdout
+
+
+def test_run_on_cpu_end_to_end():
+    out = cli.invoke(app, ["run", "--case", "test-2"])
+    assert out.exit_code == 0, out.output
+    assert "(CPU)" in out.stdout and "sequential/torch" in out.stdout and "different bits" in out.stdout

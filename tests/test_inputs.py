@@ -1,0 +1,49 @@
+import torch
+
+from nvgg import cases, inputs
+
+
+def test_layout_dtypes_and_devices_follow_the_competition():
+    case = cases.get("test-4")
+    abc, sf, sf_blocked, sizes = inputs.generate(case, "cpu")
+    assert sizes == [(80, 384, 256, 1), (128, 256, 512, 1), (256, 128, 256, 1)]
+    for (a, b, c), (sfa, sfb), (ra, rb), (m, n, k, l) in zip(abc, sf, sf_blocked, sizes):
+        assert a.dtype == torch.float4_e2m1fn_x2 and tuple(a.shape) == (m, k // 2, 1)
+        assert tuple(b.shape) == (n, k // 2, 1) and c.dtype == torch.float16 and tuple(c.shape) == (m, n, 1)
+        assert sfa.dtype == torch.float8_e4m3fn and tuple(sfa.shape) == (m, k // 16, 1) and sfa.device.type == "cpu"
+        assert tuple(ra.shape) == (32, 4, (m + 127) // 128, 4, k // 64, 1)
+        # every nibble keeps only its sign and two low bits
+        assert int((a.view(torch.uint8) & 0x44).count_nonzero()) == 0
+        # scales are 1 or 2
+        assert set(sfa.float().unique().tolist()) <= {1.0, 2.0}
+
+
+def test_same_seed_same_bits_and_batch_seeds_step_by_42():
+    case = cases.get("test-1")
+    x = inputs.generate(case, "cpu")
+    y = inputs.generate(case, "cpu", seed=case.seed)
+    assert torch.equal(x[0][1][0].view(torch.uint8), y[0][1][0].view(torch.uint8))
+    batch = inputs.generate_batch(case, "cpu", count=3)
+    third = inputs.generate(case, "cpu", seed=case.seed + 42 * 3)
+    assert torch.equal(batch[2][0][0][0].view(torch.uint8), third[0][0][0].view(torch.uint8))
+    assert not torch.equal(batch[0][0][0][0].view(torch.uint8), batch[1][0][0][0].view(torch.uint8))
+
+
+def test_blocked_layout_index_formula_and_round_trip():
+    mn, k = 200, 512
+    plain = torch.randint(1, 100, (mn, k // 16, 1), dtype=torch.int8).to(torch.float8_e4m3fn)
+    blocked = inputs.to_blocked(plain, mn, k, "cpu")
+    storage = blocked.permute(5, 2, 4, 0, 1, 3).contiguous().view(torch.uint8).flatten()
+    rest_k = k // 64
+    for i, j in [(0, 0), (31, 3), (32, 0), (127, 31), (128, 5), (199, 17)]:
+        offset = ((i // 128) * rest_k + j // 4) * 512 + (i % 32) * 16 + ((i % 128) // 32) * 4 + j % 4
+        assert storage[offset] == plain[i, j, 0].view(torch.uint8)
+    assert torch.equal(inputs.from_blocked(blocked, mn, k).view(torch.uint8), plain[:, :, 0].view(torch.uint8))
+
+
+def test_blocked_copy_matches_plain_scales_in_generated_inputs():
+    case = cases.get("test-9")
+    _, sf, sf_blocked, sizes = inputs.generate(case, "cpu")
+    for (sfa, sfb), (ra, rb), (m, n, k, _) in zip(sf, sf_blocked, sizes):
+        assert torch.equal(inputs.from_blocked(ra, m, k).view(torch.uint8), sfa[:, :, 0].view(torch.uint8))
+        assert torch.equal(inputs.from_blocked(rb, n, k).view(torch.uint8), sfb[:, :, 0].view(torch.uint8))
