@@ -84,6 +84,24 @@ class L2Flush:
         self.buffer.fill_(0x5A5A5A5A)
 
 
+_CYCLES_PER_US: dict[torch.device, float] = {}
+
+
+def spin_cycles_per_us(device: torch.device) -> float:
+    """Cycles a `torch.cuda._sleep` spin burns per microsecond, measured once (the SM clock under
+    load; NVML's current clock reads the idle clock when the GPU has been resting)."""
+    if device not in _CYCLES_PER_US:
+        cycles = 2_000_000
+        torch.cuda._sleep(cycles)  # wake the clocks
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        end.synchronize()
+        _CYCLES_PER_US[device] = cycles / (start.elapsed_time(end) * 1e3)
+    return _CYCLES_PER_US[device]
+
+
 class EventTimer:
     """Times a batch of launches with CUDA events on the caller's current stream."""
 
@@ -105,11 +123,7 @@ class EventTimer:
             launch()
         enqueue_s = time.perf_counter() - t0
         torch.cuda.synchronize(self.device)
-        try:  # NVML's current SM clock; 2 GHz (about Hopper's boost) when it cannot be read
-            clock_hz = torch.cuda.clock_rate(self.device) * 1e6 or 2e9
-        except Exception:
-            clock_hz = 2e9
-        self._spin_cycles = int(max(2 * enqueue_s + 50e-6, 100e-6) * clock_hz)
+        self._spin_cycles = int(max(2 * enqueue_s * 1e6 + 50, 100) * spin_cycles_per_us(self.device))
 
     def batch(self, launches: Sequence[Launch]) -> Stats:
         """Per-call time of the batch, the leaderboard's way: flush, events around all calls, / len."""

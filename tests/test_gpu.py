@@ -1,0 +1,64 @@
+"""GPU tests (marker `gpu`): every torch-backend strategy against the exact reference on all
+14 competition cases, the reference's speed and agreement, the generator's layout on CUDA."""
+
+import time
+
+import pytest
+import torch
+
+from nvgg import cases, inputs, reference, runner, strategies
+from nvgg.backends import get as get_backend
+
+pytestmark = pytest.mark.gpu
+CUDA = torch.device("cuda")
+ALL = [c.id for c in cases.builtin()]
+
+
+@pytest.mark.parametrize("strategy", ["sequential", "multistream", "graph"])
+@pytest.mark.parametrize("case_id", ALL)
+def test_torch_strategies_match_the_reference(strategy, case_id):
+    res = runner.run_one(cases.get(case_id), strategy=strategy, backend="torch", device=CUDA, batch=2, do_time=False)
+    assert res.status == "ok", res.message
+    assert res.checked_inputs == 2
+
+
+def test_persistent_on_torch_is_refused():
+    from nvgg.errors import NvggError
+    with pytest.raises(NvggError, match="needs a grouped kernel"):
+        strategies.get("persistent").check(get_backend("torch"), cases.get("1"), CUDA)
+
+
+def test_generator_on_cuda_keeps_the_competitions_devices():
+    abc, sf, sf_blocked, _ = inputs.generate(cases.get("test-4"), CUDA)
+    assert abc[0][0].is_cuda and abc[0][2].is_cuda and not sf[0][0].is_cuda and sf_blocked[0][0].is_cuda
+    again = inputs.generate(cases.get("test-4"), CUDA)
+    assert torch.equal(abc[1][1].view(torch.uint8), again[0][1][1].view(torch.uint8))
+
+
+def test_gpu_reference_is_fast_and_agrees_with_the_cpu():
+    data = inputs.generate(cases.get("1"), CUDA)
+    reference.reference(data)  # warm cuBLAS
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    want = reference.reference(data)
+    torch.cuda.synchronize()
+    assert time.perf_counter() - t0 < 1.0
+    small = inputs.generate(cases.get("test-10"), CUDA)
+    cpu_data = ([(a.cpu(), b.cpu(), c.cpu()) for a, b, c in small[0]], small[1], None, small[3])
+    assert reference.check(reference.reference(small), [x.cpu() for x in reference.reference(cpu_data, torch.float32)]).ok
+    assert len(want) == 8
+
+
+def test_timer_measures_a_known_spin_within_a_few_percent():
+    from nvgg import timing
+    # a 20 µs spin, long enough that launch gaps are small beside it
+    cycles = int(20 * timing.spin_cycles_per_us(CUDA))
+    launches = [lambda: torch.cuda._sleep(cycles)] * 15
+    stats = timing.EventTimer(CUDA, queue_ahead=True).batch(launches)
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for launch in launches:
+            launch()
+        torch.cuda.synchronize()
+    kernel_us = [e.device_time for e in prof.events() if "sleep" in e.name.lower()]
+    truth = sum(kernel_us) / len(kernel_us)
+    assert stats.mean_us == pytest.approx(truth, rel=0.05)
