@@ -10,15 +10,13 @@ import torch
 from tabulate import tabulate
 
 from nvgg import timing
+from nvgg.profiling import cupti
 
 
 def cupti_mean_us(launches) -> float:
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        for launch in launches:
-            launch()
-        torch.cuda.synchronize()
-    times = [e.device_time for e in prof.events() if "sleep" in e.name.lower()]
-    return sum(times) / len(times)
+    acts = cupti.record(lambda: [launch() for launch in launches])
+    assert len(acts) == len(launches), [a.name for a in acts]
+    return sum(a.us for a in acts) / len(acts)
 
 
 def main() -> None:

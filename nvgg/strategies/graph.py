@@ -27,6 +27,10 @@ class Graph(Strategy):
         pool = StreamPool(device, self.pool_size)
         capture_stream = torch.cuda.Stream(device)
         capture_stream.wait_stream(torch.cuda.current_stream(device))
+        # one eager pass on the same streams first: library handles and workspaces (cuBLAS
+        # creates one per stream) must exist before capture, where creating them fails
+        with torch.cuda.stream(capture_stream):
+            pool.fork_join(launchers)
         graph = torch.cuda.CUDAGraph()
         torch.cuda.synchronize(device)
         t0 = time.perf_counter()

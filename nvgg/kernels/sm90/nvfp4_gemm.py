@@ -1,0 +1,396 @@
+"""NVFP4 block-scaled GEMM for Hopper (sm_90a): C_g = A_g · B_gᵀ, fp16 out, one kernel family.
+
+Hopper has no FP4 tensor core and no e2m1 conversion, so the kernel expands both operands to fp16
+in shared memory (scale applied, exactly) and multiplies them with wgmma (fp16 × fp16 → fp32).
+
+Operands are swapped: the kernel computes Cᵀ = B · Aᵀ, so the large N side of a group fills the
+64-row M slot of each wgmma and the group's small M (40..512 rows) sits in the wgmma N slot, which
+takes any multiple of 8. A CTA tile is TILE_N = 128 rows of B (two consumer warpgroups of 64 rows)
+by `tile_m` rows of A.
+
+Data, per group (the competition's layout, see backends/base.py):
+- A packed: (m, k/2) bytes, row-major; two e2m1 a byte, lower k in the low nibble. B: (n, k/2).
+- Scales: cuBLAS's blocked layout, one e4m3 per 16 k. The 4 × 128 scales of a 128-row × 64-k block
+  are one 512-byte chunk; scale (i, j) sits at ((i//128)·rest_k + j//4)·512 + (i%32)·16 +
+  ((i%128)//32)·4 + j%4, rest_k = k/64. The 256 k of one stage are 4 consecutive chunks (2 KB).
+- C: (m, n) fp16 row-major, written in place; rows ≥ m are never written.
+
+Warps (288 threads):
+- warp 8, the producer: per stage of 256 k it copies the packed bytes of the B tile (128 × 128 B)
+  and the A tile (tile_m × 128 B) with the bulk tensor copy (host-built 2-D tensor maps, 128-byte
+  swizzle, rows past m zero-filled), and their two 2 KB scale runs with plain bulk copies, into a
+  ring of `stages` buffers guarded by full/empty mbarriers.
+- warps 0-7, two warpgroups: for each 64-k subtile of a stage they all expand B and A into one of
+  3 fp16 buffers laid out as wgmma's K-major 128-byte-swizzled tiles, fence the async proxy, meet
+  at a named barrier, then each warpgroup issues wgmma on its 64 rows of B against all of A and
+  lets it run while they expand the next subtile. wgmma.wait_group(1) after each commit, three
+  buffers and the barrier make reuse safe: a thread writing buffer q%3 has passed barrier q-1, so
+  every thread has finished subtile q-2, whose wait retired wgmma q-3, the last reader.
+- the epilogue converts the fp32 accumulators to fp16 and stores the rows < m.
+
+The per-group kernel takes its shape at compile time and one launch covers one group's tiles; the
+persistent kernel takes all shapes from a device table and loops over the tiles of every group.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cutlass
+import cutlass.cute as cute
+import cutlass.pipeline as pipeline
+import cutlass.utils as utils
+import cutlass.utils.hopper_helpers as sm90_utils
+from cutlass import Float16, Float32, Int32, Int64
+
+from . import ptx
+
+TILE_N = 128  # rows of B per CTA tile: two consumer warpgroups × 64 (wgmma's M per warpgroup)
+K_STAGE = 256  # k per pipeline stage: 128 packed bytes a row, the tensor map box width
+K_SUB = 64  # k per fp16 subtile: one 128-byte swizzle atom of fp16
+SUBS_PER_STAGE = K_STAGE // K_SUB
+FP16_BUFFERS = 3  # see the module docstring for why three
+SCALE_CHUNK = 512  # bytes of scales for 128 rows × 64 k
+SCALE_RUN = SCALE_CHUNK * SUBS_PER_STAGE  # bytes of scales for 128 rows × one stage
+ROW_BYTES = K_STAGE // 2
+CONSUMER_THREADS = 256
+PRODUCER_WARP = CONSUMER_THREADS // 32
+THREADS = CONSUMER_THREADS + 32
+DEQUANT_BARRIER_ID = 1
+# Sources of the limits below:
+SMEM_LIMIT = 232448  # bytes per block, CUDA C Programming Guide, compute capability 9.0 table
+REG_LIMIT = 255  # registers per thread, same table
+TMA_BOX_MAX = 256  # elements per box dimension, CUDA driver API cuTensorMapEncodeTiled
+TMA_DIM_MAX = 1 << 32  # elements per tensor dimension, same
+WGMMA_N = range(8, 257, 8)  # wgmma .f16 N: multiples of 8 up to 256, PTX ISA "wgmma.mma_async" shapes
+
+# Columns of the int64 group table (one row a group) both kernels read.
+COL_DESC_A, COL_DESC_B, COL_SFA, COL_SFB, COL_C, COL_M, COL_N, COL_K = range(8)
+COL_TILE_BEGIN, COL_TILE_END, COL_M_TILES = 8, 9, 10
+TABLE_COLS = 16
+TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
+TENSORMAP_BYTES = 128
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """Launch configuration shared by the per-group and the persistent kernel."""
+
+    tile_m: int = 128  # rows of A per CTA tile (wgmma N); 128 must be a multiple
+    stages: int = 3  # depth of the packed-data ring (each stage is 256 k)
+    persistent: bool = False
+
+    @property
+    def stage_bytes(self) -> int:
+        return (TILE_N + self.tile_m) * ROW_BYTES + 2 * SCALE_RUN
+
+    @property
+    def smem_bytes(self) -> int:
+        fp16 = FP16_BUFFERS * (TILE_N + self.tile_m) * K_SUB * 2
+        barriers = 2 * self.stages * 8
+        return self.stages * self.stage_bytes + fp16 + barriers + 3 * 1024  # 1 KB alignment of 3 regions
+
+    def problems(self) -> str | None:
+        """Why this configuration cannot compile, or None."""
+        if self.tile_m not in (32, 64, 128):
+            # a tile must stay inside one 128-row scale block (the 512-byte chunk), and be a wgmma N
+            return f"tile_m={self.tile_m} must be 32, 64 or 128 (one 128-row scale block holds whole tiles)"
+        if self.tile_m not in WGMMA_N or self.tile_m > TMA_BOX_MAX:
+            return f"tile_m={self.tile_m} is not a valid wgmma N / tensor-map box height"
+        if self.stages < 2:
+            return f"stages={self.stages}: the load ring needs at least 2 stages to overlap"
+        if self.smem_bytes > SMEM_LIMIT:
+            return (f"tile_m={self.tile_m}, stages={self.stages} needs {self.smem_bytes} bytes of shared "
+                    f"memory, over sm_90's {SMEM_LIMIT}")
+        return None
+
+    def is_valid(self, m: int, n: int, k: int) -> str | None:
+        """None if one group (m, n, k) runs with this configuration, else the reason."""
+        reason = self.problems()
+        if reason:
+            return reason
+        if m < 1:
+            return f"m={m} must be positive"
+        if k % K_STAGE or k < K_STAGE:
+            return f"k={k} is not a multiple of {K_STAGE} (the kernel's K stage)"
+        if n % TILE_N or n < TILE_N:
+            return f"n={n} is not a multiple of {TILE_N} (the kernel's N tile)"
+        if max(m, n) >= TMA_DIM_MAX or k // 2 >= TMA_DIM_MAX:
+            return f"({m}, {n}, {k}) exceeds the tensor map's 2^32 elements a dimension"
+        return None
+
+
+def pick_tile_m(ms) -> int:
+    """Smallest allowed A tile that holds the largest group's m (fewer wasted wgmma columns)."""
+    largest = max(ms)
+    for tile in (32, 64):
+        if largest <= tile:
+            return tile
+    return 128
+
+
+def stages_for(tile_m: int) -> int:
+    """Deepest load ring that fits next to the fp16 buffers."""
+    stages = 2
+    while GemmConfig(tile_m=tile_m, stages=stages + 1).smem_bytes <= SMEM_LIMIT and stages < 6:
+        stages += 1
+    return stages
+
+
+class Nvfp4GemmSm90:
+    """One compiled kernel: per-group (static m, n, k) or persistent (shapes from the table)."""
+
+    def __init__(self, config: GemmConfig, shape: tuple[int, int, int] | None = None):
+        reason = config.problems()
+        if reason:
+            raise ValueError(reason)
+        if config.persistent != (shape is None):
+            raise ValueError("the per-group kernel needs a static (m, n, k); the persistent one takes none")
+        if shape is not None:
+            reason = config.is_valid(*shape)
+            if reason:
+                raise ValueError(reason)
+        self.config = config
+        self.shape = shape
+        self.tile_m = config.tile_m
+        self.stages = config.stages
+        # byte offsets inside one stage of the load ring (each a multiple of 1024: the swizzle atom)
+        self.off_b = 0
+        self.off_a = TILE_N * ROW_BYTES
+        self.off_sfb = self.off_a + self.tile_m * ROW_BYTES
+        self.off_sfa = self.off_sfb + SCALE_RUN
+        self.stage_bytes = config.stage_bytes
+        self.b16_bytes = TILE_N * K_SUB * 2
+        self.a16_bytes = self.tile_m * K_SUB * 2
+
+    @cute.jit
+    def __call__(self, table_ptr: cute.Pointer, total_tiles: Int32, grid_ctas: Int32, stream):
+        """Launch on `stream`. `table_ptr` points at the int64 group table ([G, 16] row-major, see
+        the COL_ constants); `total_tiles` and `grid_ctas` matter only to the persistent kernel."""
+        table = cute.make_tensor(table_ptr, cute.make_layout((TABLE_ROWS, TABLE_COLS), stride=(TABLE_COLS, 1)))
+        tiled_mma = sm90_utils.make_trivial_tiled_mma(
+            Float16, Float16,
+            cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.K,
+            Float32, (2, 1, 1), tiler_mn=(64, self.tile_m),
+        )
+        mma_tiler = (TILE_N, self.tile_m, K_SUB)
+        k_major = utils.LayoutEnum.ROW_MAJOR  # K-major for both wgmma operands
+        b16_layout = sm90_utils.make_smem_layout_a(k_major, mma_tiler, Float16, FP16_BUFFERS)
+        a16_layout = sm90_utils.make_smem_layout_b(k_major, mma_tiler, Float16, FP16_BUFFERS)
+
+        @cute.struct
+        class SharedStorage:
+            barriers: cute.struct.MemRange[cutlass.Int64, 2 * self.stages]
+            ring: cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, self.stages * self.stage_bytes], 1024]
+            b16: cute.struct.Align[cute.struct.MemRange[Float16, cute.cosize(b16_layout)], 1024]
+            a16: cute.struct.Align[cute.struct.MemRange[Float16, cute.cosize(a16_layout)], 1024]
+
+        self.shared_storage = SharedStorage
+        if cutlass.const_expr(self.config.persistent):
+            grid = (grid_ctas, 1, 1)
+        else:
+            m, n, _ = self.shape
+            grid = (n // TILE_N, (m + self.tile_m - 1) // self.tile_m, 1)
+        self.kernel(table, total_tiles, tiled_mma, b16_layout, a16_layout).launch(
+            grid=grid, block=[THREADS, 1, 1], min_blocks_per_mp=1, stream=stream,
+        )
+
+    @cute.kernel
+    def kernel(self, table: cute.Tensor, total_tiles: Int32, tiled_mma: cute.TiledMma,
+               b16_layout: cute.ComposedLayout, a16_layout: cute.ComposedLayout):
+        tidx, _, _ = cute.arch.thread_idx()
+        warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
+        bidx, bidy, _ = cute.arch.block_idx()
+        gdimx, _, _ = cute.arch.grid_dim()
+
+        smem = utils.SmemAllocator()
+        storage = smem.allocate(self.shared_storage)
+        ring = pipeline.PipelineTmaAsync.create(
+            barrier_storage=storage.barriers.data_ptr(),
+            num_stages=self.stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_THREADS // 32),
+            tx_count=self.stage_bytes,
+            cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
+        )
+        ring_addr = storage.ring.data_ptr().toint()
+        b16_addr = storage.b16.data_ptr().toint()
+        a16_addr = storage.a16.data_ptr().toint()
+
+        # first tile of this CTA; the per-group grid is (n tiles, m tiles), the persistent one 1-D
+        tile = bidx
+        if cutlass.const_expr(not self.config.persistent):
+            tile = bidy + bidx * ((self.shape[0] + self.tile_m - 1) // self.tile_m)
+        stride = gdimx
+        group = Int32(0)
+
+        if warp_idx == PRODUCER_WARP:
+            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+            while self._more(tile, total_tiles):
+                group = self._find_group(table, tile, group)
+                m, n, k, mt, nt = self._tile_coords(table, tile, group)
+                desc_a = Int64(table[(group, COL_DESC_A)])
+                desc_b = Int64(table[(group, COL_DESC_B)])
+                ptx.tensormap_acquire(desc_a)
+                ptx.tensormap_acquire(desc_b)
+                rest_k = k // 64
+                sfa = Int64(table[(group, COL_SFA)]) + Int64((mt * self.tile_m) // 128 * rest_k * SCALE_CHUNK)
+                sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * rest_k * SCALE_CHUNK)
+                for kt in cutlass.range(k // K_STAGE, unroll=1):
+                    ring.producer_acquire(state)
+                    mbar = ring.producer_get_barrier(state).toint()
+                    base = ring_addr + state.index * self.stage_bytes
+                    ptx.tma_load_2d(base + self.off_b, desc_b, kt * ROW_BYTES, nt * TILE_N, mbar)
+                    ptx.tma_load_2d(base + self.off_a, desc_a, kt * ROW_BYTES, mt * self.tile_m, mbar)
+                    ptx.bulk_load(base + self.off_sfb, sfb + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
+                    ptx.bulk_load(base + self.off_sfa, sfa + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
+                    state.advance()
+                tile += stride
+
+        if warp_idx < PRODUCER_WARP:
+            wg = warp_idx // 4
+            sB16 = storage.b16.get_tensor(b16_layout.outer, swizzle=b16_layout.inner)
+            sA16 = storage.a16.get_tensor(a16_layout.outer, swizzle=a16_layout.inner)
+            thr_mma = tiled_mma.get_slice(wg * 128)
+            tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sB16))
+            tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sA16))
+            coords = thr_mma.partition_C(cute.make_identity_tensor((TILE_N, self.tile_m)))
+            acc = cute.make_rmem_tensor(coords.shape, Float32)
+            tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+            sub_count = Int32(0)
+            while self._more(tile, total_tiles):
+                group = self._find_group(table, tile, group)
+                m, n, k, mt, nt = self._tile_coords(table, tile, group)
+                a_row0 = (mt * self.tile_m) % 128  # first row of this A tile inside its scale block
+                acc.fill(0.0)
+                for kt in cutlass.range(k // K_STAGE, unroll=1):
+                    ring.consumer_wait(state)
+                    base = ring_addr + state.index * self.stage_bytes
+                    for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
+                        buf = sub_count % FP16_BUFFERS
+                        self._expand(tidx, base, sub, b16_addr + buf * self.b16_bytes,
+                                     a16_addr + buf * self.a16_bytes, a_row0)
+                        cute.arch.fence_proxy("async.shared", space="cta")
+                        cute.arch.barrier(barrier_id=DEQUANT_BARRIER_ID, number_of_threads=CONSUMER_THREADS)
+                        cute.nvgpu.warpgroup.fence()
+                        for kb in cutlass.range_constexpr(K_SUB // 16):
+                            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, buf)],
+                                      tCrB[(None, None, kb, buf)], acc)
+                        cute.nvgpu.warpgroup.commit_group()
+                        cute.nvgpu.warpgroup.wait_group(1)
+                        sub_count += 1
+                    # every consumer thread has read this stage: all passed the last barrier
+                    ring.consumer_release(state)
+                    state.advance()
+                cute.nvgpu.warpgroup.wait_group(0)
+                self._store(table, group, acc, coords, m, n, mt, nt)
+                tile += stride
+
+    @cute.jit
+    def _more(self, tile: Int32, total_tiles: Int32):
+        if cutlass.const_expr(self.config.persistent):
+            return tile < total_tiles
+        else:
+            m, n, _ = self.shape
+            return tile < (n // TILE_N) * ((m + self.tile_m - 1) // self.tile_m)
+
+    @cute.jit
+    def _find_group(self, table: cute.Tensor, tile: Int32, group: Int32) -> Int32:
+        """The group holding `tile`; tiles only grow, so the search resumes where it stopped."""
+        found = group
+        if cutlass.const_expr(self.config.persistent):
+            while tile >= Int32(table[(found, COL_TILE_END)]):
+                found += 1
+        return found
+
+    @cute.jit
+    def _tile_coords(self, table: cute.Tensor, tile: Int32, group: Int32):
+        """(m, n, k, A tile index, B tile index) of `tile`; tiles of one group run m-fastest, so the
+        CTAs that share a B tile (the large operand) run side by side and share it through L2."""
+        if cutlass.const_expr(self.config.persistent):
+            m = Int32(table[(group, COL_M)])
+            n = Int32(table[(group, COL_N)])
+            k = Int32(table[(group, COL_K)])
+            m_tiles = Int32(table[(group, COL_M_TILES)])
+            local = tile - Int32(table[(group, COL_TILE_BEGIN)])
+            return m, n, k, local % m_tiles, local // m_tiles
+        else:
+            m, n, k = self.shape
+            m_tiles = (m + self.tile_m - 1) // self.tile_m
+            return m, n, k, tile % m_tiles, tile // m_tiles
+
+    @cute.jit
+    def _expand(self, tidx: Int32, stage: Int32, sub: cutlass.Constexpr[int], b16: Int32, a16: Int32,
+                a_row0: Int32):
+        """Expand subtile `sub` (64 k) of the stage at `stage` into the fp16 buffers b16 / a16.
+
+        Work unit: one row and one half (16 packed bytes = 32 k = 2 scales). Consecutive threads take
+        consecutive rows, so the 8 threads of each 16-byte shared-memory phase hit 8 different
+        swizzled chunks, both reading the packed tile and writing the fp16 tile: no bank conflicts.
+        """
+        row = tidx % TILE_N
+        half = tidx // TILE_N
+        self._expand_unit(stage + self.off_b, stage + self.off_sfb, b16, row, row, half, sub)
+        if tidx < 2 * self.tile_m:
+            row_a = tidx % self.tile_m
+            half_a = tidx // self.tile_m
+            self._expand_unit(stage + self.off_a, stage + self.off_sfa, a16, row_a, a_row0 + row_a, half_a, sub)
+
+    @cute.jit
+    def _expand_unit(self, packed: Int32, scales: Int32, out: Int32, row: Int32, scale_row: Int32,
+                     half: Int32, sub: cutlass.Constexpr[int]):
+        swz = row % 8
+        # packed tile: rows of 128 bytes, 16-byte chunk c of row r stored at chunk c ^ (r % 8)
+        w0, w1, w2, w3 = ptx.ld_shared_v4(packed + row * ROW_BYTES + (((2 * sub + half) ^ swz) * 16))
+        s_lo, s_hi = ptx.ld_shared_scale_pairs(
+            scales + sub * SCALE_CHUNK + (scale_row % 32) * 16 + ((scale_row % 128) // 32) * 4 + 2 * half
+        )
+        # fp16 subtile: 64 k = 128 bytes a row, the same 128-byte swizzle (wgmma's K-major SW128)
+        dst = out + row * (K_SUB * 2)
+        ptx.decode_store_word(w0, s_lo, dst + (((4 * half + 0) ^ swz) * 16))
+        ptx.decode_store_word(w1, s_lo, dst + (((4 * half + 1) ^ swz) * 16))
+        ptx.decode_store_word(w2, s_hi, dst + (((4 * half + 2) ^ swz) * 16))
+        ptx.decode_store_word(w3, s_hi, dst + (((4 * half + 3) ^ swz) * 16))
+
+    @cute.jit
+    def _store(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor,
+               m: Int32, n: Int32, mt: Int32, nt: Int32):
+        """Write the accumulator tile (Cᵀ rows = n, columns = m) to C[m, n], rows < m only."""
+        c_ptr = cute.make_ptr(Float16, table[(group, COL_C)], cute.AddressSpace.gmem, assumed_align=16)
+        ct = cute.make_tensor(c_ptr, cute.make_layout((n, m), stride=(1, n)))
+        n0 = nt * TILE_N
+        m0 = mt * self.tile_m
+        for i in cutlass.range_constexpr(cute.size(acc)):
+            nn, mm = coords[i]
+            if m0 + mm < m:
+                ct[(n0 + nn, m0 + mm)] = acc[i].to(Float16)
+
+
+def table_tiles(ms, ns, tile_m: int) -> tuple[list[int], list[int], int]:
+    """Per-group first tile and m-tile count, and the total, in the persistent kernel's order."""
+    begins, m_tiles, total = [], [], 0
+    for m, n in zip(ms, ns):
+        mt = -(-m // tile_m)
+        begins.append(total)
+        m_tiles.append(mt)
+        total += mt * (n // TILE_N)
+    return begins, m_tiles, total
+
+
+SM_SMEM = 233472  # shared memory per SM (228 KB), CUDA C Programming Guide, compute capability 9.0
+SM_REGS = 65536  # 32-bit registers per SM, same table
+SM_THREADS = 2048  # resident threads per SM, same table
+
+
+def ctas_per_sm(registers: int, smem_bytes: int) -> int:
+    """Resident CTAs per SM for this kernel's registers and shared memory (the occupancy bound)."""
+    regs_per_cta = THREADS * max(registers, 1)
+    return max(1, min(SM_SMEM // max(smem_bytes, 1), SM_REGS // regs_per_cta, SM_THREADS // THREADS))
+
+
+def grid_for(total_tiles: int, sm_count: int, per_sm: int = 1) -> int:
+    """Persistent grid: as many CTAs as fit on the GPU at once, never more than there are tiles."""
+    return max(1, min(total_tiles, sm_count * per_sm))
+
+

@@ -1,0 +1,64 @@
+"""Kernel activity records through CUPTI, as PyTorch's profiler (Kineto) collects them.
+
+For one call: the device activities it launched (kernels, copies, sets), the sum of their
+durations, the span from the first start to the last end, and the idle time inside that span
+(span minus the union of the activities). Event time minus span is host and launch overhead.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable
+
+import torch
+
+
+@dataclass(frozen=True)
+class Activity:
+    name: str
+    kind: str
+    start_ns: int
+    end_ns: int
+
+    @property
+    def us(self) -> float:
+        return (self.end_ns - self.start_ns) / 1e3
+
+
+@dataclass(frozen=True)
+class CallProfile:
+    activities: int
+    busy_us: float      # union of activity intervals
+    sum_us: float       # sum of durations (counts overlap twice)
+    span_us: float      # first start to last end
+    idle_us: float      # span - busy: gaps between activities
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def record(fn: Callable[[], object], device: torch.device | None = None) -> list[Activity]:
+    """Run fn once under the profiler and return the device activities it caused, by start."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize(device)
+    out = []
+    for e in prof.profiler.kineto_results.events():
+        if e.device_type() == torch.autograd.DeviceType.CUDA and e.duration_ns() > 0:
+            out.append(Activity(e.name(), str(e.activity_type()), e.start_ns(), e.start_ns() + e.duration_ns()))
+    return sorted(out, key=lambda a: a.start_ns)
+
+
+def summarize(acts: list[Activity]) -> CallProfile:
+    if not acts:
+        return CallProfile(0, 0.0, 0.0, 0.0, 0.0)
+    busy, cur_start, cur_end = 0, acts[0].start_ns, acts[0].end_ns
+    for a in acts[1:]:
+        if a.start_ns > cur_end:
+            busy += cur_end - cur_start
+            cur_start, cur_end = a.start_ns, a.end_ns
+        else:
+            cur_end = max(cur_end, a.end_ns)
+    busy += cur_end - cur_start
+    span = max(a.end_ns for a in acts) - acts[0].start_ns
+    return CallProfile(len(acts), busy / 1e3, sum(a.end_ns - a.start_ns for a in acts) / 1e3, span / 1e3, (span - busy) / 1e3)
