@@ -45,7 +45,8 @@ def record(fn: Callable[[], object], device: torch.device | None = None) -> list
     out = []
     for e in prof.profiler.kineto_results.events():
         if e.device_type() == torch.autograd.DeviceType.CUDA and e.duration_ns() > 0:
-            out.append(Activity(e.name(), str(e.activity_type()), e.start_ns(), e.start_ns() + e.duration_ns()))
+            kind = str(e.activity_type()) if hasattr(e, "activity_type") else "device"  # torch >= 2.12
+            out.append(Activity(e.name(), kind, e.start_ns(), e.start_ns() + e.duration_ns()))
     return sorted(out, key=lambda a: a.start_ns)
 
 

@@ -22,6 +22,9 @@ from ..errors import NvggError
 class Prepared:
     launch: Callable[[], object]
     setup_us: dict[str, float] = field(default_factory=dict)
+    # what the launch reads but does not reference itself: a CUDA graph replays raw addresses, so
+    # the tensors its launchers hold (tables, argument buffers) must outlive it
+    keep: tuple = ()
 
 
 class Strategy:

@@ -38,4 +38,5 @@ class Graph(Strategy):
             pool.fork_join(launchers)
         torch.cuda.synchronize(device)
         capture_us = (time.perf_counter() - t0) * 1e6
-        return Prepared(graph.replay, {"prepare_args": prep_us, "graph_capture_instantiate": capture_us})
+        return Prepared(graph.replay, {"prepare_args": prep_us, "graph_capture_instantiate": capture_us},
+                        keep=(launchers, pool, capture_stream))

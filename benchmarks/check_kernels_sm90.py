@@ -1,0 +1,216 @@
+"""Device check of the sm_90a kernels: correctness over many shapes, then a few timings.
+
+Run from the repository root on an H100/H200 (sm_90):
+
+    python3 benchmarks/check_kernels_sm90.py [--quick] [--out DIR] [--no-timing]
+
+Correctness: every case runs through the cute backend twice, per group (one launch a group) and
+persistent (one launch), each time into outputs poisoned with NaN and framed by guard rows that
+must stay untouched (a kernel must never write rows >= m). Reference: nvgg.reference (float64,
+rounded once to fp16); tolerance: the competition's (rtol = atol = 1e-3). Two kinds of input:
+- "competition": nvgg.inputs.generate, bit-identical to the competition's generator;
+- "full": every byte value (all 16 e2m1 codes), random finite e4m3 scales of both signs including
+  subnormals and zero, and NaN written into the scale padding rows past m (must never reach C).
+Timings: median of CUDA-event samples around one launch, L2 flushed before each (nvgg.timing's
+flush), for the competition's benchmark cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from nvgg import cases, inputs, reference  # noqa: E402
+from nvgg.backends.cute import CuteBackend  # noqa: E402
+from nvgg.timing import L2Flush  # noqa: E402
+
+GUARD = 8  # rows of sentinel after every C
+SENTINEL = 1234.0
+
+
+def full_range_data(groups, seed: int, scale_max_code: int = 0x3F):
+    """Random bytes and scales in the competition's tuple layout. Scale codes are drawn from the
+    finite e4m3 codes of magnitude code <= scale_max_code (0x3F: |s| < 1, so sums stay far from
+    fp16 overflow), both signs; padding rows of the blocked copy hold NaN (0x7F)."""
+    gen = torch.Generator().manual_seed(seed)
+    abc, sf, sf_blocked, sizes = [], [], [], []
+    for m, n, k in groups:
+        def packed(rows):
+            raw = torch.randint(0, 256, (rows, k // 2), dtype=torch.uint8, generator=gen)
+            return raw.cuda().unsqueeze(-1).view(torch.float4_e2m1fn_x2)
+
+        def scales(rows):
+            mag = torch.randint(0, scale_max_code + 1, (rows, k // 16, 1), dtype=torch.int32, generator=gen)
+            sign = torch.randint(0, 2, (rows, k // 16, 1), dtype=torch.int32, generator=gen) << 7
+            return (mag | sign).to(torch.uint8).view(torch.float8_e4m3fn)
+
+        a, b = packed(m), packed(n)
+        c = torch.zeros((m, n, 1), dtype=torch.float16, device="cuda")
+        sfa, sfb = scales(m), scales(n)
+        blocked = []
+        for plain, rows in ((sfa, m), (sfb, n)):
+            blk = inputs.to_blocked(plain, rows, k, "cuda")
+            pad = torch.arange(rows, -(-rows // 128) * 128, device="cuda")
+            if len(pad):
+                nan = torch.tensor(0x7F, dtype=torch.uint8, device="cuda").view(torch.float8_e4m3fn)
+                blk.view(torch.uint8)[pad % 32, (pad % 128) // 32, pad // 128] = nan.view(torch.uint8)
+            blocked.append(blk)
+        abc.append((a, b, c))
+        sf.append((sfa, sfb))
+        sf_blocked.append(tuple(blocked))
+        sizes.append((m, n, k, 1))
+    return abc, sf, sf_blocked, sizes
+
+
+def guard_outputs(data):
+    """Replace each C by the first m rows of an (m + GUARD, n) buffer filled with SENTINEL."""
+    abc, sf, blk, sizes = data
+    frames, new_abc = [], []
+    for (a, b, _), (m, n, _, _) in zip(abc, sizes):
+        frame = torch.full((m + GUARD, n), SENTINEL, dtype=torch.float16, device="cuda")
+        frames.append(frame)
+        new_abc.append((a, b, frame[:m].unsqueeze(-1)))
+    return (new_abc, sf, blk, sizes), frames
+
+
+def run_case(be, name, data, want, mode):
+    data, frames = guard_outputs(data)
+    reference.poison(data)
+    if mode == "grouped":
+        launches = [be.grouped_launcher(data)]
+    else:
+        launches = [be.group_launcher(data, g) for g in range(len(data[3]))]
+    for launch in launches:
+        launch()
+    torch.cuda.synchronize()
+    got = inputs.outputs(data)
+    res = reference.check(got, want)
+    guards_ok = all(bool((f[m:] == SENTINEL).all()) for f, (m, _, _, _) in zip(frames, data[3]))
+    diff = max(float((g.float() - w.float()).abs().nan_to_num(posinf=1e30).max()) for g, w in zip(got, want))
+    return res.ok and guards_ok, (res.message if not res.ok else "") + ("" if guards_ok else " guard rows written"), diff
+
+
+def timing(be, case, reps: int):
+    data = inputs.generate(case, "cuda")
+    flush = L2Flush(torch.device("cuda"))
+    out = {}
+    for mode in ("grouped", "per_group"):
+        if mode == "grouped":
+            launches = [be.grouped_launcher(data)]
+        else:
+            launches = [be.group_launcher(data, g) for g in range(case.g)]
+
+        def run():
+            for launch in launches:
+                launch()
+
+        for _ in range(3):
+            run()
+        torch.cuda.synchronize()
+        samples = []
+        for _ in range(reps):
+            flush()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            run()
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) * 1e3)
+        t0 = time.perf_counter()
+        for _ in range(20):
+            run()
+        host_us = (time.perf_counter() - t0) / 20 * 1e6
+        torch.cuda.synchronize()
+        out[mode] = {"median_us": statistics.median(samples), "min_us": min(samples), "host_us_per_call": host_us}
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--no-timing", action="store_true")
+    parser.add_argument("--out", default=os.environ.get("OUT", "."))
+    args = parser.parse_args()
+    props = torch.cuda.get_device_properties(0)
+    print(f"device: {props.name}, sm_{props.major}{props.minor}, {props.multi_processor_count} SMs, torch {torch.__version__}")
+    be = CuteBackend()
+
+    work = []  # (name, kind, data factory)
+    for case in cases.builtin():
+        work.append((f"case {case.id}", "competition", lambda c=case: inputs.generate(c, "cuda")))
+    extra = {
+        "g1 m1": [(1, 128, 256)],
+        "g1 m7 n256 k512": [(7, 256, 512)],
+        "g1 m33": [(33, 384, 768)],
+        "g1 m57 k16384": [(57, 256, 16384)],
+        "g1 m131 n8192": [(131, 8192, 512)],
+        "g1 m300 n1024": [(300, 1024, 1024)],
+        "g1 m512 n7168 k2048": [(512, 7168, 2048)],
+        "g2 mixed": [(40, 4096, 7168), (176, 4096, 7168)],
+    }
+    rng = torch.Generator().manual_seed(7)
+    g16 = [(int(torch.randint(1, 520, (1,), generator=rng)), 128 * int(torch.randint(1, 9, (1,), generator=rng)),
+            256 * int(torch.randint(1, 5, (1,), generator=rng))) for _ in range(16)]
+    extra["g16 random"] = g16
+    for i, (name, groups) in enumerate(extra.items()):
+        work.append((name, "full", lambda g=groups, s=i: full_range_data(g, 100 + s)))
+        if not args.quick:
+            work.append((name, "competition-range", lambda g=groups, s=i: full_range_data(g, 200 + s, 0x38)))
+    if args.quick:
+        work = work[:4] + work[-3:]
+
+    results, failed = [], 0
+    for name, kind, make in work:
+        try:
+            data = make()
+            want = reference.reference(data)
+        except Exception as exc:  # noqa: BLE001
+            print(f"{name} [{kind}]: input error {exc}")
+            failed += 1
+            continue
+        for mode in ("per_group", "grouped"):
+            t0 = time.perf_counter()
+            try:
+                ok, msg, diff = run_case(be, name, data, want, mode)
+            except Exception as exc:  # noqa: BLE001
+                ok, msg, diff = False, f"{type(exc).__name__}: {exc}", float("nan")
+                traceback.print_exc()
+            failed += not ok
+            row = {"case": name, "inputs": kind, "mode": mode, "ok": ok, "max_abs_diff": diff,
+                   "seconds": round(time.perf_counter() - t0, 2), "message": msg[:300]}
+            results.append(row)
+            print(("PASS " if ok else "FAIL ") + json.dumps(row))
+
+    timings = {}
+    if not args.no_timing:
+        for case in cases.benchmarks():
+            try:
+                timings[case.id] = timing(be, case, reps=30)
+            except Exception as exc:  # noqa: BLE001
+                timings[case.id] = {"error": f"{type(exc).__name__}: {exc}"}
+                traceback.print_exc()
+    kernels = [k.to_dict() for c in cases.benchmarks() for k in be.compile(c, "sm_90a", grouped=True)][:1]
+    report = {"device": props.name, "results": results, "timings": timings, "kernels": kernels}
+    Path(args.out).mkdir(parents=True, exist_ok=True)
+    (Path(args.out) / "check_kernels_sm90.json").write_text(json.dumps(report, indent=1, default=str))
+
+    print(f"\n{len(results) - failed} of {len(results)} checks passed on {props.name}")
+    for cid, t in timings.items():
+        print(f"case {cid}: {json.dumps(t)}")
+    print(json.dumps(kernels))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,212 @@
+"""The sm_90a kernels: the decode on every input (CPU), compile-only checks against sm_90's limits
+(CPU, no GPU needed), the compile cache, the backend's refusals, and correctness on a GPU (`gpu`)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+
+cutlass = pytest.importorskip("cutlass")
+
+from nvgg import cases, inputs, reference  # noqa: E402
+from nvgg.backends.cute import CuteBackend, config_for  # noqa: E402
+from nvgg.errors import NvggError  # noqa: E402
+from nvgg.kernels import cache as kcache  # noqa: E402
+from nvgg.kernels.sm90 import dequant_ref, host, ptx  # noqa: E402
+from nvgg.kernels.sm90 import nvfp4_gemm as gemm  # noqa: E402
+
+E2M1 = torch.tensor(reference.E2M1_VALUES, dtype=torch.float64)
+# sm_90 limits, CUDA C Programming Guide, compute capability 9.0 table
+MAX_REGS_PER_THREAD, REGS_PER_SM, MAX_SMEM_PER_BLOCK = 255, 65536, 232448
+
+
+# --- the decode ---------------------------------------------------------------------------------
+
+def _nibbles(packed: torch.Tensor) -> torch.Tensor:
+    return torch.stack((packed.long() & 0xF, packed.long() >> 4), dim=-1).reshape(packed.shape[0], -1)
+
+
+@pytest.mark.parametrize("position", range(4))
+def test_decode_every_byte_value_in_every_byte_position(position):
+    packed = torch.randint(0, 256, (256, 4), dtype=torch.uint8, generator=torch.Generator().manual_seed(position))
+    packed[:, position] = torch.arange(256, dtype=torch.uint8)
+    got = dequant_ref.decode_words(dequant_ref.words_from_bytes(packed)[:, 0]).double()
+    want = E2M1[_nibbles(packed)][:, list(dequant_ref.CHUNK_ORDER)]
+    assert torch.equal(got, want)
+    assert torch.equal(torch.signbit(got), torch.signbit(want))  # -0 stays -0
+
+
+def test_decode_permutation_stays_inside_one_scale_block():
+    # the chunk order permutes 8 consecutive k; a 16-k scale block holds whole chunks, so both
+    # operands permuted alike give the same dot products
+    assert sorted(dequant_ref.CHUNK_ORDER) == list(range(8))
+    assert gemm.K_SUB % 16 == 0 and 16 % 8 == 0
+
+
+def test_decode_model_matches_the_ptx():
+    # the model mirrors these exact steps: shifts 12, 8, 4, 0, then >> 3 and the two masks
+    text = ptx._DECODE_WORD
+    assert [int(s) for s in re.findall(r"shl\.b32 t, \$0, (\d+);", text)] == [12, 8, 4, 0]
+    assert text.count("shr.b32 u, t, 3;") == 4
+    assert text.count("and.b32 t, t, 0x80008000;") == 4 and text.count("and.b32 u, u, 0x0E000E00;") == 4
+    assert f"mov.b32 bias, {ptx.F16X2_TWO_POW_14};" in text
+    assert torch.tensor([ptx.F16X2_TWO_POW_14 & 0xFFFF], dtype=torch.int32).to(torch.int16).view(torch.float16).item() == 2.0 ** 14
+    assert "st.shared.v4.b32 [$2], {r0, r1, r2, r3};" in text
+
+
+def test_scaled_values_are_exact_for_every_e2m1_code_and_finite_e4m3_scale():
+    codes = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(torch.float8_e4m3fn)
+    scales = codes[torch.isfinite(codes.float())]
+    word = torch.tensor([0x76543210, 0xFEDCBA98], dtype=torch.int64)  # all 16 codes
+    values = E2M1[list(range(16))].reshape(2, 8)[:, list(dequant_ref.CHUNK_ORDER)]
+    for s in scales:
+        got = dequant_ref.expand_words(word, s.repeat(2)).double()
+        assert torch.equal(got, values * float(s.float())), f"scale {float(s.float())}"
+
+
+# --- configuration --------------------------------------------------------------------------------
+
+def test_every_competition_case_is_valid():
+    for case in cases.builtin():
+        for m, n, k in case.groups:
+            assert config_for([m], persistent=False).is_valid(m, n, k) is None
+            assert config_for(case.m, persistent=True).is_valid(m, n, k) is None
+
+
+@pytest.mark.parametrize("shape, needle", [((64, 256, 100), "k=100 is not a multiple of 256"),
+                                            ((64, 100, 256), "n=100 is not a multiple of 128"),
+                                            ((0, 128, 256), "m=0")])
+def test_invalid_shapes_name_the_constraint(shape, needle):
+    assert needle in gemm.GemmConfig().is_valid(*shape)
+
+
+def test_configs_the_backend_picks_fit_in_shared_memory():
+    for tile_m in (32, 64, 128):
+        config = gemm.GemmConfig(tile_m=tile_m, stages=gemm.stages_for(tile_m))
+        assert config.problems() is None and config.smem_bytes <= MAX_SMEM_PER_BLOCK
+        assert gemm.GemmConfig(tile_m=tile_m, stages=gemm.stages_for(tile_m) + 1).smem_bytes > MAX_SMEM_PER_BLOCK \
+            or gemm.stages_for(tile_m) == 6
+    assert "48" in gemm.GemmConfig(tile_m=48).problems()
+    assert [gemm.pick_tile_m([m]) for m in (1, 32, 33, 64, 65, 512)] == [32, 32, 64, 64, 128, 128]
+
+
+def test_tile_table_counts_m_tiles_times_n_tiles():
+    begins, m_tiles, total = gemm.table_tiles([80, 176, 1], [4096, 256, 128], 128)
+    assert m_tiles == [1, 2, 1] and begins == [0, 32, 36] and total == 37
+    assert gemm.grid_for(37, 132) == 37 and gemm.grid_for(1000, 132, 1) == 132
+    assert gemm.ctas_per_sm(117, 210944) == 1
+
+
+# --- compiling without a GPU ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return kcache.CompileCache(tmp_path_factory.mktemp("kernels"))
+
+
+@pytest.mark.parametrize("config, shape", [
+    (gemm.GemmConfig(tile_m=128, stages=3), (80, 4096, 7168)),
+    (gemm.GemmConfig(tile_m=64, stages=5), (40, 512, 256)),
+    (gemm.GemmConfig(tile_m=32, stages=6), (1, 128, 256)),
+    (gemm.GemmConfig(tile_m=128, stages=3, persistent=True), None),
+    (gemm.GemmConfig(tile_m=64, stages=5, persistent=True), None),
+])
+def test_compiles_for_sm90a_within_limits(store, config, shape):
+    entry = host.compile_gemm(config, shape, "sm_90a", store=store)
+    ptx_text = (entry.directory / "kernel.ptx").read_text()
+    assert ".target sm_90a" in ptx_text
+    # each warpgroup: 64 rows of B x tile_m rows of A, 4 k16 steps per 64-k subtile
+    assert f"wgmma.mma_async.sync.aligned.m64n{config.tile_m}k16.f32.f16.f16" in ptx_text
+    assert "cp.async.bulk.tensor.2d" in ptx_text and "cvt.rn.f16x2.e4m3x2" in ptx_text
+    res = host.resources(entry)
+    assert 0 < res["registers"] <= MAX_REGS_PER_THREAD
+    assert res["registers"] * gemm.THREADS <= REGS_PER_SM
+    assert res["frame_bytes"] == 0  # no spills
+    assert config.smem_bytes >= res["smem_bytes"] - 1024 and res["smem_bytes"] <= MAX_SMEM_PER_BLOCK
+    assert (entry.directory / "kernel.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
+def test_cache_hits_in_memory_and_on_disk(store, tmp_path):
+    config, shape = gemm.GemmConfig(tile_m=64, stages=5), (40, 512, 256)
+    first = host.compile_gemm(config, shape, "sm_90a", store=store)
+    again = host.compile_gemm(config, shape, "sm_90a", store=store)
+    assert again.hit == "memory" and again.fn is first.fn and again.compile_s < first.info["cold_compile_s"]
+    fresh = kcache.CompileCache(store.root)
+    record = host.compile_gemm(config, shape, "sm_90a", store=fresh, need_callable=False)
+    assert record.hit == "disk" and record.fn is None and record.info["resources"] == first.info["resources"]
+    other = kcache.CacheKey.make("x", gemm.GemmConfig(tile_m=32), shape, "sm_90a", host.SOURCES)
+    assert other.digest() != kcache.CacheKey.make("x", config, shape, "sm_90a", host.SOURCES).digest()
+
+
+def test_key_names_every_ingredient():
+    key = kcache.CacheKey.make("k", gemm.GemmConfig(), (1, 128, 256), "sm_90a", host.SOURCES)
+    assert key.config == (128, 3, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
+    assert key.dsl and len(key.source) == 16
+
+
+# --- the backend ---------------------------------------------------------------------------------------
+
+def test_backend_compile_reports_each_distinct_kernel():
+    be = CuteBackend()
+    case = cases.get("test-8")  # 4 groups, 2 distinct shapes
+    infos = be.compile(case, "sm_90a")
+    assert [i.name for i in infos] == ["nvfp4_gemm_sm90[m=128,n=128,k=512,tile_m=128,stages=3]",
+                                       "nvfp4_gemm_sm90[m=128,n=128,k=256,tile_m=128,stages=3]"]
+    grouped = be.compile(case, "sm_90a", grouped=True)
+    assert len(grouped) == 1 and grouped[0].threads == gemm.THREADS
+    assert grouped[0].extra["cache_hit"] in ("cold", "memory", "disk") and grouped[0].extra["wgmma"]
+
+
+def test_backend_refuses_other_archs_and_bad_shapes():
+    be = CuteBackend()
+    with pytest.raises(NvggError, match="only sm_90a"):
+        be.compile(cases.get("test-1"), "sm_100a")
+    bad = cases.make_case("bad", [64], [256], [288])
+    with pytest.raises(NvggError, match="k=288 is not a multiple of 256"):
+        be.compile(bad, "sm_90a")
+
+
+def test_backend_check_without_a_gpu():
+    with pytest.raises(NvggError, match="needs a CUDA GPU"):
+        CuteBackend().check(cases.get("test-1"), torch.device("cpu"))
+
+
+def test_backend_check_names_the_gpu_it_refuses(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
+    with pytest.raises(NvggError, match="this GPU is sm_100: use --backend torch"):
+        CuteBackend().check(cases.get("test-1"), torch.device("cuda"))
+
+
+def test_cubin_resources_reads_registers_and_threads(store):
+    entry = host.compile_gemm(gemm.GemmConfig(tile_m=32, stages=6), (1, 128, 256), "sm_90a", store=store)
+    (name, res), = kcache.cubin_resources((entry.directory / "kernel.cubin").read_bytes()).items()
+    assert name.startswith("kernel_") and res["max_threads"] == [gemm.THREADS, 1, 1]
+
+
+# --- on a GPU ----------------------------------------------------------------------------------------
+
+def _sm90() -> bool:
+    return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case_id", ["test-1", "test-4", "test-9", "test-10"])
+@pytest.mark.parametrize("grouped", [False, True])
+def test_matches_reference_on_competition_inputs(case_id, grouped):
+    if not _sm90():
+        pytest.skip("needs an sm_90 GPU")
+    case = cases.get(case_id)
+    data = inputs.generate(case, "cuda")
+    want = reference.reference(data)
+    reference.poison(data)  # every element must be written
+    be = CuteBackend()
+    be.check(case, torch.device("cuda"))
+    launches = [be.grouped_launcher(data)] if grouped else [be.group_launcher(data, g) for g in range(case.g)]
+    for launch in launches:
+        launch()
+    torch.cuda.synchronize()
+    result = reference.check(inputs.outputs(data), want)  # the competition's rtol = atol = 1e-3
+    assert result.ok, result.message
