@@ -65,3 +65,10 @@ def test_timer_adds_little_beyond_the_kernels():
     truth = sum(a.us for a in acts) / len(acts)
     stats = timing.EventTimer(CUDA).batch([graph.replay])
     assert stats.mean_us / 15 == pytest.approx(truth, rel=0.03)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 10,
+                    reason="torch._scaled_mm runs NVFP4 only on sm_100 (B200)")
+def test_reference_agrees_with_scaled_mm_on_b200():
+    res = runner.run_one(cases.get("3"), strategy="sequential", backend="torch", device=CUDA, batch=2, do_time=False)
+    assert res.status == "ok", res.message
