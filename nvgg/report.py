@@ -52,18 +52,28 @@ def status_text(r) -> str:
 
 def results_table(results) -> str:
     ups = speedups(results)
+    with_cupti = any(r.cupti for r in results)
     rows = []
     for i, r in enumerate(results):
         st = r.stats
-        rows.append([
+        row = [
             r.case, label(r),
             _us(r.time_us) + ("" if st is None or st.clock == "cuda events" else " (CPU)"),
             _us(st.err_us) if st else "—",
+        ]
+        if with_cupti:
+            cu = r.cupti or {}
+            row += [_us(cu.get("busy_us")), str(cu.get("activities", "—")), _us(cu.get("idle_us")), _us(cu.get("host_overhead_us"))]
+        row += [
             f"{ups[i]:.2f}x" if i in ups else "—",
             f"{r.gap:.1f}x" if r.gap else "—",
             status_text(r) + (f": {r.message}" if r.message and r.status != "ok" else ""),
-        ])
-    headers = ["case", "strategy/backend", "time µs", "± err", "vs sequential", "gap to SOL", "check"]
+        ]
+        rows.append(row)
+    headers = ["case", "strategy/backend", "time µs", "± err"]
+    if with_cupti:
+        headers += ["kernel µs (CUPTI)", "kernels", "gaps µs", "host+launch µs"]
+    headers += ["vs sequential", "gap to SOL", "check"]
     return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
 
 
@@ -138,3 +148,30 @@ def regressions(results, baseline: dict, max_regression_pct: float) -> list[str]
                 pct = (r.time_us / old["time_us"] - 1) * 100
                 out.append(f"{r.case} {label(r)}: {r.time_us:.3f} µs vs baseline {old['time_us']:.3f} µs (+{pct:.1f}% > {max_regression_pct}%)")
     return out
+
+
+def setup_table(results) -> str:
+    """Host-side phases per result, in milliseconds (compile, argument preparation, graph capture,
+    first call, host time per launch)."""
+    keys = []
+    for r in results:
+        keys += [k for k in r.setup_us if k not in keys]
+    rows = [[r.case, label(r)] + [f"{r.setup_us[k] / 1e3:.3f}" if k in r.setup_us else "—" for k in keys] for r in results]
+    return tabulate(rows, headers=["case", "strategy/backend"] + [f"{k} ms" for k in keys], tablefmt="github",
+                    disable_numparse=True)
+
+
+def _pct(x) -> str:
+    return "—" if x is None else f"{x:.1f}%"
+
+
+def ncu_table(report) -> str:
+    rows = [[k.name[:60], _us(k.duration_us), f"{k.dram_bytes / 1e6:.2f}", _pct(k.dram_pct), _pct(k.tensor_pct),
+             _pct(k.achieved_occupancy_pct), _pct(k.theoretical_occupancy_pct), k.registers, k.smem_bytes, k.grid, k.block]
+            for k in report.kernels]
+    table = tabulate(rows, headers=["kernel", "µs", "DRAM MB", "DRAM % peak", "tensor pipe", "achieved occ.",
+                                    "theor. occ.", "regs", "smem B", "grid", "block"], tablefmt="github", disable_numparse=True)
+    total = f"total: {report.duration_us:.2f} µs over {len(report.kernels)} kernels, DRAM {report.dram_bytes / 1e6:.2f} MB"
+    if report.sol_bytes:
+        total += f" = {report.dram_bytes / report.sol_bytes:.2f}x the SOL model's {report.sol_bytes / 1e6:.2f} MB"
+    return f"{table}\n{total}\nreport: {report.report_file}"

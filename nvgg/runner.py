@@ -31,6 +31,7 @@ class Result:
     sol: solmod.Sol | None = None
     sol_b200: solmod.Sol | None = None
     setup_us: dict = field(default_factory=dict)
+    cupti: dict = field(default_factory=dict)
     kernels: list = field(default_factory=list)
     inputs: str = ""
     env: dict = field(default_factory=dict)
@@ -90,11 +91,28 @@ def arch_of(device: torch.device) -> str:
     return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
 
 
-def run_one(case: Case, *, strategy=None, backend=None, device: torch.device | None = None,
-            profile: str | None = None, timer: str = "leaderboard", batch: int | None = None,
-            do_time: bool = True) -> Result:
-    """Check, then time, one strategy on one backend for one case. Unsupported -> NvggError.
-    `strategy` and `backend` are names (None: the defaults for this machine) or objects."""
+@dataclass
+class Session:
+    """A case made ready to launch: inputs generated, launches prepared, nothing timed yet."""
+
+    case: Case
+    backend: backends.Backend
+    strategy: strategies.Strategy
+    device: torch.device
+    batch: list
+    prepared: list
+    result: Result
+
+    @property
+    def launches(self) -> list:
+        return [p.launch for p in self.prepared]
+
+
+def setup(case: Case, *, strategy=None, backend=None, device: torch.device | None = None,
+          profile: str | None = None, batch: int | None = None) -> Session:
+    """Check support, compile, generate the inputs and prepare every launch (outside any timing).
+    `strategy` and `backend` are names (None: the defaults for this machine) or objects.
+    Unsupported -> NvggError."""
     device = device or default_device()
     be = backend if isinstance(backend, backends.Backend) else backends.get(backend or backends.best(device))
     st = strategy if isinstance(strategy, strategies.Strategy) else strategies.get(strategy or default_strategy(be, device))
@@ -122,17 +140,22 @@ def run_one(case: Case, *, strategy=None, backend=None, device: torch.device | N
         result.setup_us.setdefault("first_prepare", prep_us)
     for key in prepared[0].setup_us:
         result.setup_us[key] = sum(p.setup_us[key] for p in prepared) / len(prepared)
+    return Session(case, be, st, device, batch_data, prepared, result)
 
-    # the checked run: every input on a GPU (as the leaderboard does), the first on a CPU
-    to_check = batch_data if device.type == "cuda" else batch_data[:1]
-    for i, (data, p) in enumerate(zip(to_check, prepared)):
+
+def check(session: Session) -> bool:
+    """The checked run: poison, launch, compare with the exact reference; every input on a GPU
+    (as the leaderboard does), the first on a CPU. Records the verdict in session.result."""
+    result, device = session.result, session.device
+    count = len(session.batch) if device.type == "cuda" else 1
+    for i, (data, p) in enumerate(zip(session.batch[:count], session.prepared)):
         expected = reference.reference(data, torch.float64 if device.type == "cuda" else torch.float32)
         reference.poison(data)
         try:
             out, call_us = timing.host_time_us(p.launch, device)
         except Exception as exc:  # a launch that raises is a failed result, not a crash of the tool
             result.status, result.message = "error", f"launch failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            return result
+            return False
         if i == 0:
             result.setup_us["first_call"] = call_us
         got = out if out is not None else inputs.outputs(data)
@@ -140,12 +163,60 @@ def run_one(case: Case, *, strategy=None, backend=None, device: torch.device | N
         result.checked_inputs = i + 1
         if not verdict.ok:
             result.status, result.message = "wrong", f"input {i}: {verdict.message}"
-            return result
-    if do_time:
-        clock = timing.make_timer(device, timer)
-        result.stats = clock.per_call([p.launch for p in prepared]) if timer == "per-call" \
-            else clock.batch([p.launch for p in prepared])
-    return result
+            return False
+    return True
+
+
+def measure(session: Session, timer: str = "leaderboard") -> None:
+    """Time the prepared launches (checked before) with the chosen timer."""
+    result, device, launches = session.result, session.device, session.launches
+    result.setup_us["launch_host"] = launch_host_us(launches, device)
+    clock = timing.make_timer(device, "leaderboard" if timer == "cupti" else timer)
+    result.stats = clock.per_call(launches) if timer == "per-call" else clock.batch(launches)
+    if timer == "cupti" and device.type == "cuda":
+        result.cupti = cupti_per_call(launches, device, result.stats.mean_us)
+
+
+def run_one(case: Case, *, strategy=None, backend=None, device: torch.device | None = None,
+            profile: str | None = None, timer: str = "leaderboard", batch: int | None = None,
+            do_time: bool = True) -> Result:
+    """Check, then time, one strategy on one backend for one case. Unsupported -> NvggError."""
+    session = setup(case, strategy=strategy, backend=backend, device=device, profile=profile, batch=batch)
+    if check(session) and do_time:
+        measure(session, timer)
+    return session.result
+
+
+def launch_host_us(launches, device: torch.device) -> float:
+    """Mean host time to issue one call (the launch returns before the GPU finishes)."""
+    total = 0.0
+    for launch in launches:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        launch()
+        total += time.perf_counter() - t0
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return total / len(launches) * 1e6
+
+
+def cupti_per_call(launches, device: torch.device, event_us: float) -> dict:
+    """CUPTI activity records of each call (L2 flushed before each): medians over the calls of the
+    activities launched, their summed and merged durations, the span and its idle gaps; the event
+    time minus the span is what the host and the launches added."""
+    from statistics import median
+
+    from .profiling import cupti
+    flush = timing.L2Flush(device)
+    calls = []
+    for launch in launches:
+        flush()
+        torch.cuda.synchronize(device)
+        calls.append(cupti.summarize(cupti.record(launch, device)))
+    out = {key: median(getattr(c, key) for c in calls) for key in ("activities", "busy_us", "sum_us", "span_us", "idle_us")}
+    out.update(calls=len(calls), event_us=event_us, host_overhead_us=event_us - out["span_us"])
+    return out
 
 
 def run_many(cases: list[Case], strategy_names: list[str], backend_names: list[str], *, on_result=None,

@@ -6,6 +6,6 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from . import cases, compare, compile, run, sol
-    for module in (cases, run, compare, sol, compile):
+    from . import cases, compare, compile, profile, run, sol
+    for module in (cases, run, compare, sol, compile, profile):
         module.register(app)

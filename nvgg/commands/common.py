@@ -20,11 +20,13 @@ class Timer(str, Enum):
     leaderboard = "leaderboard"
     queue_ahead = "queue-ahead"
     per_call = "per-call"
+    cupti = "cupti"
 
 
 TimerOpt = Annotated[Timer, typer.Option("--timer", case_sensitive=False,
                                          help="leaderboard: the competition's batch-of-15 event timer; queue-ahead: the same "
-                                              "with host launch latency hidden; per-call: each call timed alone.")]
+                                              "with host launch latency hidden; per-call: each call timed alone; cupti: leaderboard plus "
+                                              "CUPTI kernel records per call (kernel time, span, gaps, host overhead).")]
 
 
 def pick_cases(case: str | None, shape: str | None, cases_file: str | None, default: str | None = None) -> list[casesmod.Case]:

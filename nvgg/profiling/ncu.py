@@ -1,0 +1,169 @@
+"""Nsight Compute: nvgg re-runs itself under `ncu`, limited by an NVTX range to the kernels of one
+call, keeps the .ncu-rep, and parses `ncu --import REP --csv --page raw --print-units base`.
+
+The child (`python -m nvgg.profiling.target`) generates the inputs, runs the checked call outside
+the range (compilation and warm-up stay out), then one call inside the range `nvgg_call`.
+`--clock-control none` is the default: the card's clocks are left as they are.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from ..errors import NvggError
+
+RANGE = "nvgg_call"
+SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis")
+
+# raw metric names, first found wins (Hopper's wgmma pipe is "gmma"; older parts report "hmma")
+DURATION = ("gpu__time_duration.sum",)
+DRAM_READ = ("dram__bytes_read.sum",)
+DRAM_WRITE = ("dram__bytes_write.sum",)
+DRAM_PCT = ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "dram__throughput.avg.pct_of_peak_sustained_elapsed")
+TENSOR_PCT = ("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
+              "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
+              "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active",
+              "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
+ACHIEVED_OCC = ("sm__warps_active.avg.pct_of_peak_sustained_active",)
+THEORETICAL_OCC = ("sm__maximum_warps_per_active_cycle_pct",)
+REGISTERS = ("launch__registers_per_thread",)
+SMEM_STATIC = ("launch__shared_mem_per_block_static",)
+SMEM_DYNAMIC = ("launch__shared_mem_per_block_dynamic",)
+GRID = ("launch__grid_size",)
+BLOCK = ("launch__block_size",)
+
+
+@dataclass
+class KernelMetrics:
+    name: str
+    duration_us: float
+    dram_bytes: float
+    dram_pct: float | None
+    tensor_pct: float | None
+    achieved_occupancy_pct: float | None
+    theoretical_occupancy_pct: float | None
+    registers: int | None
+    smem_bytes: int | None
+    grid: int | None
+    block: int | None
+
+
+@dataclass
+class NcuReport:
+    kernels: list[KernelMetrics]
+    report_file: str = ""
+    sol_bytes: int | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def duration_us(self) -> float:
+        return sum(k.duration_us for k in self.kernels)
+
+    @property
+    def dram_bytes(self) -> float:
+        return sum(k.dram_bytes for k in self.kernels)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out.update(duration_us=self.duration_us, dram_bytes=self.dram_bytes,
+                   dram_vs_sol=(self.dram_bytes / self.sol_bytes) if self.sol_bytes else None)
+        return out
+
+
+def _number(text: str) -> float | None:
+    text = text.strip().replace(",", "")
+    if text in ("", "n/a", "N/A"):
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _pick(row: dict, names: tuple[str, ...]) -> float | None:
+    for name in names:
+        if name in row:
+            value = _number(row[name])
+            if value is not None:
+                return value
+    return None
+
+
+def parse_raw_csv(text: str) -> list[KernelMetrics]:
+    """`ncu --csv --page raw --print-units base`: a header row of metric names, a row of units,
+    then one row per profiled kernel. Durations in ns, bytes in bytes."""
+    lines = [line for line in text.splitlines() if line.startswith('"')]
+    if len(lines) < 2:
+        raise NvggError("ncu produced no kernel rows: was any kernel launched inside the NVTX range?")
+    rows = list(csv.reader(io.StringIO("\n".join(lines))))
+    header, units, data = rows[0], rows[1], rows[2:]
+    if not data:
+        raise NvggError("ncu produced no kernel rows: was any kernel launched inside the NVTX range?")
+    unit_of = dict(zip(header, units))
+    out = []
+    for values in data:
+        row = dict(zip(header, values))
+        duration = _pick(row, DURATION) or 0.0
+        scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}.get(unit_of.get(DURATION[0], "nsecond"), 1e-3)
+        smem = [_pick(row, SMEM_STATIC), _pick(row, SMEM_DYNAMIC)]
+        out.append(KernelMetrics(
+            name=row.get("Kernel Name", row.get("Function Name", "?")),
+            duration_us=duration * scale,
+            dram_bytes=(_pick(row, DRAM_READ) or 0.0) + (_pick(row, DRAM_WRITE) or 0.0),
+            dram_pct=_pick(row, DRAM_PCT), tensor_pct=_pick(row, TENSOR_PCT),
+            achieved_occupancy_pct=_pick(row, ACHIEVED_OCC), theoretical_occupancy_pct=_pick(row, THEORETICAL_OCC),
+            registers=_int(_pick(row, REGISTERS)),
+            smem_bytes=None if all(s is None for s in smem) else int(sum(s or 0 for s in smem)),
+            grid=_int(_pick(row, GRID)), block=_int(_pick(row, BLOCK)),
+        ))
+    return out
+
+
+def _int(x: float | None) -> int | None:
+    return None if x is None else int(x)
+
+
+def find_ncu() -> str:
+    path = shutil.which("ncu") or next((str(p) for p in sorted(Path("/opt/nvidia").glob("nsight-compute/*/ncu"))), None)
+    if not path:
+        raise NvggError("ncu (Nsight Compute) is not on PATH: install Nsight Compute or add its folder to PATH")
+    return path
+
+
+def profile(target_args: dict, out_dir: str | Path, *, clock_control: str = "none", timeout_s: float = 600) -> NcuReport:
+    """Run the target under ncu and parse what it measured."""
+    ncu = find_ncu()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    base = out_dir / f"nvgg-{target_args['case']['id']}-{target_args['strategy']}-{target_args['backend']}"
+    cmd = [ncu, "--clock-control", clock_control, "--nvtx", "--nvtx-include", f"{RANGE}/", "-f", "-o", str(base)]
+    for section in SECTIONS:
+        cmd += ["--section", section]
+    cmd += [sys.executable, "-m", "nvgg.profiling.target", json.dumps(target_args)]
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parent.parent.parent)
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        raise NvggError(f"ncu did not finish in {timeout_s:.0f} s: try a smaller case") from None
+    rep = Path(str(base) + ".ncu-rep")
+    text = proc.stdout + proc.stderr
+    if "ERR_NVGPUCTRPERM" in text or "permission" in text.lower() and "counters" in text.lower():
+        raise NvggError("ncu cannot read the GPU's performance counters here (no permission): run as root or "
+                        "enable NVreg_RestrictProfilingToAdminUsers=0")
+    if proc.returncode != 0 or not rep.is_file():
+        tail = [line for line in text.strip().splitlines() if line.strip()][-1:] or ["no output"]
+        raise NvggError(f"ncu failed (exit {proc.returncode}): {tail[0]}")
+    raw = subprocess.run([ncu, "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base"],
+                         capture_output=True, text=True, timeout=timeout_s)
+    (out_dir / (base.name + ".raw.csv")).write_text(raw.stdout)
+    return NcuReport(kernels=parse_raw_csv(raw.stdout), report_file=str(rep))

@@ -1,0 +1,65 @@
+"""Theoretical occupancy from a compiled kernel's resources against a GPU profile's limits, SM
+coverage and waves. Works without a GPU and for any target arch with a profile.
+
+Allocation rules (CUDA Occupancy Calculator, and the CUDA C Programming Guide's compute
+capability tables): registers are allocated per warp in units of 256; shared memory per block in
+units of 128 bytes, plus 1 KB the system reserves per block (since sm_80); a block occupies
+ceil(threads / 32) warps. The resident blocks per SM are the least of the register, shared
+memory, warp and block limits; occupancy is resident warps over the SM's maximum warps.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..profiles import Profile
+
+REG_ALLOC_UNIT = 256        # registers, per warp
+SMEM_ALLOC_UNIT = 128       # bytes
+SMEM_RESERVED_PER_BLOCK = 1024  # bytes the driver reserves per block (sm_80 and later)
+
+
+def _ceil_to(x: int, unit: int) -> int:
+    return -(-x // unit) * unit
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    blocks_per_sm: int
+    warps_per_block: int
+    limited_by: str
+    theoretical: float   # resident warps / max warps per SM
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def theoretical(registers: int, smem_bytes: int, threads: int, profile: Profile) -> Occupancy:
+    lim = profile.limits
+    warps = -(-threads // 32)
+    if threads > lim.max_threads_per_block or registers > lim.registers_per_thread or smem_bytes > lim.smem_per_block_bytes:
+        return Occupancy(0, warps, "does not fit", 0.0)
+    regs_per_warp = _ceil_to(max(registers, 1) * 32, REG_ALLOC_UNIT)
+    by_regs = (lim.registers_per_sm // regs_per_warp) // warps
+    smem_per_block = _ceil_to(smem_bytes + SMEM_RESERVED_PER_BLOCK, SMEM_ALLOC_UNIT)
+    by_smem = lim.smem_per_sm_bytes // smem_per_block
+    by_warps = lim.max_warps_per_sm // warps
+    limits = {"registers": by_regs, "shared memory": by_smem, "warps": by_warps, "blocks": lim.max_blocks_per_sm}
+    name, blocks = min(limits.items(), key=lambda kv: kv[1])
+    return Occupancy(blocks, warps, name, blocks * warps / lim.max_warps_per_sm)
+
+
+@dataclass(frozen=True)
+class Coverage:
+    ctas: int             # CTAs with work
+    sms: int
+    coverage: float       # CTAs with work / SMs, capped at 1
+    waves: float          # CTAs / (SMs x resident blocks per SM)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def coverage(ctas: int, profile: Profile, blocks_per_sm: int) -> Coverage:
+    slots = profile.sm_count * max(blocks_per_sm, 1)
+    return Coverage(ctas, profile.sm_count, min(ctas / profile.sm_count, 1.0), ctas / slots)

@@ -1,0 +1,39 @@
+from nvgg.profiles import get
+from nvgg.profiling.occupancy import coverage, theoretical
+
+H100 = get("h100")
+
+
+def test_register_bound_by_hand():
+    # 256 threads = 8 warps; 128 regs -> 4096 regs a warp -> 16 warps by registers -> 2 blocks
+    occ = theoretical(registers=128, smem_bytes=0, threads=256, profile=H100)
+    assert (occ.blocks_per_sm, occ.limited_by) == (2, "registers") and occ.theoretical == 16 / 64
+
+
+def test_register_allocation_rounds_up_per_warp():
+    # 65 regs -> 2080 a warp -> 2304 (units of 256) -> 28 warps -> 3 blocks of 8 warps
+    assert theoretical(registers=65, smem_bytes=0, threads=256, profile=H100).blocks_per_sm == 3
+
+
+def test_shared_memory_bound_by_hand():
+    # 100 KB + 1 KB reserved = 103424 B -> 233472 // 103424 = 2 blocks
+    occ = theoretical(registers=32, smem_bytes=100 * 1024, threads=128, profile=H100)
+    assert (occ.blocks_per_sm, occ.limited_by) == (2, "shared memory") and occ.theoretical == 8 / 64
+
+
+def test_warp_and_block_limits():
+    assert theoretical(registers=16, smem_bytes=0, threads=1024, profile=H100).blocks_per_sm == 2
+    occ = theoretical(registers=16, smem_bytes=0, threads=32, profile=H100)
+    assert (occ.blocks_per_sm, occ.limited_by) == (32, "blocks") and occ.theoretical == 0.5
+
+
+def test_a_kernel_over_the_limits_does_not_fit():
+    occ = theoretical(registers=32, smem_bytes=228 * 1024, threads=128, profile=H100)
+    assert occ.blocks_per_sm == 0 and occ.limited_by == "does not fit"
+
+
+def test_coverage_and_waves():
+    c = coverage(ctas=66, profile=H100, blocks_per_sm=1)
+    assert c.coverage == 0.5 and c.waves == 0.5
+    c = coverage(ctas=400, profile=H100, blocks_per_sm=2)
+    assert c.coverage == 1.0 and c.waves == 400 / 264
