@@ -202,20 +202,19 @@ def launch_host_us(launches, device: torch.device) -> float:
 
 
 def cupti_per_call(launches, device: torch.device, event_us: float) -> dict:
-    """CUPTI activity records of each call (L2 flushed before each): medians over the calls of the
-    activities launched, their summed and merged durations, the span and its idle gaps; the event
+    """CUPTI activity records of one batch measured as the leaderboard measures it (L2 flushed
+    once, the calls back to back), per call: activities launched, their summed and merged
+    durations, the span from first start to last end and the idle gaps inside it. The event
     time minus the span is what the host and the launches added."""
-    from statistics import median
-
     from .profiling import cupti
     flush = timing.L2Flush(device)
-    calls = []
-    for launch in launches:
-        flush()
-        torch.cuda.synchronize(device)
-        calls.append(cupti.summarize(cupti.record(launch, device)))
-    out = {key: median(getattr(c, key) for c in calls) for key in ("activities", "busy_us", "sum_us", "span_us", "idle_us")}
-    out.update(calls=len(calls), event_us=event_us, host_overhead_us=event_us - out["span_us"])
+    flush()
+    torch.cuda.synchronize(device)
+    batch = cupti.summarize(cupti.record(lambda: [launch() for launch in launches], device))
+    n = len(launches)
+    out = {"activities": batch.activities / n, "busy_us": batch.busy_us / n, "sum_us": batch.sum_us / n,
+           "span_us": batch.span_us / n, "idle_us": batch.idle_us / n}
+    out.update(calls=n, event_us=event_us, host_overhead_us=event_us - out["span_us"])
     return out
 
 

@@ -25,13 +25,13 @@ SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis"
 
 # raw metric names, first found wins (Hopper's wgmma pipe is "gmma"; older parts report "hmma")
 DURATION = ("gpu__time_duration.sum",)
-DRAM_READ = ("dram__bytes_read.sum",)
+DRAM_READ = ("dram__bytes_read.sum",)       # requested with --metrics
 DRAM_WRITE = ("dram__bytes_write.sum",)
+DRAM_RATE = ("dram__bytes.sum.per_second",)  # what the sections report; x duration = bytes
 DRAM_PCT = ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "dram__throughput.avg.pct_of_peak_sustained_elapsed")
-TENSOR_PCT = ("sm__pipe_tensor_op_gmma_cycles_active.avg.pct_of_peak_sustained_active",
-              "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active",
-              "sm__inst_executed_pipe_tensor_op_gmma.avg.pct_of_peak_sustained_active",
-              "sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active")
+# seen in the SpeedOfLight section's raw page on an H200 with ncu 2025.3 (2026-11-26)
+TENSOR_PCT = ("sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
+              "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed")
 ACHIEVED_OCC = ("sm__warps_active.avg.pct_of_peak_sustained_active",)
 THEORETICAL_OCC = ("sm__maximum_warps_per_active_cycle_pct",)
 REGISTERS = ("launch__registers_per_thread",)
@@ -117,7 +117,7 @@ def parse_raw_csv(text: str) -> list[KernelMetrics]:
         out.append(KernelMetrics(
             name=row.get("Kernel Name", row.get("Function Name", "?")),
             duration_us=duration * scale,
-            dram_bytes=(_pick(row, DRAM_READ) or 0.0) + (_pick(row, DRAM_WRITE) or 0.0),
+            dram_bytes=_dram_bytes(row, duration * scale),
             dram_pct=_pick(row, DRAM_PCT), tensor_pct=_pick(row, TENSOR_PCT),
             achieved_occupancy_pct=_pick(row, ACHIEVED_OCC), theoretical_occupancy_pct=_pick(row, THEORETICAL_OCC),
             registers=_int(_pick(row, REGISTERS)),
@@ -125,6 +125,13 @@ def parse_raw_csv(text: str) -> list[KernelMetrics]:
             grid=_int(_pick(row, GRID)), block=_int(_pick(row, BLOCK)),
         ))
     return out
+
+
+def _dram_bytes(row: dict, duration_us: float) -> float:
+    read, write = _pick(row, DRAM_READ), _pick(row, DRAM_WRITE)
+    if read is not None or write is not None:
+        return (read or 0.0) + (write or 0.0)
+    return (_pick(row, DRAM_RATE) or 0.0) * duration_us * 1e-6
 
 
 def _int(x: float | None) -> int | None:
@@ -147,6 +154,7 @@ def profile(target_args: dict, out_dir: str | Path, *, clock_control: str = "non
     cmd = [ncu, "--clock-control", clock_control, "--nvtx", "--nvtx-include", f"{RANGE}/", "-f", "-o", str(base)]
     for section in SECTIONS:
         cmd += ["--section", section]
+    cmd += ["--metrics", ",".join(DRAM_READ + DRAM_WRITE)]
     cmd += [sys.executable, "-m", "nvgg.profiling.target", json.dumps(target_args)]
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent.parent)
