@@ -3,6 +3,7 @@ table and JSON, with the geometric mean over the benchmarks and a regression gat
 
 from __future__ import annotations
 
+import sys
 from enum import Enum
 from typing import Annotated, Optional
 
@@ -11,7 +12,7 @@ import typer
 from .. import backends, cases as casesmod, env as envmod, runner, strategies
 from ..cli import command
 from ..errors import NvggError
-from ..report import document, geomean_table, load_baseline, regressions, results_table, status_text, write_json
+from ..report import document, geomean_table, label, load_baseline, regressions, results_table, status_text, write_json
 from .common import CasesFile, JsonOut, Profile, Shape, Timer, TimerOpt, names, pick_cases
 
 
@@ -45,12 +46,11 @@ def register(app: typer.Typer) -> None:
             if len(st_names) != 1:
                 raise NvggError("`nvgg compare backends` compares backends for one strategy: pass --strategy NAME")
 
-        def progress(r) -> None:
-            t = f"{r.time_us:.3f} µs" if r.time_us else ""
-            typer.echo(f"  {r.case:>8} {r.strategy}/{r.backend}: {status_text(r)} {t}", err=True)
-
-        results = runner.run_many(picked, st_names, be_names, on_result=progress, submission=submission,
-                                  device=device, profile=profile, timer=timer.value)
+        total = len(picked) * (len(st_names) * len(be_names) + (1 if submission else 0))
+        shown = lambda r: f"{r.case} {label(r)}: {status_text(r)}" if r is not None else ""  # noqa: E731
+        with typer.progressbar(length=total, label="measuring", file=sys.stderr, show_pos=True, item_show_func=shown) as bar:
+            results = runner.run_many(picked, st_names, be_names, on_result=lambda r: bar.update(1, r),
+                                      submission=submission, device=device, profile=profile, timer=timer.value)
         env = next((r.env for r in results if r.env), None) or envmod.collect(device)
         bench_ids = {c.id for c in casesmod.benchmarks()}
         typer.echo(f"card: {envmod.card(env)}")

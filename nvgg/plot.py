@@ -1,0 +1,59 @@
+"""Pictures of a result file (matplotlib, an optional extra: pip install -e '.[plot]').
+
+Left: each strategy's time on each case beside the case's SOL (log scale). Right: the host-side
+setup phases per case and strategy as stacked bars, and, where a result carries device phases
+from the instrumented persistent kernel, their median share of kernel time.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .errors import NvggError
+
+
+def draw(results, path: str | Path) -> None:
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise NvggError("plots need matplotlib: pip install -e '.[plot]'") from None
+    timed = [r for r in results if r.time_us]
+    if not timed:
+        raise NvggError("the result file has no timed results to plot")
+    cases = list(dict.fromkeys(r.case for r in timed))
+    labels = list(dict.fromkeys(f"{r.strategy}/{r.backend}" for r in timed))
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    width = 0.8 / (len(labels) + 1)
+    for j, name in enumerate(labels):
+        xs, ys = [], []
+        for i, case in enumerate(cases):
+            hit = [r for r in timed if r.case == case and f"{r.strategy}/{r.backend}" == name]
+            if hit:
+                xs.append(i + j * width)
+                ys.append(hit[0].time_us)
+        left.bar(xs, ys, width, label=name)
+    sol = {r.case: r.sol.sol_us for r in timed if r.sol}
+    if sol:
+        left.bar([i + len(labels) * width for i, c in enumerate(cases) if c in sol], [sol[c] for c in cases if c in sol],
+                 width, label=f"SOL ({timed[0].sol.profile})", color="black")
+    left.set_yscale("log")
+    left.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))], [f"case {c}" for c in cases])
+    left.set_ylabel("µs per call (log)")
+    left.set_title(f"time against SOL — {timed[0].env.get('gpu', '')}")
+    left.legend(fontsize=8)
+
+    phases = list(dict.fromkeys(k for r in timed for k in r.setup_us))
+    names = [f"{r.case} {r.strategy}/{r.backend}" for r in timed]
+    bottom = [0.0] * len(timed)
+    for phase in phases:
+        vals = [r.setup_us.get(phase, 0.0) / 1e3 for r in timed]
+        right.barh(names, vals, left=bottom, label=phase)
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    right.set_xlabel("host-side setup, ms")
+    right.set_title("setup phases (never timed)")
+    right.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
