@@ -9,7 +9,8 @@ from typing import Annotated, Optional
 import typer
 from tabulate import tabulate
 
-from .. import backends, strategies
+from .. import backends, profiles, strategies
+from ..profiling import occupancy
 from ..cli import command
 from .common import CasesFile, Shape, pick_cases
 
@@ -28,12 +29,15 @@ def register(app: typer.Typer) -> None:
         picked = pick_cases(case, shape, cases_file)
         st = strategies.get(strategy)
         be = backends.get(backend)
+        limits = profiles.for_arch(arch)
         kernels = []
         for c in picked:
             for info in be.compile(c, arch, grouped=st.grouped):
-                kernels.append(dict(info.to_dict(), case=c.id, strategy=st.name))
+                occ = occupancy.theoretical(info.registers, info.smem_bytes, info.threads, limits)
+                kernels.append(dict(info.to_dict(), case=c.id, strategy=st.name, theoretical_occupancy=occ.theoretical,
+                                    blocks_per_sm=occ.blocks_per_sm, occupancy_limited_by=occ.limited_by))
         if as_json:
             typer.echo(json.dumps({"kernels": kernels}, indent=2, default=str))
             return
-        cols = ["case", "name", "arch", "registers", "smem_bytes", "threads"]
+        cols = ["case", "name", "arch", "registers", "smem_bytes", "threads", "theoretical_occupancy", "occupancy_limited_by"]
         typer.echo(tabulate([[k.get(c) for c in cols] for k in kernels], headers=cols, tablefmt="github"))

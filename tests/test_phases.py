@@ -1,0 +1,52 @@
+import json
+
+import pytest
+
+from nvgg.profiling import phases as ph
+
+
+def _row(start, desc, mma, main, epi, end, switches=()):
+    row = [0] * ph.SLOTS
+    row[ph.START], row[ph.DESC_READY], row[ph.FIRST_MMA] = start, desc, mma
+    row[ph.MAINLOOP_DONE], row[ph.EPILOGUE_DONE], row[ph.EXIT] = main, epi, end
+    row[ph.SWITCHES] = len(switches)
+    for i, t in enumerate(switches):
+        row[ph.FIRST_SWITCH + i] = t
+    return row
+
+
+BUFFER = [
+    _row(1_000, 3_000, 5_000, 95_000, 99_000, 100_000, switches=(40_000,)),
+    _row(2_000, 6_000, 12_000, 90_000, 96_000, 98_000),
+    [1_500, 0, 0, 0, 0, 2_500] + [0] * (ph.SLOTS - 6),   # a CTA that found no tile
+]
+
+
+def test_phase_statistics_by_hand():
+    rep = ph.analyse(BUFFER)
+    assert (rep.ctas, rep.ctas_with_work) == (3, 2)
+    assert rep.kernel_us == pytest.approx(99.0)
+    by = {p.name: p for p in rep.phases}
+    assert by["descriptor setup"].median_us == pytest.approx(3.0) and by["descriptor setup"].max_us == pytest.approx(4.0)
+    assert by["to first MMA"].median_us == pytest.approx(4.0) and by["to first MMA"].max_us == pytest.approx(6.0)
+    assert by["mainloops"].max_us == pytest.approx(90.0)
+    assert rep.time_to_first_mma_us == pytest.approx((4.0 + 10.0) / 2)
+    assert rep.setup_share == pytest.approx((4 / 99 + 10 / 96) / 2)
+    assert rep.switches_median == 0
+
+
+def test_chrome_trace_has_one_track_per_cta_and_the_switches():
+    trace = json.loads(json.dumps(ph.chrome_trace(BUFFER)))
+    events = trace["traceEvents"]
+    assert {e["tid"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"} == {0, 1, 2}
+    complete = [e for e in events if e["ph"] == "X"]
+    assert len(complete) == 2 * len(ph.PHASES)
+    first = next(e for e in complete if e["tid"] == 0 and e["name"] == "descriptor setup")
+    assert first["ts"] == 0.0 and first["dur"] == 2.0
+    switches = [e for e in events if e["ph"] == "i"]
+    assert len(switches) == 1 and switches[0]["ts"] == pytest.approx(39.0)
+
+
+def test_a_buffer_too_narrow_is_refused():
+    with pytest.raises(ValueError, match="at least 7 slots"):
+        ph.analyse([[1, 2, 3]])
