@@ -84,24 +84,72 @@ def guard_outputs(data):
     return (new_abc, sf, blk, sizes), frames
 
 
-def run_case(be, name, data, want, mode):
-    data, frames = guard_outputs(data)
-    reference.poison(data)
-    if mode == "grouped":
-        launches = [be.grouped_launcher(data)]
-    else:
-        launches = [be.group_launcher(data, g) for g in range(len(data[3]))]
-    for launch in launches:
-        launch()
-    torch.cuda.synchronize()
-    got = inputs.outputs(data)
-    res = reference.check(got, want)
-    guards_ok = all(bool((f[m:] == SENTINEL).all()) for f, (m, _, _, _) in zip(frames, data[3]))
-    diff = max(float((g.float() - w.float()).abs().nan_to_num(posinf=1e30).max()) for g, w in zip(got, want))
-    return res.ok and guards_ok, (res.message if not res.ok else "") + ("" if guards_ok else " guard rows written"), diff
+def accumulation_bound(data, k_max: int):
+    """Per group, |A|·|B|ᵀ (float64): an fp32 sum of k products errs by at most ~k·2^-24 times it;
+    inputs of full e2m1/e4m3 range can cancel far below that, where the competition's tolerance
+    (made for its own small values) can fail on correct fp32 accumulation."""
+    out = []
+    for (a, b, _), (sfa, sfb), (m, n, k, _) in zip(data[0], data[1], data[3]):
+        ea = reference.expand(a[:, :, 0], sfa[:, :, 0]).abs()
+        eb = reference.expand(b[:, :, 0], sfb[:, :, 0]).abs()
+        out.append((ea @ eb.T) * (4 * k ** 0.5 * 2.0 ** -24))
+    return out
 
 
-def timing(be, case, reps: int):
+def attribute(data, got, g: int = 0):
+    """Least-squares weights w_s with (got - want) ≈ Σ_s w_s · C_s, C_s the product over the s-th
+    64-wide k block: a block read wrong shows as a weight far from 0 (-1: missing)."""
+    (a, b, _), (sfa, sfb), (m, n, k, _) = data[0][g], data[1][g], data[3][g]
+    ea = reference.expand(a[:, :, 0], sfa[:, :, 0])
+    eb = reference.expand(b[:, :, 0], sfb[:, :, 0])
+    blocks = k // 64
+    parts = torch.stack([(ea[:, 64 * s:64 * s + 64] @ eb[:, 64 * s:64 * s + 64].T).reshape(-1) for s in range(blocks)], 1)
+    diff = (got[g][:, :, 0].double() - (ea @ eb.T)).reshape(-1, 1)
+    w = torch.linalg.lstsq(parts, diff).solution[:, 0]
+    return [round(float(x), 2) for x in w]
+
+
+def run_case(be, name, data, want, mode, kind: str, repeats: int = 2):
+    """Launch `repeats` times into fresh poisoned, guarded outputs; all must pass and agree bitwise."""
+    outs, msgs, ok_all, diff = [], [], True, 0.0
+    bound = accumulation_bound(data, 0) if kind == "full" else None
+    for _ in range(repeats):
+        run_data, frames = guard_outputs(data)
+        reference.poison(run_data)
+        if mode == "grouped":
+            launches = [be.grouped_launcher(run_data)]
+        else:
+            launches = [be.group_launcher(run_data, g) for g in range(len(run_data[3]))]
+        for launch in launches:
+            launch()
+        torch.cuda.synchronize()
+        got = inputs.outputs(run_data)
+        res = reference.check(got, want)
+        ok = res.ok
+        if not ok and bound is not None:  # accept fp32-accumulation error on full-range inputs
+            ok = all(bool(((g[:, :, 0].double() - w[:, :, 0].double()).abs()
+                           <= 1e-3 + 1e-3 * w[:, :, 0].double().abs() + bd).all())
+                     for g, w, bd in zip(got, want, bound))
+            if ok:
+                msgs.append("within the fp32 accumulation bound, not the competition tolerance")
+        guards_ok = all(bool((f[m:] == SENTINEL).all()) for f, (m, _, _, _) in zip(frames, run_data[3]))
+        diff = max(diff, max(float((g.float() - w.float()).abs().nan_to_num(posinf=1e30).max()) for g, w in zip(got, want)))
+        if not ok:
+            msgs.append(res.message)
+            bad_g = int(res.message.split(":")[0].split()[-1]) if res.message.startswith("group") else 0
+            if data[3][bad_g][2] <= 4096 and data[3][bad_g][0] * data[3][bad_g][1] <= 4_000_000:
+                msgs.append(f"k-block weights g{bad_g}: {attribute(run_data, got, bad_g)}")
+        if not guards_ok:
+            msgs.append("guard rows written")
+        ok_all &= ok and guards_ok
+        outs.append([o.clone() for o in got])
+    same = all(torch.equal(x.nan_to_num(), y.nan_to_num()) for x, y in zip(outs[0], outs[-1]))
+    if not same:
+        msgs.append("runs differ")
+    return ok_all and same, " | ".join(msgs), diff
+
+
+def timing(be, case, reps: int, label: str = ""):
     data = inputs.generate(case, "cuda")
     flush = L2Flush(torch.device("cuda"))
     out = {}
@@ -132,8 +180,17 @@ def timing(be, case, reps: int):
             run()
         host_us = (time.perf_counter() - t0) / 20 * 1e6
         torch.cuda.synchronize()
-        out[mode] = {"median_us": statistics.median(samples), "min_us": min(samples), "host_us_per_call": host_us}
+        out[mode + label] = {"median_us": statistics.median(samples), "min_us": min(samples), "host_us_per_call": host_us}
     return out
+
+
+class DslCallBackend(CuteBackend):
+    """The same kernels launched through the DSL's own Python call instead of cuLaunchKernel."""
+
+    @staticmethod
+    def _launcher(entry, tables, grid):
+        from nvgg.kernels.sm90 import host
+        return host.Launch(entry.fn, tables, grid)
 
 
 def main() -> int:
@@ -145,6 +202,7 @@ def main() -> int:
     props = torch.cuda.get_device_properties(0)
     print(f"device: {props.name}, sm_{props.major}{props.minor}, {props.multi_processor_count} SMs, torch {torch.__version__}")
     be = CuteBackend()
+    dsl = DslCallBackend()
 
     work = []  # (name, kind, data factory)
     for case in cases.builtin():
@@ -179,16 +237,17 @@ def main() -> int:
             print(f"{name} [{kind}]: input error {exc}")
             failed += 1
             continue
-        for mode in ("per_group", "grouped"):
+        for mode in ("per_group", "grouped", "per_group_dsl_call", "grouped_dsl_call"):
             t0 = time.perf_counter()
             try:
-                ok, msg, diff = run_case(be, name, data, want, mode)
+                backend = dsl if mode.endswith("dsl_call") else be
+                ok, msg, diff = run_case(backend, name, data, want, mode.replace("_dsl_call", ""), kind)
             except Exception as exc:  # noqa: BLE001
                 ok, msg, diff = False, f"{type(exc).__name__}: {exc}", float("nan")
                 traceback.print_exc()
             failed += not ok
             row = {"case": name, "inputs": kind, "mode": mode, "ok": ok, "max_abs_diff": diff,
-                   "seconds": round(time.perf_counter() - t0, 2), "message": msg[:300]}
+                   "seconds": round(time.perf_counter() - t0, 2), "message": msg[:1500]}
             results.append(row)
             print(("PASS " if ok else "FAIL ") + json.dumps(row))
 
@@ -197,6 +256,7 @@ def main() -> int:
         for case in cases.benchmarks():
             try:
                 timings[case.id] = timing(be, case, reps=30)
+                timings[case.id].update(timing(dsl, case, reps=10, label="_dsl_call"))
             except Exception as exc:  # noqa: BLE001
                 timings[case.id] = {"error": f"{type(exc).__name__}: {exc}"}
                 traceback.print_exc()

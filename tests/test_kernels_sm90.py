@@ -3,7 +3,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
+import subprocess
 
 import pytest
 import torch
@@ -120,12 +123,40 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
     # each warpgroup: 64 rows of B x tile_m rows of A, 4 k16 steps per 64-k subtile
     assert f"wgmma.mma_async.sync.aligned.m64n{config.tile_m}k16.f32.f16.f16" in ptx_text
     assert "cp.async.bulk.tensor.2d" in ptx_text and "cvt.rn.f16x2.e4m3x2" in ptx_text
+    # each CTA's tensor-map copy is released and acquired before the copy engine reads it
+    assert "fence.proxy.tensormap::generic.release.gpu" in ptx_text
+    assert "fence.proxy.tensormap::generic.acquire.gpu" in ptx_text
     res = host.resources(entry)
     assert 0 < res["registers"] <= MAX_REGS_PER_THREAD
     assert res["registers"] * gemm.THREADS <= REGS_PER_SM
     assert res["frame_bytes"] == 0  # no spills
     assert config.smem_bytes >= res["smem_bytes"] - 1024 and res["smem_bytes"] <= MAX_SMEM_PER_BLOCK
     assert (entry.directory / "kernel.cubin").read_bytes()[:4] == b"\x7fELF"
+
+
+def _nvdisasm() -> str | None:
+    return os.environ.get("NVDISASM") or shutil.which("nvdisasm")
+
+
+@pytest.mark.parametrize("config, shape", [
+    (gemm.GemmConfig(tile_m=32, stages=6), (7, 256, 512)),
+    (gemm.GemmConfig(tile_m=64, stages=5), (33, 384, 768)),
+    (gemm.GemmConfig(tile_m=128, stages=3), (76, 7168, 2048)),
+    (gemm.GemmConfig(tile_m=128, stages=3, persistent=True), None),
+])
+def test_sass_waits_for_the_last_wgmma_before_reading_accumulators(store, config, shape):
+    """ptxas once hoisted the epilogue's fp32->fp16 conversions above the final wgmma wait (seen in
+    nvdisasm, and as a random error in the last 64-k block on an H200); the kernel now ends the
+    mainloop with wait_group(0) right after the last wgmma. Needs nvdisasm (NVDISASM=path)."""
+    tool = _nvdisasm()
+    if not tool:
+        pytest.skip("nvdisasm not found (set NVDISASM)")
+    entry = host.compile_gemm(config, shape, "sm_90a", store=store)
+    sass = subprocess.run([tool, "-c", str(entry.directory / "kernel.cubin")], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
+    last_mma = max(i for i, line in enumerate(sass) if "HGMMA" in line)
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x0" in sass[last_mma + 1]
+    assert all(i > last_mma + 1 for i, line in enumerate(sass) if "F2FP.F16.F32" in line)
 
 
 def test_cache_hits_in_memory_and_on_disk(store, tmp_path):

@@ -17,7 +17,8 @@ Data, per group (the competition's layout, see backends/base.py):
 
 Warps (288 threads):
 - warp 8, the producer: per stage of 256 k it copies the packed bytes of the B tile (128 × 128 B)
-  and the A tile (tile_m × 128 B) with the bulk tensor copy (host-built 2-D tensor maps, 128-byte
+  and the A tile (tile_m × 128 B) with the bulk tensor copy (2-D tensor maps encoded on the host,
+  copied by each CTA into a slot of its own and fenced, see ptx.refresh_tensormaps; 128-byte
   swizzle, rows past m zero-filled), and their two 2 KB scale runs with plain bulk copies, into a
   ring of `stages` buffers guarded by full/empty mbarriers.
 - warps 0-7, two warpgroups: for each 64-k subtile of a stage they all expand B and A into one of
@@ -26,7 +27,11 @@ Warps (288 threads):
   lets it run while they expand the next subtile. wgmma.wait_group(1) after each commit, three
   buffers and the barrier make reuse safe: a thread writing buffer q%3 has passed barrier q-1, so
   every thread has finished subtile q-2, whose wait retired wgmma q-3, the last reader.
-- the epilogue converts the fp32 accumulators to fp16 and stores the rows < m.
+- the epilogue converts the fp32 accumulators to fp16 and stores the rows < m (2-byte stores
+  straight from the accumulator registers; C is a small share of the bytes moved).
+
+Exactness: both operands hold e2m1 × e4m3 values, exact in fp16; wgmma multiplies them exactly
+and accumulates in fp32; the one rounding to fp16 is in the epilogue.
 
 The per-group kernel takes its shape at compile time and one launch covers one group's tiles; the
 persistent kernel takes all shapes from a device table and loops over the tiles of every group.
@@ -39,7 +44,8 @@ from dataclasses import dataclass
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
-import cutlass.utils as utils
+from cutlass.memory import SmemAllocator
+from cutlass.tensor_utils import LayoutEnum
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Float16, Float32, Int32, Int64
 
@@ -65,11 +71,13 @@ TMA_DIM_MAX = 1 << 32  # elements per tensor dimension, same
 WGMMA_N = range(8, 257, 8)  # wgmma .f16 N: multiples of 8 up to 256, PTX ISA "wgmma.mma_async" shapes
 
 # Columns of the int64 group table (one row a group) both kernels read.
-COL_DESC_A, COL_DESC_B, COL_SFA, COL_SFB, COL_C, COL_M, COL_N, COL_K = range(8)
-COL_TILE_BEGIN, COL_TILE_END, COL_M_TILES = 8, 9, 10
+# COL_MAPS: the group's two host-encoded tensor maps (A then B, 128 bytes each);
+# COL_SLOTS, COL_SLOT_STRIDE: where CTA c keeps its copy of them: slots + c * stride.
+COL_MAPS, COL_SLOTS, COL_SLOT_STRIDE, COL_SFA, COL_SFB, COL_C, COL_M, COL_N, COL_K = range(9)
+COL_TILE_BEGIN, COL_TILE_END, COL_M_TILES = 9, 10, 11
 TABLE_COLS = 16
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
-TENSORMAP_BYTES = 128
+TENSORMAP_BYTES = ptx.TENSORMAP_BYTES
 
 
 @dataclass(frozen=True)
@@ -174,7 +182,7 @@ class Nvfp4GemmSm90:
             Float32, (2, 1, 1), tiler_mn=(64, self.tile_m),
         )
         mma_tiler = (TILE_N, self.tile_m, K_SUB)
-        k_major = utils.LayoutEnum.ROW_MAJOR  # K-major for both wgmma operands
+        k_major = LayoutEnum.ROW_MAJOR  # K-major for both wgmma operands
         b16_layout = sm90_utils.make_smem_layout_a(k_major, mma_tiler, Float16, FP16_BUFFERS)
         a16_layout = sm90_utils.make_smem_layout_b(k_major, mma_tiler, Float16, FP16_BUFFERS)
 
@@ -203,7 +211,7 @@ class Nvfp4GemmSm90:
         bidx, bidy, _ = cute.arch.block_idx()
         gdimx, _, _ = cute.arch.grid_dim()
 
-        smem = utils.SmemAllocator()
+        smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         ring = pipeline.PipelineTmaAsync.create(
             barrier_storage=storage.barriers.data_ptr(),
@@ -219,20 +227,28 @@ class Nvfp4GemmSm90:
 
         # first tile of this CTA; the per-group grid is (n tiles, m tiles), the persistent one 1-D
         tile = bidx
-        if cutlass.const_expr(not self.config.persistent):
-            tile = bidy + bidx * ((self.shape[0] + self.tile_m - 1) // self.tile_m)
         stride = gdimx
+        cta = bidx
+        if cutlass.const_expr(not self.config.persistent):
+            m_tiles = (self.shape[0] + self.tile_m - 1) // self.tile_m
+            tile = bidy + bidx * m_tiles
+            stride = m_tiles * (self.shape[1] // TILE_N)  # one tile per CTA
+            cta = tile
         group = Int32(0)
 
         if warp_idx == PRODUCER_WARP:
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+            mapped = Int32(-1)  # the group whose tensor maps this CTA's slot holds
             while self._more(tile, total_tiles):
                 group = self._find_group(table, tile, group)
                 m, n, k, mt, nt = self._tile_coords(table, tile, group)
-                desc_a = Int64(table[(group, COL_DESC_A)])
-                desc_b = Int64(table[(group, COL_DESC_B)])
-                ptx.tensormap_acquire(desc_a)
-                ptx.tensormap_acquire(desc_b)
+                # this CTA's own copy of the group's tensor maps (see ptx.refresh_tensormaps);
+                # one slot per (CTA, group), so a map is never rewritten while copies may read it
+                desc_a = Int64(table[(group, COL_SLOTS)]) + Int64(cta) * Int64(table[(group, COL_SLOT_STRIDE)])
+                desc_b = desc_a + Int64(TENSORMAP_BYTES)
+                if group != mapped:
+                    ptx.refresh_tensormaps(desc_a, Int64(table[(group, COL_MAPS)]))
+                    mapped = group
                 rest_k = k // 64
                 sfa = Int64(table[(group, COL_SFA)]) + Int64((mt * self.tile_m) // 128 * rest_k * SCALE_CHUNK)
                 sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * rest_k * SCALE_CHUNK)
@@ -254,7 +270,8 @@ class Nvfp4GemmSm90:
             thr_mma = tiled_mma.get_slice(wg * 128)
             tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sB16))
             tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sA16))
-            coords = thr_mma.partition_C(cute.make_identity_tensor((TILE_N, self.tile_m)))
+            # the warpgroup slice above addresses shared memory; accumulator coordinates are per thread
+            coords = tiled_mma.get_slice(tidx).partition_C(cute.make_identity_tensor((TILE_N, self.tile_m)))
             acc = cute.make_rmem_tensor(coords.shape, Float32)
             tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
@@ -264,28 +281,43 @@ class Nvfp4GemmSm90:
                 m, n, k, mt, nt = self._tile_coords(table, tile, group)
                 a_row0 = (mt * self.tile_m) % 128  # first row of this A tile inside its scale block
                 acc.fill(0.0)
-                for kt in cutlass.range(k // K_STAGE, unroll=1):
-                    ring.consumer_wait(state)
-                    base = ring_addr + state.index * self.stage_bytes
-                    for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
-                        buf = sub_count % FP16_BUFFERS
-                        self._expand(tidx, base, sub, b16_addr + buf * self.b16_bytes,
-                                     a16_addr + buf * self.a16_bytes, a_row0)
-                        cute.arch.fence_proxy("async.shared", space="cta")
-                        cute.arch.barrier(barrier_id=DEQUANT_BARRIER_ID, number_of_threads=CONSUMER_THREADS)
-                        cute.nvgpu.warpgroup.fence()
-                        for kb in cutlass.range_constexpr(K_SUB // 16):
-                            cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, buf)],
-                                      tCrB[(None, None, kb, buf)], acc)
-                        cute.nvgpu.warpgroup.commit_group()
-                        cute.nvgpu.warpgroup.wait_group(1)
-                        sub_count += 1
-                    # every consumer thread has read this stage: all passed the last barrier
-                    ring.consumer_release(state)
-                    state.advance()
-                cute.nvgpu.warpgroup.wait_group(0)
+                # the last stage is peeled so that its last wgmma is followed directly by
+                # wait_group(0): with a wait_group(1) in between, ptxas was seen (nvdisasm of the
+                # per-group kernel, 2026-11-26) hoisting the epilogue's reads of the accumulators
+                # above the final WARPGROUP.DEPBAR, losing part of the last 64-k block at random
+                for kt in cutlass.range(k // K_STAGE - 1, unroll=1):
+                    state, sub_count = self._consume_stage(ring, state, sub_count, tidx, ring_addr, b16_addr,
+                                                           a16_addr, a_row0, tiled_mma, acc, tCrA, tCrB, False)
+                state, sub_count = self._consume_stage(ring, state, sub_count, tidx, ring_addr, b16_addr,
+                                                       a16_addr, a_row0, tiled_mma, acc, tCrA, tCrB, True)
                 self._store(table, group, acc, coords, m, n, mt, nt)
                 tile += stride
+
+    @cute.jit
+    def _consume_stage(self, ring, state, sub_count: Int32, tidx: Int32, ring_addr: Int32, b16_addr: Int32,
+                       a16_addr: Int32, a_row0: Int32, tiled_mma: cute.TiledMma, acc: cute.Tensor,
+                       tCrA: cute.Tensor, tCrB: cute.Tensor, last: cutlass.Constexpr[bool]):
+        """Expand and multiply one stage (4 subtiles of 64 k); `last` ends with wait_group(0)."""
+        ring.consumer_wait(state)
+        base = ring_addr + state.index * self.stage_bytes
+        for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
+            buf = sub_count % FP16_BUFFERS
+            self._expand(tidx, base, sub, b16_addr + buf * self.b16_bytes, a16_addr + buf * self.a16_bytes, a_row0)
+            cute.arch.fence_proxy("async.shared", space="cta")
+            cute.arch.barrier(barrier_id=DEQUANT_BARRIER_ID, number_of_threads=CONSUMER_THREADS)
+            cute.nvgpu.warpgroup.fence()
+            for kb in cutlass.range_constexpr(K_SUB // 16):
+                cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, buf)], tCrB[(None, None, kb, buf)], acc)
+            cute.nvgpu.warpgroup.commit_group()
+            if cutlass.const_expr(last and sub == SUBS_PER_STAGE - 1):
+                cute.nvgpu.warpgroup.wait_group(0)
+            else:
+                cute.nvgpu.warpgroup.wait_group(1)
+            sub_count += 1
+        # every consumer thread has read this stage: all passed the last barrier
+        ring.consumer_release(state)
+        state.advance()
+        return state, sub_count
 
     @cute.jit
     def _more(self, tile: Int32, total_tiles: Int32):
@@ -361,7 +393,7 @@ class Nvfp4GemmSm90:
         ct = cute.make_tensor(c_ptr, cute.make_layout((n, m), stride=(1, n)))
         n0 = nt * TILE_N
         m0 = mt * self.tile_m
-        for i in cutlass.range_constexpr(cute.size(acc)):
+        for i in cutlass.range(cute.size(acc), unroll_full=True):
             nn, mm = coords[i]
             if m0 + mm < m:
                 ct[(n0 + nn, m0 + mm)] = acc[i].to(Float16)

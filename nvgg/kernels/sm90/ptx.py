@@ -5,11 +5,13 @@ Every helper takes plain integers: shared-memory addresses as 32-bit values (wha
 `toint()` gives), global addresses as 64-bit values. Memory-touching helpers are volatile and clobber
 memory so that the compiler keeps them in program order with the barriers around them.
 
-Asynchronous copies (the bulk tensor copy and the plain bulk copy) are issued by one lane of the
-calling warp, chosen by `elect.sync` *inside* the instruction's own predicate. Wrapping them in a
+Asynchronous copies (the bulk tensor copy and the plain bulk copy) and the tensor-map refresh are
+issued by lane 0 of the calling warp, the predicate computed *inside* the asm. Wrapping them in a
 branch instead lets ptxas sink the operand moves into uniform registers (R2UR) under the branch
 predicate, which sm_90a rejects at run time (CUDA error 715, an illegal instruction); with the
-predicate on the copy itself every lane computes the operands and only the copy is predicated.
+predicate on the instruction itself every lane computes the operands and only the copy is
+predicated. Always lane 0 (not `elect.sync`): the thread that fences a tensor map must be the one
+that then uses it.
 """
 
 from __future__ import annotations
@@ -115,7 +117,7 @@ def ld_shared_scale_pairs(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int
 
 @dsl_user_op
 def tma_load_2d(dst: Int32, desc: Int64, x: Int32, y: Int32, mbar: Int32, *, loc=None, ip=None) -> None:
-    """One lane of the warp copies the box at element coordinates (x, y) of the 2-D tensor map at
+    """Lane 0 of the warp copies the box at element coordinates (x, y) of the 2-D tensor map at
     global address `desc` into shared memory at `dst`; completion is counted on mbarrier `mbar`."""
     llvm.inline_asm(
         None,
@@ -124,7 +126,9 @@ def tma_load_2d(dst: Int32, desc: Int64, x: Int32, y: Int32, mbar: Int32, *, loc
          Int32(mbar).ir_value(loc=loc, ip=ip)],
         """{
     .reg .pred p;
-    elect.sync _|p, 0xffffffff;
+    .reg .b32 lane;
+    mov.u32 lane, %laneid;
+    setp.eq.u32 p, lane, 0;
     @p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];
 }""",
         "r,l,r,r,r,~{memory}",
@@ -136,7 +140,7 @@ def tma_load_2d(dst: Int32, desc: Int64, x: Int32, y: Int32, mbar: Int32, *, loc
 
 @dsl_user_op
 def bulk_load(dst: Int32, src: Int64, nbytes: Int32, mbar: Int32, *, loc=None, ip=None) -> None:
-    """One lane of the warp copies `nbytes` (a multiple of 16, both addresses 16-byte aligned)
+    """Lane 0 of the warp copies `nbytes` (a multiple of 16, both addresses 16-byte aligned)
     from global `src` to shared `dst`; completion is counted on mbarrier `mbar`."""
     llvm.inline_asm(
         None,
@@ -144,7 +148,9 @@ def bulk_load(dst: Int32, src: Int64, nbytes: Int32, mbar: Int32, *, loc=None, i
          Int32(nbytes).ir_value(loc=loc, ip=ip), Int32(mbar).ir_value(loc=loc, ip=ip)],
         """{
     .reg .pred p;
-    elect.sync _|p, 0xffffffff;
+    .reg .b32 lane;
+    mov.u32 lane, %laneid;
+    setp.eq.u32 p, lane, 0;
     @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];
 }""",
         "r,l,r,r,~{memory}",
@@ -154,17 +160,40 @@ def bulk_load(dst: Int32, src: Int64, nbytes: Int32, mbar: Int32, *, loc=None, i
     )
 
 
+def _refresh_ptx() -> str:
+    lines = ["{", "    .reg .pred p;", "    .reg .b32 lane;", "    .reg .b64 a, b;",
+             "    mov.u32 lane, %laneid;", "    setp.eq.u32 p, lane, 0;"]
+    for i in range(2 * TENSORMAP_BYTES // 16):
+        lines.append(f"    @p ld.global.v2.b64 {{a, b}}, [$1+{16 * i}];")
+        lines.append(f"    @p st.global.v2.b64 [$0+{16 * i}], {{a, b}};")
+    lines += ["    @p fence.proxy.tensormap::generic.release.gpu;",
+              f"    @p fence.proxy.tensormap::generic.acquire.gpu [$0], {TENSORMAP_BYTES};",
+              f"    @p fence.proxy.tensormap::generic.acquire.gpu [$0+{TENSORMAP_BYTES}], {TENSORMAP_BYTES};",
+              "}"]
+    return "\n".join(lines)
+
+
+TENSORMAP_BYTES = 128
+_REFRESH = _refresh_ptx()
+
+
 @dsl_user_op
-def tensormap_acquire(desc: Int64, *, loc=None, ip=None) -> None:
-    """Order this thread's later tensor-map uses after the host's writes of the 128-byte tensor map
-    at global address `desc` (PTX ISA: fence.proxy.tensormap::generic, needed for a tensor map that
-    lives in global memory rather than in a kernel parameter), and prefetch it."""
+def refresh_tensormaps(dst: Int64, src: Int64, *, loc=None, ip=None) -> None:
+    """Lane 0 copies a pair of 128-byte tensor maps (A then B) from `src` (written by the host) to
+    `dst`, a slot only this CTA uses, and makes them usable by its own later bulk tensor copies.
+
+    The PTX memory model treats a tensor map as data of the tensormap proxy: generic writes reach
+    the copy engine only through fence.proxy.tensormap::generic release (by the writer) and
+    acquire (by the user). Host writes carry no such release, and the copy engine keeps tensor
+    maps cached by address across kernels, so a host-written map at a reused address can be read
+    stale; copying it on the device, then releasing and acquiring it in the issuing thread, is the
+    protocol the PTX ISA defines for tensor maps modified in global memory.
+    """
     llvm.inline_asm(
         None,
-        [Int64(desc).ir_value(loc=loc, ip=ip)],
-        """fence.proxy.tensormap::generic.acquire.gpu [$0], 128;
-prefetch.tensormap [$0];""",
-        "l,~{memory}",
+        [Int64(dst).ir_value(loc=loc, ip=ip), Int64(src).ir_value(loc=loc, ip=ip)],
+        _REFRESH,
+        "l,l,~{memory}",
         has_side_effects=True,
         is_align_stack=False,
         asm_dialect=llvm.AsmDialect.AD_ATT,

@@ -1,0 +1,116 @@
+"""Backend `cute`: our CuTe DSL kernels for Hopper (sm_90a).
+
+- per group: `nvfp4_gemm_sm90`, specialised for the group's (m, n, k) at compile time; one
+  launch per group (the sequential, multistream and graph strategies wrap the same launcher).
+- grouped: `nvfp4_grouped_gemm_sm90`, one persistent launch for all groups; shapes, pointers and
+  tile counts come from a device table, so one compiled kernel serves any set of groups that
+  meets the shape rules.
+Both expand NVFP4 to fp16 in shared memory and multiply with wgmma; see kernels/sm90/nvfp4_gemm.py.
+
+Shape rules (both kernels): k a multiple of 256, n a multiple of 128, any m ≥ 1.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..cases import Case
+from ..errors import NvggError
+from ..kernels.sm90 import host
+from ..kernels.sm90 import nvfp4_gemm as gemm
+from .base import Backend, KernelInfo, Launch
+
+ARCH = "sm_90a"
+
+
+def config_for(ms, *, persistent: bool) -> gemm.GemmConfig:
+    """The configuration the backend runs for groups of these m: the A tile that holds the largest
+    m (up to 128 rows), and the deepest load ring that fits in shared memory."""
+    tile_m = gemm.pick_tile_m(ms)
+    return gemm.GemmConfig(tile_m=tile_m, stages=gemm.stages_for(tile_m), persistent=persistent)
+
+
+def _shape_problem(case: Case, config: gemm.GemmConfig) -> str | None:
+    for i, (m, n, k) in enumerate(case.groups):
+        reason = config.is_valid(m, n, k)
+        if reason:
+            where = f"group {i}: " if case.g > 1 else ""
+            return f"{where}{reason.replace('the kernel', 'the cute backend')}"
+    return None
+
+
+class CuteBackend(Backend):
+    name = "cute"
+    supports_grouped = True
+    needs_gpu = True
+
+    def check(self, case: Case, device: torch.device) -> None:
+        if device.type != "cuda" or not torch.cuda.is_available():
+            raise NvggError("the cute backend needs a CUDA GPU (sm_90a: H100/H200) and none is visible: "
+                            "use --backend torch")
+        major, minor = torch.cuda.get_device_capability(device)
+        if (major, minor) != (9, 0):
+            raise NvggError(f"the cute backend runs on sm_90a (H100/H200); this GPU is sm_{major}{minor}: "
+                            "use --backend torch")
+        reason = _shape_problem(case, config_for(case.m, persistent=False))
+        if reason:
+            raise NvggError(reason)
+
+    def compile(self, case: Case, arch: str, *, grouped: bool = False) -> list[KernelInfo]:
+        if arch not in host.SUPPORTED_ARCHS:
+            raise NvggError(f"the cute backend has only sm_90a kernels so far; --arch {arch} has none")
+        reason = _shape_problem(case, config_for(case.m, persistent=grouped))
+        if reason:
+            raise NvggError(reason)
+        if grouped:
+            builds = [(config_for(case.m, persistent=True), None)]
+        else:
+            builds = [(config_for([m], persistent=False), (m, n, k)) for m, n, k in dict.fromkeys(case.groups)]
+        return [self._info(host.compile_gemm(config, shape, arch, need_callable=False)) for config, shape in builds]
+
+    @staticmethod
+    def _info(entry) -> KernelInfo:
+        res = host.resources(entry)
+        return KernelInfo(
+            name=entry.info["name"], arch=entry.info["arch"], registers=res["registers"],
+            smem_bytes=res["smem_bytes"], threads=entry.info["threads"],
+            extra={"compile_s": round(entry.compile_s, 4), "cache_hit": entry.hit,
+                   "cold_compile_s": round(entry.info["cold_compile_s"], 3),
+                   "frame_bytes": res["frame_bytes"], "wgmma": entry.info["wgmma"],
+                   "cache_dir": str(entry.directory)},
+        )
+
+    def group_launcher(self, data, g: int) -> Launch:
+        tensors = self._group(data, g)
+        config = config_for([tensors.m], persistent=False)
+        entry = host.compile_gemm(config, (tensors.m, tensors.n, tensors.k), ARCH)
+        tiles = host.count_tiles([tensors], config.tile_m)  # the per-group grid: one CTA a tile
+        tables = host.build_tables([tensors], config.tile_m, tiles)
+        return self._launcher(entry, tables, host.grid_dims(config, (tensors.m, tensors.n, tensors.k), tiles))
+
+    def grouped_launcher(self, data) -> Launch:
+        groups = [self._group(data, g) for g in range(len(data[3]))]
+        config = config_for([t.m for t in groups], persistent=True)
+        entry = host.compile_gemm(config, None, ARCH)
+        res = host.resources(entry)
+        sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
+        grid = gemm.grid_for(host.count_tiles(groups, config.tile_m), sms,
+                             gemm.ctas_per_sm(res["registers"], res["smem_bytes"]))
+        return self._launcher(entry, host.build_tables(groups, config.tile_m, grid), host.grid_dims(config, None, grid))
+
+    @staticmethod
+    def _launcher(entry, tables, grid) -> Launch:
+        # through the driver: about 10 µs of host time a launch against 16-21 µs through the DSL's
+        # own call (H200, 2026-11-26, benchmarks/check_kernels_sm90.py; GPU times equal)
+        return host.DirectLaunch(entry, tables, grid)
+
+    @staticmethod
+    def _group(data, g: int) -> host.GroupTensors:
+        m, n, k, _ = data[3][g]
+        reason = config_for([m], persistent=False).is_valid(m, n, k)
+        if reason:
+            raise NvggError(f"group {g}: {reason.replace('the kernel', 'the cute backend')}")
+        try:
+            return host.group_tensors(data, g)
+        except ValueError as exc:
+            raise NvggError(f"the cute backend cannot read the inputs: {exc}") from None

@@ -1,0 +1,272 @@
+"""Host side of the sm_90a NVFP4 kernels: compiling (no GPU needed), the per-group tensor maps and
+the device group table both kernels read, and the launch closures.
+
+Tensor maps are encoded on the host, once per data set, with the driver's cuTensorMapEncodeTiled,
+and copied to device memory beside the table. A tensor map describes the packed bytes of one
+operand as a 2-D uint8 tensor (k/2 bytes × rows), box 128 bytes × tile rows, 128-byte swizzle,
+rows beyond the tensor filled with zeros. The kernels do not use these host copies directly: each
+CTA copies its group's pair into a slot of its own (the `slots` workspace, one pair per CTA and
+group) and fences it for the copy engine (see ptx.refresh_tensormaps for why).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from .. import cache as kcache
+from . import nvfp4_gemm as gemm
+
+SOURCES = (Path(gemm.__file__), Path(gemm.ptx.__file__))
+SUPPORTED_ARCHS = ("sm_90a",)
+
+
+def kernel_name(config: gemm.GemmConfig, shape) -> str:
+    if config.persistent:
+        return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}]"
+    m, n, k = shape
+    return f"nvfp4_gemm_sm90[m={m},n={n},k={k},tile_m={config.tile_m},stages={config.stages}]"
+
+
+def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, need_callable: bool = True,
+                 store: kcache.CompileCache | None = None) -> kcache.Entry:
+    """Compile (or fetch) one kernel for `arch` from placeholder arguments: works without a GPU."""
+    if arch not in SUPPORTED_ARCHS:
+        raise ValueError(f"only {', '.join(SUPPORTED_ARCHS)} kernels exist; got {arch}")
+    store = store or kcache.shared()
+    key = kcache.CacheKey.make(kernel_name(config, shape), config, shape, arch, SOURCES)
+
+    def build(folder: Path) -> kcache.Built:
+        import cutlass
+        import cutlass.cute as cute
+        from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+        kernel = gemm.Nvfp4GemmSm90(config, shape)
+        table = make_ptr(cutlass.Int64, 0, cute.AddressSpace.gmem, assumed_align=16)
+        fn = cute.compile(kernel, table, cutlass.Int32(0), cutlass.Int32(1), make_fake_stream(),
+                          options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {folder}")
+        ptx = fn.artifacts.PTX
+        ptx = ptx if isinstance(ptx, str) else ptx.decode()
+        meta = {"name": kernel_name(config, shape), "arch": arch, "threads": gemm.THREADS,
+                "dynamic_smem_bytes": kernel.shared_storage.size_in_bytes(),
+                "config": {"tile_m": config.tile_m, "stages": config.stages, "persistent": config.persistent},
+                "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx}
+        return kcache.Built(fn, ptx, bytes(fn.artifacts.CUBIN), meta)
+
+    return store.get(key, build, need_callable=need_callable)
+
+
+def resources(entry: kcache.Entry) -> dict:
+    """registers, smem_bytes (static + dynamic), frame_bytes of the entry's one kernel."""
+    kernels = list(entry.info["resources"].values())
+    if len(kernels) != 1:
+        raise RuntimeError(f"expected one kernel in the cubin, found {len(kernels)}")
+    res = kernels[0]
+    return {"registers": res.get("registers", 0), "frame_bytes": res.get("frame_bytes", 0),
+            "smem_bytes": res.get("static_smem_bytes", 0) + entry.info["dynamic_smem_bytes"]}
+
+
+# ---------------------------------------------------------------------------------------------
+# Device tables
+
+
+@dataclass
+class GroupTensors:
+    """One group's device tensors, in the competition's layout (validated by `group_tensors`)."""
+
+    a: torch.Tensor  # (m, k/2) bytes
+    b: torch.Tensor  # (n, k/2) bytes
+    sfa: torch.Tensor  # blocked scales view; its data_ptr is the start of the blocked storage
+    sfb: torch.Tensor
+    c: torch.Tensor  # (m, n) fp16
+    m: int
+    n: int
+    k: int
+
+
+def _blocked_strides(rows: int, k: int) -> tuple[int, ...]:
+    rest_k = -(-k // 64)
+    return (16, 4, rest_k * 512, 1, 512)
+
+
+def group_tensors(data, g: int) -> GroupTensors:
+    """Group g of the competition's data tuple, checked against the layout the kernel assumes."""
+    (a, b, c), (sfa, sfb), (m, n, k, l) = data[0][g], data[2][g], data[3][g]
+    if l != 1:
+        raise ValueError(f"group {g}: l={l}; the kernels take l = 1")
+    a2, b2, c2 = a[:, :, 0], b[:, :, 0], c[:, :, 0]
+    for name, t, rows, cols in (("a", a2, m, k // 2), ("b", b2, n, k // 2), ("c", c2, m, n)):
+        if tuple(t.shape) != (rows, cols) or t.stride() != (cols, 1):
+            raise ValueError(f"group {g}: {name} must be a contiguous ({rows}, {cols}) matrix, "
+                             f"got shape {tuple(t.shape)} strides {t.stride()}")
+    if c2.dtype != torch.float16:
+        raise ValueError(f"group {g}: c must be float16, got {c2.dtype}")
+    for name, t, rows in (("sfa", sfa, m), ("sfb", sfb, n)):
+        if t.element_size() != 1 or tuple(t.stride()[:5]) != _blocked_strides(rows, k):
+            raise ValueError(f"group {g}: {name} is not in the blocked scale layout "
+                             f"(strides {t.stride()}, expected {_blocked_strides(rows, k)} + batch)")
+    return GroupTensors(a2.view(torch.uint8), b2.view(torch.uint8), sfa, sfb, c2, m, n, k)
+
+
+def encode_tensor_map(ptr: int, rows: int, row_bytes: int, box_rows: int) -> list[int]:
+    """The 128-byte tensor map of a (rows, row_bytes) uint8 matrix, box (box_rows, 128 bytes)."""
+    import cuda.bindings.driver as cu
+
+    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
+    err, tmap = cu.cuTensorMapEncodeTiled(
+        cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, ptr,
+        [u64(row_bytes), u64(rows)], [u64(row_bytes)],
+        [u32(gemm.ROW_BYTES), u32(box_rows)], [u32(1), u32(1)],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    )
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuTensorMapEncodeTiled failed: {err} (rows={rows}, row_bytes={row_bytes})")
+    return [_signed64(int(x)) for x in tmap.opaque]
+
+
+def _signed64(x: int) -> int:
+    return x - (1 << 64) if x >= 1 << 63 else x
+
+
+@dataclass
+class Tables:
+    table: torch.Tensor  # int64 [G, 16] on the device
+    tensormaps: torch.Tensor  # int64 [G, 2, 16]: the host-encoded maps the table points at
+    slots: torch.Tensor  # int64 [ctas, G, 2, 16]: each CTA's own copies
+    total_tiles: int
+
+
+def count_tiles(groups: list[GroupTensors], tile_m: int) -> int:
+    return gemm.table_tiles([g.m for g in groups], [g.n for g in groups], tile_m)[2]
+
+
+def build_tables(groups: list[GroupTensors], tile_m: int, ctas: int) -> Tables:
+    """The device table for `groups`, for a launch of `ctas` CTAs."""
+    device = groups[0].c.device
+    ms, ns = [g.m for g in groups], [g.n for g in groups]
+    begins, m_tiles, total = gemm.table_tiles(ms, ns, tile_m)
+    maps = torch.tensor([[encode_tensor_map(g.a.data_ptr(), g.m, g.k // 2, tile_m),
+                          encode_tensor_map(g.b.data_ptr(), g.n, g.k // 2, gemm.TILE_N)] for g in groups],
+                        dtype=torch.int64).to(device)
+    pair = 2 * gemm.TENSORMAP_BYTES
+    slots = torch.zeros((ctas, len(groups), 2, gemm.TENSORMAP_BYTES // 8), dtype=torch.int64, device=device)
+    rows = []
+    for i, g in enumerate(groups):
+        row = [0] * gemm.TABLE_COLS
+        row[gemm.COL_MAPS] = maps[i].data_ptr()
+        row[gemm.COL_SLOTS] = slots.data_ptr() + i * pair
+        row[gemm.COL_SLOT_STRIDE] = len(groups) * pair
+        row[gemm.COL_SFA], row[gemm.COL_SFB], row[gemm.COL_C] = g.sfa.data_ptr(), g.sfb.data_ptr(), g.c.data_ptr()
+        row[gemm.COL_M], row[gemm.COL_N], row[gemm.COL_K] = g.m, g.n, g.k
+        row[gemm.COL_TILE_BEGIN] = begins[i]
+        row[gemm.COL_TILE_END] = begins[i] + m_tiles[i] * (g.n // gemm.TILE_N)
+        row[gemm.COL_M_TILES] = m_tiles[i]
+        rows.append(row)
+    table = torch.tensor(rows, dtype=torch.int64).to(device)
+    return Tables(table, maps, slots, total)
+
+
+class Launch:
+    """Zero-argument launch over `tables` on torch's current stream through the DSL's compiled
+    callable. The backend launches through `DirectLaunch` (cheaper on the host); this path stays
+    as the reference the device check compares it with. Both own the tables (the kernel reads them
+    through raw pointers)."""
+
+    def __init__(self, fn, tables: Tables, grid: tuple[int, int, int]):
+        import cutlass
+        import cutlass.cute as cute
+        import cuda.bindings.driver as cu
+        from cutlass.cute.runtime import make_ptr
+
+        self.fn = fn
+        self.tables = tables
+        self.grid = grid
+        self._stream = cu.CUstream
+        self._args = (make_ptr(cutlass.Int64, tables.table.data_ptr(), cute.AddressSpace.gmem, assumed_align=16),
+                      cutlass.Int32(tables.total_tiles), cutlass.Int32(grid[0]))
+
+    def __call__(self) -> None:
+        self.fn(*self._args, self._stream(torch.cuda.current_stream().cuda_stream))
+
+
+_FUNCTIONS: dict[str, tuple] = {}  # cubin path -> (module, function): loaded once per process
+
+
+def _function(entry: kcache.Entry):
+    path = str(entry.directory / "kernel.cubin")
+    if path not in _FUNCTIONS:
+        import cuda.bindings.driver as cu
+
+        (name,) = entry.info["resources"].keys()
+        err, module = cu.cuModuleLoadData(Path(path).read_bytes())
+        _check(err, "cuModuleLoadData")
+        err, fn = cu.cuModuleGetFunction(module, name.encode())
+        _check(err, "cuModuleGetFunction")
+        (err,) = cu.cuFuncSetAttribute(
+            fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            entry.info["dynamic_smem_bytes"])
+        _check(err, "cuFuncSetAttribute")
+        _FUNCTIONS[path] = (module, fn)
+    return _FUNCTIONS[path][1]
+
+
+def _check(err, what: str) -> None:
+    import cuda.bindings.driver as cu
+
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{what} failed: {err}")
+
+
+_LIBCUDA = None
+
+
+def _driver_launch():
+    """libcuda's cuLaunchKernel through ctypes, the cheapest Python path to a launch. Host time per
+    launch, H200, 2026-11-26 (benchmarks/check_kernels_sm90.py, 20 launches unsynchronised):
+    about 10 µs this way (stream query included), 10-17 µs through cuda-python's wrapper, 16-21 µs
+    through the DSL's own call."""
+    global _LIBCUDA
+    if _LIBCUDA is None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        fn = lib.cuLaunchKernel
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        _LIBCUDA = fn
+    return _LIBCUDA
+
+
+class DirectLaunch:
+    """The same launch as `Launch`, through the driver (cuLaunchKernel on the compiled cubin)
+    instead of the DSL's Python call path: the kernel's parameters are (table pointer, total
+    tiles, an empty placeholder for the tiled MMA), prepared once as a C array."""
+
+    def __init__(self, entry: kcache.Entry, tables: Tables, grid: tuple[int, int, int]):
+        self.tables = tables
+        self.grid = grid
+        self.smem = entry.info["dynamic_smem_bytes"]
+        self._fn = ctypes.c_void_p(int(_function(entry)))
+        self._values = (ctypes.c_uint64(tables.table.data_ptr()), ctypes.c_uint32(tables.total_tiles),
+                        ctypes.c_uint8(0))
+        self._params = (ctypes.c_void_p * 3)(*(ctypes.addressof(v) for v in self._values))
+        self._launch = _driver_launch()
+
+    def __call__(self) -> None:
+        gx, gy, gz = self.grid
+        err = self._launch(self._fn, gx, gy, gz, gemm.THREADS, 1, 1, self.smem,
+                           torch.cuda.current_stream().cuda_stream, self._params, None)
+        if err:
+            raise RuntimeError(f"cuLaunchKernel failed with CUresult {err}")
+
+
+def grid_dims(config: gemm.GemmConfig, shape, ctas: int) -> tuple[int, int, int]:
+    """The launch grid: (n tiles, m tiles, 1) per group, (ctas, 1, 1) persistent."""
+    if config.persistent:
+        return (ctas, 1, 1)
+    m, n, _ = shape
+    return (n // gemm.TILE_N, -(-m // config.tile_m), 1)
