@@ -105,3 +105,9 @@ def test_run_on_cpu_end_to_end():
     out = cli.invoke(app, ["run", "--case", "test-2"])
     assert out.exit_code == 0, out.output
     assert "(CPU)" in out.stdout and "sequential/torch" in out.stdout and "different bits" in out.stdout
+
+
+def test_compare_for_real_on_cpu():
+    out = cli.invoke(app, ["compare", "--case", "test-1", "--strategy", "sequential,graph", "--backend", "torch"])
+    assert out.exit_code == 0, out.output
+    assert "sequential/torch" in out.stdout and "n/a: the graph strategy needs a CUDA GPU" in out.stdout

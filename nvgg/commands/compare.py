@@ -49,7 +49,10 @@ def register(app: typer.Typer) -> None:
         total = len(picked) * (len(st_names) * len(be_names) + (1 if submission else 0))
         shown = lambda r: f"{r.case} {label(r)}: {status_text(r)}" if r is not None else ""  # noqa: E731
         with typer.progressbar(length=total, label="measuring", file=sys.stderr, show_pos=True, item_show_func=shown) as bar:
-            results = runner.run_many(picked, st_names, be_names, on_result=lambda r: bar.update(1, r),
+            def advance(r) -> None:
+                bar.current_item = r
+                bar.update(1)
+            results = runner.run_many(picked, st_names, be_names, on_result=advance,
                                       submission=submission, device=device, profile=profile, timer=timer.value)
         env = next((r.env for r in results if r.env), None) or envmod.collect(device)
         bench_ids = {c.id for c in casesmod.benchmarks()}
