@@ -175,3 +175,14 @@ def ncu_table(report) -> str:
     if report.sol_bytes:
         total += f" = {report.dram_bytes / report.sol_bytes:.2f}x the SOL model's {report.sol_bytes / 1e6:.2f} MB"
     return f"{table}\n{total}\nreport: {report.report_file}"
+
+
+def phase_table(run) -> str:
+    """Device-side phases of the instrumented persistent kernel: median and max over CTAs."""
+    rep = run.report
+    rows = [[p.name, p.ctas, _us(p.median_us), _us(p.max_us)] for p in rep.phases]
+    table = tabulate(rows, headers=["phase", "CTAs", "median µs", "max µs"], tablefmt="github", disable_numparse=True)
+    return (f"{table}\n{rep.ctas} CTAs ({rep.ctas_with_work} with work), kernel {rep.kernel_us:.2f} µs, "
+            f"time to first MMA {rep.time_to_first_mma_us:.2f} µs (median), setup share {rep.setup_share:.1%}, "
+            f"group switches per CTA {rep.switches_median:g} (median)\n"
+            f"instrumentation cost: {run.instrumented_us:.2f} µs vs {run.plain_us:.2f} µs uninstrumented ({run.cost:+.1%})")

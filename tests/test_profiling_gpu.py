@@ -33,3 +33,23 @@ def test_ncu_profile_reports_counters(tmp_path):
     assert doc["kernels"] and all(k["duration_us"] > 0 for k in doc["kernels"])
     assert doc["dram_bytes"] > 0 and any(k["registers"] for k in doc["kernels"])
     assert list(tmp_path.glob("*.ncu-rep"))
+
+
+def test_phases_of_the_persistent_kernel(tmp_path):
+    from nvgg.profiling import device_phases, phases
+    run = device_phases.run(cases.get("3"))
+    rep = run.report
+    assert rep.ctas_with_work > 0 and rep.kernel_us > 0
+    assert 0 < rep.time_to_first_mma_us < rep.kernel_us and 0 < rep.setup_share < 1
+    names = [p.name for p in rep.phases]
+    assert names[:3] == ["descriptor setup", "to first MMA", "mainloops"]
+    phases.write_trace(run.buffer, tmp_path / "t.json")
+    trace = json.loads((tmp_path / "t.json").read_text())
+    assert sum(e["ph"] == "X" for e in trace["traceEvents"]) >= rep.ctas_with_work * 3
+    assert run.plain_us > 0 and run.instrumented_us > 0
+
+
+def test_cupti_agrees_with_events_for_one_kernel():
+    res = runner.run_one(cases.get("1"), strategy="persistent", backend="cute", device=torch.device("cuda"), timer="cupti")
+    assert res.status == "ok" and res.cupti["activities"] == 1
+    assert res.cupti["span_us"] == pytest.approx(res.stats.mean_us, rel=0.05)

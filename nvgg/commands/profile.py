@@ -10,7 +10,7 @@ import typer
 from .. import backends, cases as casesmod, env as envmod, runner
 from ..cli import command
 from ..errors import NvggError
-from ..report import document, ncu_table, results_table, setup_table, write_json
+from ..report import document, ncu_table, phase_table, results_table, setup_table, write_json
 from .common import CasesFile, JsonOut, Profile, Shape, pick_cases
 
 
@@ -22,6 +22,8 @@ def register(app: typer.Typer) -> None:
                     backend: Annotated[Optional[str], typer.Option("--backend", help="cute or torch.")] = None,
                     cupti: Annotated[bool, typer.Option("--cupti", help="CUPTI kernel records beside the event time.")] = False,
                     ncu: Annotated[bool, typer.Option("--ncu", help="Nsight Compute on the kernels of one call.")] = False,
+                    phases: Annotated[bool, typer.Option("--phases", help="Timestamps inside the persistent kernel (instrumented build).")] = False,
+                    trace: Annotated[Optional[str], typer.Option("--trace", help="With --phases: write a Chrome/Perfetto trace here.")] = None,
                     clock_control: Annotated[str, typer.Option("--clock-control", help="ncu's clock control: none (default) or base.")] = "none",
                     out_dir: Annotated[str, typer.Option("--out", help="Folder for .ncu-rep and CSV files.")] = "nvgg-results",
                     shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, json_out: JsonOut = None) -> None:
@@ -29,8 +31,8 @@ def register(app: typer.Typer) -> None:
         picked = pick_cases(case, shape, cases_file)
         if len(picked) != 1:
             raise NvggError("nvgg profile takes one case")
-        if not (cupti or ncu):
-            raise NvggError("choose what to profile: --cupti and/or --ncu")
+        if not (cupti or ncu or phases):
+            raise NvggError("choose what to profile: --cupti, --ncu and/or --phases")
         the_case = picked[0]
         device = runner.default_device()
         if device.type != "cuda":
@@ -51,5 +53,13 @@ def register(app: typer.Typer) -> None:
             report.sol_bytes = the_case.bytes
             typer.echo(ncu_table(report))
             payload["ncu"] = report.to_dict()
+        if phases:
+            from ..profiling import device_phases, phases as phasesmod
+            run = device_phases.run(the_case, profile=profile)
+            typer.echo(phase_table(run))
+            payload["phases"] = run.to_dict()
+            if trace:
+                phasesmod.write_trace(run.buffer, trace)
+                typer.echo(f"trace: {trace} (open in Perfetto or chrome://tracing)")
         if json_out:
             write_json(json_out, payload)

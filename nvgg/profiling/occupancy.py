@@ -63,3 +63,27 @@ class Coverage:
 def coverage(ctas: int, profile: Profile, blocks_per_sm: int) -> Coverage:
     slots = profile.sm_count * max(blocks_per_sm, 1)
     return Coverage(ctas, profile.sm_count, min(ctas / profile.sm_count, 1.0), ctas / slots)
+
+
+def device_blocks_per_sm(cubin_path: str, threads: int, dynamic_smem_bytes: int) -> int:
+    """Resident blocks per SM by the CUDA occupancy API (cuOccupancyMaxActiveBlocksPerMultiprocessor)
+    for the one kernel in a cubin; needs a GPU and cuda-python's driver bindings."""
+    import cuda.bindings.driver as cu
+    from pathlib import Path
+
+    import torch
+    torch.zeros(1, device="cuda")  # makes the primary context current for the driver calls
+    err, module = cu.cuModuleLoadData(Path(cubin_path).read_bytes())
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuModuleLoadData: {err}")
+    try:
+        err, count = cu.cuModuleGetFunctionCount(module)
+        err, funcs = cu.cuModuleEnumerateFunctions(count, module)
+        fn = funcs[0]
+        cu.cuFuncSetAttribute(fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_smem_bytes)
+        err, blocks = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(fn, threads, dynamic_smem_bytes)
+        if err != cu.CUresult.CUDA_SUCCESS:
+            raise RuntimeError(f"cuOccupancyMaxActiveBlocksPerMultiprocessor: {err}")
+        return int(blocks)
+    finally:
+        cu.cuModuleUnload(module)
