@@ -26,6 +26,8 @@ def render(results, env: dict) -> str:
         if r.sol is not None and r.stats is not None:
             lines.append(f"SOL on {r.sol.profile}: {r.sol.sol_us:.3f} µs ({r.sol.bound}-bound, {r.sol.data_path} data path); "
                          f"native B200 SOL {r.sol_b200.sol_us:.3f} µs")
+        elif r.sol_b200 is not None and r.stats is not None:
+            lines.append(f"native B200 SOL {r.sol_b200.sol_us:.3f} µs (no GPU profile here: a CPU time has no gap to quote)")
         if r.stats is not None:
             st = r.stats
             lines.append(f"{r.case} {r.strategy}/{r.backend}: mean {st.mean_us:.3f} µs, median {st.median_us:.3f}, best {st.best_us:.3f}, "
