@@ -12,7 +12,8 @@ rounded once to fp16); tolerance: the competition's (rtol = atol = 1e-3). Two ki
 - "full": every byte value (all 16 e2m1 codes), random finite e4m3 scales of both signs including
   subnormals and zero, and NaN written into the scale padding rows past m (must never reach C).
 Timings: median of CUDA-event samples around one launch, L2 flushed before each (nvgg.timing's
-flush), for the competition's benchmark cases.
+flush), for the competition's benchmark cases. Phases: one launch of the persistent kernel's
+instrumented build per benchmark case, summarised by nvgg.profiling.phases.analyse.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from nvgg import cases, inputs, reference  # noqa: E402
 from nvgg.backends.cute import CuteBackend  # noqa: E402
+from nvgg.profiling import phases  # noqa: E402
 from nvgg.timing import L2Flush  # noqa: E402
 
 GUARD = 8  # rows of sentinel after every C
@@ -260,14 +262,28 @@ def main() -> int:
             except Exception as exc:  # noqa: BLE001
                 timings[case.id] = {"error": f"{type(exc).__name__}: {exc}"}
                 traceback.print_exc()
+    phase_reports = {}
+    if not args.no_timing:
+        for case in cases.benchmarks():
+            try:
+                launch, buffer = be.phase_launcher(inputs.generate(case, "cuda"))
+                launch()
+                torch.cuda.synchronize()
+                phase_reports[case.id] = phases.analyse(buffer).to_dict()
+            except Exception as exc:  # noqa: BLE001
+                phase_reports[case.id] = {"error": f"{type(exc).__name__}: {exc}"}
+                traceback.print_exc()
     kernels = [k.to_dict() for c in cases.benchmarks() for k in be.compile(c, "sm_90a", grouped=True)][:1]
-    report = {"device": props.name, "results": results, "timings": timings, "kernels": kernels}
+    report = {"device": props.name, "results": results, "timings": timings, "phases": phase_reports,
+              "kernels": kernels}
     Path(args.out).mkdir(parents=True, exist_ok=True)
     (Path(args.out) / "check_kernels_sm90.json").write_text(json.dumps(report, indent=1, default=str))
 
     print(f"\n{len(results) - failed} of {len(results)} checks passed on {props.name}")
     for cid, t in timings.items():
         print(f"case {cid}: {json.dumps(t)}")
+    for cid, rep in phase_reports.items():
+        print(f"phases case {cid}: {json.dumps(rep)}")
     print(json.dumps(kernels))
     return 1 if failed else 0
 

@@ -49,14 +49,23 @@ def test_decode_permutation_stays_inside_one_scale_block():
 
 
 def test_decode_model_matches_the_ptx():
-    # the model mirrors these exact steps: shifts 12, 8, 4, 0, then >> 3 and the two masks
+    # the model mirrors these exact steps: two masked shifts per output word, four conversions
+    # of two e4m3 bytes each, four multiplies by the (64 x scale) pair
     text = ptx._DECODE_WORD
-    assert [int(s) for s in re.findall(r"shl\.b32 t, \$0, (\d+);", text)] == [12, 8, 4, 0]
-    assert text.count("shr.b32 u, t, 3;") == 4
-    assert text.count("and.b32 t, t, 0x80008000;") == 4 and text.count("and.b32 u, u, 0x0E000E00;") == 4
-    assert f"mov.b32 bias, {ptx.F16X2_TWO_POW_14};" in text
-    assert torch.tensor([ptx.F16X2_TWO_POW_14 & 0xFFFF], dtype=torch.int32).to(torch.int16).view(torch.float16).item() == 2.0 ** 14
-    assert "st.shared.v4.b32 [$2], {r0, r1, r2, r3};" in text
+    assert "shl.b32 t, $4, 4;" in text and "shl.b32 u, $4, 2;" in text and "shr.b32 u, $4, 2;" in text
+    assert text.count("and.b32 t, t, 0x80808080;") == 1 and "and.b32 t, $4, 0x80808080;" in text
+    assert text.count("and.b32 u, u, 0x1C1C1C1C;") == 2
+    assert "mov.b32 {e0, e1}, even;" in text and "mov.b32 {o0, o1}, odd;" in text
+    assert re.findall(r"cvt\.rn\.f16x2\.e4m3x2 r, (\w+);", text) == ["e0", "e1", "o0", "o1"]
+    assert [int(x) for x in re.findall(r"mul\.rn\.f16x2 \$(\d), r, \$5;", text)] == [0, 1, 2, 3]
+    assert dequant_ref._sixty_four().item() == 64.0
+
+
+def test_every_e2m1_code_reads_as_its_value_times_2_to_the_minus_6_in_e4m3():
+    words = torch.tensor([0x76543210, 0xFEDCBA98], dtype=torch.int64)
+    got = dequant_ref.e4m3_bytes(words).view(torch.float8_e4m3fn).double()
+    want = E2M1[list(range(16))].reshape(2, 8)[:, list(dequant_ref.CHUNK_ORDER)] * 2.0 ** -6
+    assert torch.equal(got, want) and torch.equal(torch.signbit(got), torch.signbit(want))
 
 
 def test_scaled_values_are_exact_for_every_e2m1_code_and_finite_e4m3_scale():
@@ -114,6 +123,7 @@ def store(tmp_path_factory):
     (gemm.GemmConfig(tile_m=64, stages=5), (40, 512, 256)),
     (gemm.GemmConfig(tile_m=32, stages=6), (1, 128, 256)),
     (gemm.GemmConfig(tile_m=128, stages=3, persistent=True), None),
+    (gemm.GemmConfig(tile_m=128, stages=4, persistent=True), None),
     (gemm.GemmConfig(tile_m=64, stages=5, persistent=True), None),
 ])
 def test_compiles_for_sm90a_within_limits(store, config, shape):
@@ -123,9 +133,12 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
     # each warpgroup: 64 rows of B x tile_m rows of A, 4 k16 steps per 64-k subtile
     assert f"wgmma.mma_async.sync.aligned.m64n{config.tile_m}k16.f32.f16.f16" in ptx_text
     assert "cp.async.bulk.tensor.2d" in ptx_text and "cvt.rn.f16x2.e4m3x2" in ptx_text
-    # each CTA's tensor-map copy is released and acquired before the copy engine reads it
+    # each CTA's descriptor pair is retargeted in place, then released and acquired before use
+    for field in ("global_address.global.b1024.b64", "global_dim.global.b1024.b32", "global_stride.global.b1024.b64"):
+        assert f"tensormap.replace.tile.{field}" in ptx_text
     assert "fence.proxy.tensormap::generic.release.gpu" in ptx_text
     assert "fence.proxy.tensormap::generic.acquire.gpu" in ptx_text
+    assert "%globaltimer" not in ptx_text  # only the instrumented build reads the timer
     res = host.resources(entry)
     assert 0 < res["registers"] <= MAX_REGS_PER_THREAD
     assert res["registers"] * gemm.THREADS <= REGS_PER_SM
@@ -155,8 +168,18 @@ def test_sass_waits_for_the_last_wgmma_before_reading_accumulators(store, config
     sass = subprocess.run([tool, "-c", str(entry.directory / "kernel.cubin")], capture_output=True, text=True,
                           check=True).stdout.splitlines()
     last_mma = max(i for i, line in enumerate(sass) if "HGMMA" in line)
-    assert "WARPGROUP.DEPBAR.LE gsb0, 0x0" in sass[last_mma + 1]
-    assert all(i > last_mma + 1 for i, line in enumerate(sass) if "F2FP.F16.F32" in line)
+    wait = next(i for i in range(last_mma + 1, len(sass)) if "WARPGROUP.DEPBAR" in sass[i])
+    assert "WARPGROUP.DEPBAR.LE gsb0, 0x0" in sass[wait]
+    # between the last wgmma and its wait only independent work (no accumulator conversions)
+    assert all(i > wait for i, line in enumerate(sass) if "F2FP.F16.F32" in line)
+
+
+def test_instrumented_build_reads_the_timer_only_when_asked(store):
+    config = gemm.GemmConfig(tile_m=128, stages=4, persistent=True, instrument=True)
+    entry = host.compile_gemm(config, None, "sm_90a", store=store)
+    assert "%globaltimer" in (entry.directory / "kernel.ptx").read_text()
+    assert host.resources(entry)["frame_bytes"] == 0
+    assert "persistent" in gemm.GemmConfig(instrument=True).problems()
 
 
 def test_cache_hits_in_memory_and_on_disk(store, tmp_path):
@@ -173,7 +196,7 @@ def test_cache_hits_in_memory_and_on_disk(store, tmp_path):
 
 def test_key_names_every_ingredient():
     key = kcache.CacheKey.make("k", gemm.GemmConfig(), (1, 128, 256), "sm_90a", host.SOURCES)
-    assert key.config == (128, 3, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
+    assert key.config == (128, 3, False, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
     assert key.dsl and len(key.source) == 16
 
 
@@ -183,8 +206,8 @@ def test_backend_compile_reports_each_distinct_kernel():
     be = CuteBackend()
     case = cases.get("test-8")  # 4 groups, 2 distinct shapes
     infos = be.compile(case, "sm_90a")
-    assert [i.name for i in infos] == ["nvfp4_gemm_sm90[m=128,n=128,k=512,tile_m=128,stages=3]",
-                                       "nvfp4_gemm_sm90[m=128,n=128,k=256,tile_m=128,stages=3]"]
+    assert [i.name for i in infos] == ["nvfp4_gemm_sm90[m=128,n=128,k=512,tile_m=128,stages=4]",
+                                       "nvfp4_gemm_sm90[m=128,n=128,k=256,tile_m=128,stages=4]"]
     grouped = be.compile(case, "sm_90a", grouped=True)
     assert len(grouped) == 1 and grouped[0].threads == gemm.THREADS
     assert grouped[0].extra["cache_hit"] in ("cold", "memory", "disk") and grouped[0].extra["wgmma"]
@@ -241,3 +264,35 @@ def test_matches_reference_on_competition_inputs(case_id, grouped):
     torch.cuda.synchronize()
     result = reference.check(inputs.outputs(data), want)  # the competition's rtol = atol = 1e-3
     assert result.ok, result.message
+
+
+@pytest.mark.gpu
+def test_phase_buffer_orders_the_phases_of_every_cta_with_work():
+    if not _sm90():
+        pytest.skip("needs an sm_90 GPU")
+    from nvgg.profiling import phases
+
+    case = cases.get("3")
+    data = inputs.generate(case, "cuda")
+    want = reference.reference(data)
+    reference.poison(data)
+    launch, buffer = CuteBackend().phase_launcher(data)
+    launch()
+    torch.cuda.synchronize()
+    result = reference.check(inputs.outputs(data), want)
+    assert result.ok, result.message
+    rows = buffer.cpu().tolist()
+    worked = [r for r in rows if r[phases.FIRST_MMA] > 0]
+    assert worked and len(worked) == min(len(rows), host.count_tiles(
+        [host.group_tensors(data, g) for g in range(case.g)], config_for(case.m, persistent=True).tile_m))
+    for r in worked:
+        assert (r[phases.START] < r[phases.DESC_READY] <= r[phases.FIRST_MMA] < r[phases.MAINLOOP_DONE]
+                <= r[phases.EPILOGUE_DONE] <= r[phases.EXIT]), r[:phases.FIRST_SWITCH]
+        switches = r[phases.SWITCHES]
+        assert 0 <= switches < case.g
+        stamps = r[phases.FIRST_SWITCH:phases.FIRST_SWITCH + switches]
+        assert all(r[phases.DESC_READY] < t < r[phases.EXIT] for t in stamps)
+    for r in rows:
+        assert r[phases.START] > 0 and r[phases.EXIT] >= r[phases.START]
+    report = phases.analyse(buffer)
+    assert report.ctas_with_work == len(worked) and report.kernel_us > 0

@@ -12,12 +12,15 @@ Shape rules (both kernels): k a multiple of 256, n a multiple of 128, any m ≥ 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import torch
 
 from ..cases import Case
 from ..errors import NvggError
 from ..kernels.sm90 import host
 from ..kernels.sm90 import nvfp4_gemm as gemm
+from ..profiling import phases as phase_slots
 from .base import Backend, KernelInfo, Launch
 
 ARCH = "sm_90a"
@@ -89,14 +92,34 @@ class CuteBackend(Backend):
         return self._launcher(entry, tables, host.grid_dims(config, (tensors.m, tensors.n, tensors.k), tiles))
 
     def grouped_launcher(self, data) -> Launch:
+        groups, config, entry, grid = self._persistent(data, instrument=False)
+        return self._launcher(entry, host.build_tables(groups, config.tile_m, grid), host.grid_dims(config, None, grid))
+
+    def phase_launcher(self, data) -> tuple[Launch, torch.Tensor]:
+        """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
+        int64 [ctas, phases.SLOTS] buffer each launch fills with %globaltimer readings (zeroed
+        first; see nvgg/profiling/phases.py for the slots). Same grid and tiles as the timed build."""
+        groups, config, entry, grid = self._persistent(data, instrument=True)
+        buffer = torch.zeros((grid, phase_slots.SLOTS), dtype=torch.int64, device=groups[0].c.device)
+        kernel = self._launcher(entry, host.build_tables(groups, config.tile_m, grid, buffer),
+                                host.grid_dims(config, None, grid))
+
+        def launch() -> None:
+            buffer.zero_()
+            kernel()
+
+        return launch, buffer
+
+    def _persistent(self, data, *, instrument: bool):
         groups = [self._group(data, g) for g in range(len(data[3]))]
-        config = config_for([t.m for t in groups], persistent=True)
-        entry = host.compile_gemm(config, None, ARCH)
-        res = host.resources(entry)
+        config = replace(config_for([t.m for t in groups], persistent=True), instrument=instrument)
+        timed = host.compile_gemm(replace(config, instrument=False), None, ARCH)
+        entry = host.compile_gemm(config, None, ARCH) if instrument else timed
+        res = host.resources(timed)  # the instrumented build runs on the timed build's grid
         sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
         grid = gemm.grid_for(host.count_tiles(groups, config.tile_m), sms,
                              gemm.ctas_per_sm(res["registers"], res["smem_bytes"]))
-        return self._launcher(entry, host.build_tables(groups, config.tile_m, grid), host.grid_dims(config, None, grid))
+        return groups, config, entry, grid
 
     @staticmethod
     def _launcher(entry, tables, grid) -> Launch:

@@ -1,39 +1,49 @@
-"""A PyTorch model of the kernels' e2m1 decode (ptx.decode_store_word), bit for bit, so the decode
-can be checked on its own for every input: a consistent nibble swap, or any permutation inside a
+"""A PyTorch model of the kernels' e2m1 decode (ptx.decode_word), bit for bit, so the decode can
+be checked on its own for every input: a consistent nibble swap, or any permutation inside a
 16-value scale block applied to both operands, would leave every GEMM result unchanged.
 
-For a 32-bit word holding e2m1 values v0..v7 (v0 in the low nibble) the kernel produces four fp16
-pairs; pair i is (v_i, v_{i+4}), built by
-    t = word << (12 - 4i);  bits = (t & 0x80008000) | ((t >> 3) & 0x0E000E00)
-read as two fp16 numbers (= value * 2^-14 exactly), then multiplied by 2^14 and by the scale in
-fp16 (round-to-nearest; both products exact). The 16-byte chunk the kernel stores therefore holds
-v0, v4, v1, v5, v2, v6, v3, v7: `CHUNK_ORDER`.
+For a 32-bit word holding e2m1 values v0..v7 (v0 in the low nibble) the kernel builds two words
+of e4m3 bytes,
+    even = ((word << 4) & 0x80808080) | ((word << 2) & 0x1C1C1C1C)   (v0, v2, v4, v6)
+    odd  = (word & 0x80808080)        | ((word >> 2) & 0x1C1C1C1C)   (v1, v3, v5, v7)
+each byte being its e2m1 value times 2^-6 read as e4m3; converts them to fp16 two at a time
+(exact) and multiplies by 64 * scale in fp16 (round-to-nearest; the product is exact). The four
+registers hold v0, v2 | v4, v6 | v1, v3 | v5, v7: `CHUNK_ORDER`.
 """
 
 from __future__ import annotations
 
 import torch
 
-CHUNK_ORDER = (0, 4, 1, 5, 2, 6, 3, 7)  # chunk position -> index of the value in the word
+from .ptx import F16X2_SIXTY_FOUR
+
+CHUNK_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # position in the 4 registers -> index of the value in the word
+
+
+def e4m3_bytes(words: torch.Tensor) -> torch.Tensor:
+    """int64 tensor of 32-bit words [N] -> the kernel's e4m3 bytes [N, 8] (uint8), register order."""
+    w = words.to(torch.int64) & 0xFFFFFFFF
+    even = ((w << 4) & 0x80808080) | ((w << 2) & 0x1C1C1C1C)
+    odd = (w & 0x80808080) | ((w >> 2) & 0x1C1C1C1C)
+    return torch.stack([(x >> (8 * i)) & 0xFF for x in (even, odd) for i in range(4)], dim=-1).to(torch.uint8)
 
 
 def decode_words(words: torch.Tensor) -> torch.Tensor:
-    """int64 tensor of 32-bit words [N] -> fp16 [N, 8], values in chunk order, before scaling,
-    as the kernel's integer steps and its multiply by 2^14 produce them."""
-    w = words.to(torch.int64) & 0xFFFFFFFF
-    halves = []
-    for i in range(4):
-        t = (w << (12 - 4 * i)) & 0xFFFFFFFF
-        bits = (t & 0x80008000) | ((t >> 3) & 0x0E000E00)
-        halves += [bits & 0xFFFF, bits >> 16]
-    raw = torch.stack(halves, dim=-1)  # fp16 bit patterns, 0..0xFFFF
-    signed = torch.where(raw >= 0x8000, raw - 0x10000, raw).to(torch.int16)
-    return signed.view(torch.float16) * torch.tensor(2.0 ** 14, dtype=torch.float16)
+    """int64 tensor of 32-bit words [N] -> fp16 [N, 8], values in register order, as the kernel
+    produces them with a scale of 1 (its conversion, then its multiply by 64)."""
+    raw = e4m3_bytes(words).view(torch.float8_e4m3fn).to(torch.float16)
+    return raw * _sixty_four()
 
 
 def expand_words(words: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
-    """`decode_words` times each word's fp16 scale [N] (the kernel's second multiply)."""
-    return decode_words(words) * scales.to(torch.float16)[:, None]
+    """The kernel's values for `words` [N] with fp16 scales [N]: conversion, then one multiply by
+    64 * scale."""
+    raw = e4m3_bytes(words).view(torch.float8_e4m3fn).to(torch.float16)
+    return raw * (scales.to(torch.float16) * _sixty_four())[:, None]
+
+
+def _sixty_four() -> torch.Tensor:
+    return torch.tensor([F16X2_SIXTY_FOUR & 0xFFFF], dtype=torch.int32).to(torch.int16).view(torch.float16)[0]
 
 
 def words_from_bytes(packed: torch.Tensor) -> torch.Tensor:

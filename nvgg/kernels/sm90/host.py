@@ -1,12 +1,14 @@
 """Host side of the sm_90a NVFP4 kernels: compiling (no GPU needed), the per-group tensor maps and
 the device group table both kernels read, and the launch closures.
 
-Tensor maps are encoded on the host, once per data set, with the driver's cuTensorMapEncodeTiled,
-and copied to device memory beside the table. A tensor map describes the packed bytes of one
-operand as a 2-D uint8 tensor (k/2 bytes × rows), box 128 bytes × tile rows, 128-byte swizzle,
-rows beyond the tensor filled with zeros. The kernels do not use these host copies directly: each
-CTA copies its group's pair into a slot of its own (the `slots` workspace, one pair per CTA and
-group) and fences it for the copy engine (see ptx.refresh_tensormaps for why).
+Tensor maps: the host encodes one template pair per launch (A, then B) with the driver's
+cuTensorMapEncodeTiled. A tensor map describes the packed bytes of one operand as a 2-D uint8
+tensor (k/2 bytes × rows), box 128 bytes × tile rows, 128-byte swizzle, rows beyond the tensor
+filled with zeros; the template's box, swizzle and fill are what every group uses, its address and
+dimensions are placeholders (group 0's). Each CTA copies the template into its own slot of the
+workspace (one pair per CTA), and its producer warp rewrites the address, dimensions and row
+stride in place (tensormap.replace) whenever its next tile belongs to another group, from the
+group's row of the table (see ptx.retarget_tensormap and ptx.publish_tensormaps).
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ import torch
 from .. import cache as kcache
 from . import nvfp4_gemm as gemm
 
-SOURCES = (Path(gemm.__file__), Path(gemm.ptx.__file__))
+SOURCES = (Path(gemm.__file__), Path(gemm.ptx.__file__), Path(gemm.phase_slots.__file__))
 SUPPORTED_ARCHS = ("sm_90a",)
 
 
 def kernel_name(config: gemm.GemmConfig, shape) -> str:
     if config.persistent:
-        return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}]"
+        suffix = ",instrumented" if config.instrument else ""
+        return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
     m, n, k = shape
     return f"nvfp4_gemm_sm90[m={m},n={n},k={k},tile_m={config.tile_m},stages={config.stages}]"
 
@@ -52,7 +55,8 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
         ptx = ptx if isinstance(ptx, str) else ptx.decode()
         meta = {"name": kernel_name(config, shape), "arch": arch, "threads": gemm.THREADS,
                 "dynamic_smem_bytes": kernel.shared_storage.size_in_bytes(),
-                "config": {"tile_m": config.tile_m, "stages": config.stages, "persistent": config.persistent},
+                "config": {"tile_m": config.tile_m, "stages": config.stages, "persistent": config.persistent,
+                           "instrument": config.instrument},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx}
         return kcache.Built(fn, ptx, bytes(fn.artifacts.CUBIN), meta)
 
@@ -137,39 +141,43 @@ def _signed64(x: int) -> int:
 @dataclass
 class Tables:
     table: torch.Tensor  # int64 [G, 16] on the device
-    tensormaps: torch.Tensor  # int64 [G, 2, 16]: the host-encoded maps the table points at
-    slots: torch.Tensor  # int64 [ctas, G, 2, 16]: each CTA's own copies
+    template: torch.Tensor  # int64 [2, 16]: the host-encoded template pair (A, B)
+    workspace: torch.Tensor  # int64 [ctas, 2, 16]: each CTA's own descriptor pair
     total_tiles: int
+    phases: torch.Tensor | None = None  # int64 [ctas, SLOTS]: the instrumented build's timestamps
 
 
 def count_tiles(groups: list[GroupTensors], tile_m: int) -> int:
     return gemm.table_tiles([g.m for g in groups], [g.n for g in groups], tile_m)[2]
 
 
-def build_tables(groups: list[GroupTensors], tile_m: int, ctas: int) -> Tables:
-    """The device table for `groups`, for a launch of `ctas` CTAs."""
+def build_tables(groups: list[GroupTensors], tile_m: int, ctas: int, phases: torch.Tensor | None = None) -> Tables:
+    """The device table for `groups`, for a launch of `ctas` CTAs (and, for the instrumented build,
+    the phase buffer the kernel fills)."""
     device = groups[0].c.device
     ms, ns = [g.m for g in groups], [g.n for g in groups]
     begins, m_tiles, total = gemm.table_tiles(ms, ns, tile_m)
-    maps = torch.tensor([[encode_tensor_map(g.a.data_ptr(), g.m, g.k // 2, tile_m),
-                          encode_tensor_map(g.b.data_ptr(), g.n, g.k // 2, gemm.TILE_N)] for g in groups],
-                        dtype=torch.int64).to(device)
-    pair = 2 * gemm.TENSORMAP_BYTES
-    slots = torch.zeros((ctas, len(groups), 2, gemm.TENSORMAP_BYTES // 8), dtype=torch.int64, device=device)
+    first = groups[0]
+    template = torch.tensor([encode_tensor_map(first.a.data_ptr(), first.m, first.k // 2, tile_m),
+                             encode_tensor_map(first.b.data_ptr(), first.n, first.k // 2, gemm.TILE_N)],
+                            dtype=torch.int64).to(device)
+    workspace = torch.zeros((ctas, 2, gemm.TENSORMAP_BYTES // 8), dtype=torch.int64, device=device)
     rows = []
     for i, g in enumerate(groups):
         row = [0] * gemm.TABLE_COLS
-        row[gemm.COL_MAPS] = maps[i].data_ptr()
-        row[gemm.COL_SLOTS] = slots.data_ptr() + i * pair
-        row[gemm.COL_SLOT_STRIDE] = len(groups) * pair
+        row[gemm.COL_A], row[gemm.COL_B] = g.a.data_ptr(), g.b.data_ptr()
         row[gemm.COL_SFA], row[gemm.COL_SFB], row[gemm.COL_C] = g.sfa.data_ptr(), g.sfb.data_ptr(), g.c.data_ptr()
         row[gemm.COL_M], row[gemm.COL_N], row[gemm.COL_K] = g.m, g.n, g.k
         row[gemm.COL_TILE_BEGIN] = begins[i]
         row[gemm.COL_TILE_END] = begins[i] + m_tiles[i] * (g.n // gemm.TILE_N)
         row[gemm.COL_M_TILES] = m_tiles[i]
         rows.append(row)
+    rows[0][gemm.COL_TEMPLATE] = template.data_ptr()
+    rows[0][gemm.COL_WORKSPACE] = workspace.data_ptr()
+    if phases is not None:
+        rows[0][gemm.COL_PHASES] = phases.data_ptr()
     table = torch.tensor(rows, dtype=torch.int64).to(device)
-    return Tables(table, maps, slots, total)
+    return Tables(table, template, workspace, total, phases)
 
 
 class Launch:

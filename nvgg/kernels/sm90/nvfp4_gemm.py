@@ -1,12 +1,13 @@
 """NVFP4 block-scaled GEMM for Hopper (sm_90a): C_g = A_g · B_gᵀ, fp16 out, one kernel family.
 
 Hopper has no FP4 tensor core and no e2m1 conversion, so the kernel expands both operands to fp16
-in shared memory (scale applied, exactly) and multiplies them with wgmma (fp16 × fp16 → fp32).
+(scale applied, exactly) and multiplies them with wgmma (fp16 × fp16 → fp32).
 
 Operands are swapped: the kernel computes Cᵀ = B · Aᵀ, so the large N side of a group fills the
 64-row M slot of each wgmma and the group's small M (40..512 rows) sits in the wgmma N slot, which
 takes any multiple of 8. A CTA tile is TILE_N = 128 rows of B (two consumer warpgroups of 64 rows)
-by `tile_m` rows of A.
+by `tile_m` rows of A. B (wgmma's A operand) is expanded straight into the registers wgmma reads
+it from; A (wgmma's B operand, shared by both warpgroups) is expanded into shared memory.
 
 Data, per group (the competition's layout, see backends/base.py):
 - A packed: (m, k/2) bytes, row-major; two e2m1 a byte, lower k in the low nibble. B: (n, k/2).
@@ -15,18 +16,32 @@ Data, per group (the competition's layout, see backends/base.py):
   ((i%128)//32)·4 + j%4, rest_k = k/64. The 256 k of one stage are 4 consecutive chunks (2 KB).
 - C: (m, n) fp16 row-major, written in place; rows ≥ m are never written.
 
+The k order inside a 64-k subtile. wgmma's register fragment gives lane l of a warp the k columns
+2c, 2c + 1, 2c + 8, 2c + 9 (c = l % 4) of each 16-k step s. Any permutation of k applied to both
+operands leaves the dot products unchanged, so the kernel chooses the one that lets each lane read
+contiguous packed bytes: lane c takes the 16-k scale block c of the subtile (8 packed bytes, one
+scale), and ptx.decode_word turns each of its two words (h = 0, 1) into four registers, register s
+feeding step s. So the fragment slot (step s, column 8h + 2c + e) holds the e-th value of register
+s of word h of block c. A is stored in the same order: the 16-byte chunk 2s + h of an fp16 row
+holds register s of word h of blocks c = 0..3.
+
 Warps (288 threads):
 - warp 8, the producer: per stage of 256 k it copies the packed bytes of the B tile (128 × 128 B)
-  and the A tile (tile_m × 128 B) with the bulk tensor copy (2-D tensor maps encoded on the host,
-  copied by each CTA into a slot of its own and fenced, see ptx.refresh_tensormaps; 128-byte
-  swizzle, rows past m zero-filled), and their two 2 KB scale runs with plain bulk copies, into a
-  ring of `stages` buffers guarded by full/empty mbarriers.
-- warps 0-7, two warpgroups: for each 64-k subtile of a stage they all expand B and A into one of
-  3 fp16 buffers laid out as wgmma's K-major 128-byte-swizzled tiles, fence the async proxy, meet
-  at a named barrier, then each warpgroup issues wgmma on its 64 rows of B against all of A and
-  lets it run while they expand the next subtile. wgmma.wait_group(1) after each commit, three
-  buffers and the barrier make reuse safe: a thread writing buffer q%3 has passed barrier q-1, so
-  every thread has finished subtile q-2, whose wait retired wgmma q-3, the last reader.
+  and the A tile (tile_m × 128 B) with the bulk tensor copy (2-D tensor maps; 128-byte swizzle,
+  rows past m zero-filled), and their two 2 KB scale runs with plain bulk copies, into a ring of
+  `stages` buffers guarded by full/empty mbarriers. Each CTA owns one tensor-map pair in a global
+  workspace, copied once from the host's template; when its next tile belongs to another group,
+  the producer waits for its loads in flight to land, rewrites the pair's address, dimensions and
+  row stride in place from the group's table row (tensormap.replace) and fences it for the copy
+  engine (ptx.retarget_tensormap, ptx.publish_tensormaps). Nothing of this happens per tile.
+- warps 0-7, two warpgroups: for each 64-k subtile of a stage they all expand A into one of 3 fp16
+  buffers laid out as wgmma's K-major 128-byte-swizzled tile (rows ≥ m skipped: their columns of
+  Cᵀ are never stored), each expands its own B rows into one of 2 register fragments, fence the
+  async proxy, meet at a named barrier, then each warpgroup issues wgmma on its 64 rows of B
+  against all of A and lets it run while they expand the next subtile. wgmma.wait_group(1) after
+  each commit, three buffers and the barrier make reuse safe: a thread writing buffer q%3 has
+  passed barrier q-1, so every thread has finished subtile q-2, whose wait retired wgmma q-3, the
+  last reader; the fragment written for subtile q was last read by wgmma q-2, retired likewise.
 - the epilogue converts the fp32 accumulators to fp16 and stores the rows < m (2-byte stores
   straight from the accumulator registers; C is a small share of the bytes moved).
 
@@ -35,6 +50,8 @@ and accumulates in fp32; the one rounding to fp16 is in the epilogue.
 
 The per-group kernel takes its shape at compile time and one launch covers one group's tiles; the
 persistent kernel takes all shapes from a device table and loops over the tiles of every group.
+The instrumented build of the persistent kernel (GemmConfig.instrument) also writes %globaltimer
+readings per CTA into a phase buffer (layout in profiling/phases.py).
 """
 
 from __future__ import annotations
@@ -47,8 +64,9 @@ import cutlass.pipeline as pipeline
 from cutlass.memory import SmemAllocator
 from cutlass.tensor_utils import LayoutEnum
 import cutlass.utils.hopper_helpers as sm90_utils
-from cutlass import Float16, Float32, Int32, Int64
+from cutlass import Float16, Float32, Int32, Int64, Uint32
 
+from ...profiling import phases as phase_slots
 from . import ptx
 
 TILE_N = 128  # rows of B per CTA tile: two consumer warpgroups × 64 (wgmma's M per warpgroup)
@@ -70,14 +88,18 @@ TMA_BOX_MAX = 256  # elements per box dimension, CUDA driver API cuTensorMapEnco
 TMA_DIM_MAX = 1 << 32  # elements per tensor dimension, same
 WGMMA_N = range(8, 257, 8)  # wgmma .f16 N: multiples of 8 up to 256, PTX ISA "wgmma.mma_async" shapes
 
-# Columns of the int64 group table (one row a group) both kernels read.
-# COL_MAPS: the group's two host-encoded tensor maps (A then B, 128 bytes each);
-# COL_SLOTS, COL_SLOT_STRIDE: where CTA c keeps its copy of them: slots + c * stride.
-COL_MAPS, COL_SLOTS, COL_SLOT_STRIDE, COL_SFA, COL_SFB, COL_C, COL_M, COL_N, COL_K = range(9)
-COL_TILE_BEGIN, COL_TILE_END, COL_M_TILES = 9, 10, 11
+# Columns of the int64 group table (one row a group) both kernels read: the group's packed A and B,
+# blocked scales and C (addresses), its shape, and its tiles in the persistent kernel's order.
+COL_A, COL_B, COL_SFA, COL_SFB, COL_C, COL_M, COL_N, COL_K = range(8)
+COL_TILE_BEGIN, COL_TILE_END, COL_M_TILES = 8, 9, 10
+# Launch-wide columns, read from row 0 only: the host-encoded template tensor-map pair (A, B), the
+# workspace holding one pair per CTA (CTA c's at workspace + c * PAIR_BYTES), and the phase buffer
+# of the instrumented build ([ctas, phases.SLOTS] int64; 0 when not instrumented).
+COL_TEMPLATE, COL_WORKSPACE, COL_PHASES = 12, 13, 14
 TABLE_COLS = 16
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
 TENSORMAP_BYTES = ptx.TENSORMAP_BYTES
+PAIR_BYTES = 2 * TENSORMAP_BYTES
 
 
 @dataclass(frozen=True)
@@ -87,6 +109,9 @@ class GemmConfig:
     tile_m: int = 128  # rows of A per CTA tile (wgmma N); 128 must be a multiple
     stages: int = 3  # depth of the packed-data ring (each stage is 256 k)
     persistent: bool = False
+    # the persistent kernel's phase-timestamp build (profiling only; never the timed build): it
+    # writes %globaltimer readings into the buffer at table row 0, COL_PHASES (see profiling/phases.py)
+    instrument: bool = False
 
     @property
     def stage_bytes(self) -> int:
@@ -94,9 +119,9 @@ class GemmConfig:
 
     @property
     def smem_bytes(self) -> int:
-        fp16 = FP16_BUFFERS * (TILE_N + self.tile_m) * K_SUB * 2
+        fp16 = FP16_BUFFERS * self.tile_m * K_SUB * 2  # A only: B goes to registers
         barriers = 2 * self.stages * 8
-        return self.stages * self.stage_bytes + fp16 + barriers + 3 * 1024  # 1 KB alignment of 3 regions
+        return self.stages * self.stage_bytes + fp16 + barriers + 2 * 1024  # 1 KB alignment of 2 regions
 
     def problems(self) -> str | None:
         """Why this configuration cannot compile, or None."""
@@ -105,6 +130,8 @@ class GemmConfig:
             return f"tile_m={self.tile_m} must be 32, 64 or 128 (one 128-row scale block holds whole tiles)"
         if self.tile_m not in WGMMA_N or self.tile_m > TMA_BOX_MAX:
             return f"tile_m={self.tile_m} is not a valid wgmma N / tensor-map box height"
+        if self.instrument and not self.persistent:
+            return "instrument=True needs the persistent kernel (the phase buffer has one row per CTA)"
         if self.stages < 2:
             return f"stages={self.stages}: the load ring needs at least 2 stages to overlap"
         if self.smem_bytes > SMEM_LIMIT:
@@ -168,7 +195,6 @@ class Nvfp4GemmSm90:
         self.off_sfb = self.off_a + self.tile_m * ROW_BYTES
         self.off_sfa = self.off_sfb + SCALE_RUN
         self.stage_bytes = config.stage_bytes
-        self.b16_bytes = TILE_N * K_SUB * 2
         self.a16_bytes = self.tile_m * K_SUB * 2
 
     @cute.jit
@@ -176,21 +202,20 @@ class Nvfp4GemmSm90:
         """Launch on `stream`. `table_ptr` points at the int64 group table ([G, 16] row-major, see
         the COL_ constants); `total_tiles` and `grid_ctas` matter only to the persistent kernel."""
         table = cute.make_tensor(table_ptr, cute.make_layout((TABLE_ROWS, TABLE_COLS), stride=(TABLE_COLS, 1)))
+        # wgmma's A operand (our B) from registers, its B operand (our A) from shared memory
         tiled_mma = sm90_utils.make_trivial_tiled_mma(
             Float16, Float16,
             cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.K,
-            Float32, (2, 1, 1), tiler_mn=(64, self.tile_m),
+            Float32, (2, 1, 1), tiler_mn=(64, self.tile_m), a_source=cute.nvgpu.warpgroup.OperandSource.RMEM,
         )
         mma_tiler = (TILE_N, self.tile_m, K_SUB)
         k_major = LayoutEnum.ROW_MAJOR  # K-major for both wgmma operands
-        b16_layout = sm90_utils.make_smem_layout_a(k_major, mma_tiler, Float16, FP16_BUFFERS)
         a16_layout = sm90_utils.make_smem_layout_b(k_major, mma_tiler, Float16, FP16_BUFFERS)
 
         @cute.struct
         class SharedStorage:
             barriers: cute.struct.MemRange[cutlass.Int64, 2 * self.stages]
             ring: cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, self.stages * self.stage_bytes], 1024]
-            b16: cute.struct.Align[cute.struct.MemRange[Float16, cute.cosize(b16_layout)], 1024]
             a16: cute.struct.Align[cute.struct.MemRange[Float16, cute.cosize(a16_layout)], 1024]
 
         self.shared_storage = SharedStorage
@@ -199,13 +224,13 @@ class Nvfp4GemmSm90:
         else:
             m, n, _ = self.shape
             grid = (n // TILE_N, (m + self.tile_m - 1) // self.tile_m, 1)
-        self.kernel(table, total_tiles, tiled_mma, b16_layout, a16_layout).launch(
+        self.kernel(table, total_tiles, tiled_mma, a16_layout).launch(
             grid=grid, block=[THREADS, 1, 1], min_blocks_per_mp=1, stream=stream,
         )
 
     @cute.kernel
     def kernel(self, table: cute.Tensor, total_tiles: Int32, tiled_mma: cute.TiledMma,
-               b16_layout: cute.ComposedLayout, a16_layout: cute.ComposedLayout):
+               a16_layout: cute.ComposedLayout):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         bidx, bidy, _ = cute.arch.block_idx()
@@ -222,7 +247,6 @@ class Nvfp4GemmSm90:
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
         ring_addr = storage.ring.data_ptr().toint()
-        b16_addr = storage.b16.data_ptr().toint()
         a16_addr = storage.a16.data_ptr().toint()
 
         # first tile of this CTA; the per-group grid is (n tiles, m tiles), the persistent one 1-D
@@ -235,19 +259,41 @@ class Nvfp4GemmSm90:
             stride = m_tiles * (self.shape[1] // TILE_N)  # one tile per CTA
             cta = tile
         group = Int32(0)
+        phases = None
+        if cutlass.const_expr(self.config.instrument):
+            phases = cute.make_tensor(
+                cute.make_ptr(Int64, table[(0, COL_PHASES)], cute.AddressSpace.gmem, assumed_align=8),
+                cute.make_layout((gdimx, phase_slots.SLOTS), stride=(phase_slots.SLOTS, 1)))
+            if tidx == 0:
+                phases[(cta, phase_slots.START)] = ptx.globaltimer()
 
         if warp_idx == PRODUCER_WARP:
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-            mapped = Int32(-1)  # the group whose tensor maps this CTA's slot holds
+            # this CTA's own descriptor pair, initialised from the template and retargeted in place
+            desc_a = Int64(table[(0, COL_WORKSPACE)]) + Int64(cta) * Int64(PAIR_BYTES)
+            desc_b = desc_a + Int64(TENSORMAP_BYTES)
+            ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
+            mapped = Int32(-1)  # the group the descriptor pair describes
+            switches = Int32(0)
             while self._more(tile, total_tiles):
                 group = self._find_group(table, tile, group)
                 m, n, k, mt, nt = self._tile_coords(table, tile, group)
-                # this CTA's own copy of the group's tensor maps (see ptx.refresh_tensormaps);
-                # one slot per (CTA, group), so a map is never rewritten while copies may read it
-                desc_a = Int64(table[(group, COL_SLOTS)]) + Int64(cta) * Int64(table[(group, COL_SLOT_STRIDE)])
-                desc_b = desc_a + Int64(TENSORMAP_BYTES)
                 if group != mapped:
-                    ptx.refresh_tensormaps(desc_a, Int64(table[(group, COL_MAPS)]))
+                    if mapped >= 0:
+                        self._wait_loads_landed(ring, state)
+                    row_bytes = k // 2
+                    ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A)]), m, row_bytes)
+                    ptx.retarget_tensormap(desc_b, Int64(table[(group, COL_B)]), n, row_bytes)
+                    ptx.publish_tensormaps(desc_a)
+                    if cutlass.const_expr(self.config.instrument):
+                        if cute.arch.lane_idx() == 0:
+                            if mapped < 0:
+                                phases[(cta, phase_slots.DESC_READY)] = ptx.globaltimer()
+                            else:
+                                if switches < phase_slots.MAX_SWITCHES:
+                                    phases[(cta, phase_slots.FIRST_SWITCH + switches)] = ptx.globaltimer()
+                                switches += 1
+                                phases[(cta, phase_slots.SWITCHES)] = Int64(switches)
                     mapped = group
                 rest_k = k // 64
                 sfa = Int64(table[(group, COL_SFA)]) + Int64((mt * self.tile_m) // 128 * rest_k * SCALE_CHUNK)
@@ -264,60 +310,155 @@ class Nvfp4GemmSm90:
                 tile += stride
 
         if warp_idx < PRODUCER_WARP:
-            wg = warp_idx // 4
-            sB16 = storage.b16.get_tensor(b16_layout.outer, swizzle=b16_layout.inner)
-            sA16 = storage.a16.get_tensor(a16_layout.outer, swizzle=a16_layout.inner)
-            thr_mma = tiled_mma.get_slice(wg * 128)
-            tCrA = tiled_mma.make_fragment_A(thr_mma.partition_A(sB16))
-            tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sA16))
-            # the warpgroup slice above addresses shared memory; accumulator coordinates are per thread
-            coords = tiled_mma.get_slice(tidx).partition_C(cute.make_identity_tensor((TILE_N, self.tile_m)))
-            acc = cute.make_rmem_tensor(coords.shape, Float32)
-            tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-            sub_count = Int32(0)
-            while self._more(tile, total_tiles):
-                group = self._find_group(table, tile, group)
-                m, n, k, mt, nt = self._tile_coords(table, tile, group)
-                a_row0 = (mt * self.tile_m) % 128  # first row of this A tile inside its scale block
-                acc.fill(0.0)
-                # the last stage is peeled so that its last wgmma is followed directly by
-                # wait_group(0): with a wait_group(1) in between, ptxas was seen (nvdisasm of the
-                # per-group kernel, 2026-11-26) hoisting the epilogue's reads of the accumulators
-                # above the final WARPGROUP.DEPBAR, losing part of the last 64-k block at random
-                for kt in cutlass.range(k // K_STAGE - 1, unroll=1):
-                    state, sub_count = self._consume_stage(ring, state, sub_count, tidx, ring_addr, b16_addr,
-                                                           a16_addr, a_row0, tiled_mma, acc, tCrA, tCrB, False)
-                state, sub_count = self._consume_stage(ring, state, sub_count, tidx, ring_addr, b16_addr,
-                                                       a16_addr, a_row0, tiled_mma, acc, tCrA, tCrB, True)
-                self._store(table, group, acc, coords, m, n, mt, nt)
-                tile += stride
+            self._consumer(table, total_tiles, tile, stride, group, tidx, ring, ring_addr, a16_addr,
+                           tiled_mma, storage, a16_layout, phases, cta)
+
+        self._stamp(phases, cta, tidx, phase_slots.EXIT)
 
     @cute.jit
-    def _consume_stage(self, ring, state, sub_count: Int32, tidx: Int32, ring_addr: Int32, b16_addr: Int32,
-                       a16_addr: Int32, a_row0: Int32, tiled_mma: cute.TiledMma, acc: cute.Tensor,
-                       tCrA: cute.Tensor, tCrB: cute.Tensor, last: cutlass.Constexpr[bool]):
+    def _consumer(self, table, total_tiles: Int32, tile: Int32, stride: Int32, group: Int32, tidx: Int32,
+                  ring, ring_addr: Int32, a16_addr: Int32, tiled_mma: cute.TiledMma, storage,
+                  a16_layout: cute.ComposedLayout, phases, cta: Int32):
+        """The two consumer warpgroups: expand, multiply and store every tile of this CTA."""
+        wg = tidx // 128
+        sA16 = storage.a16.get_tensor(a16_layout.outer, swizzle=a16_layout.inner)
+        thr_mma = tiled_mma.get_slice(wg * 128)
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sA16))
+        # two register fragments of B (64 rows × 64 k per warpgroup), alternating by subtile: a
+        # fragment is rewritten only after wait_group(1) retired the wgmma that read it
+        frags = [tiled_mma.make_fragment_A(thr_mma.partition_shape_A((TILE_N, K_SUB))) for _ in range(2)]
+        words = [cute.recast_tensor(f, Uint32) for f in frags]
+        coords = tiled_mma.get_slice(tidx).partition_C(cute.make_identity_tensor((TILE_N, self.tile_m)))
+        acc = cute.make_rmem_tensor(coords.shape, Float32)
+        tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        sub_count = Int32(0)
+        while self._more(tile, total_tiles):
+            group = self._find_group(table, tile, group)
+            m, n, k, mt, nt = self._tile_coords(table, tile, group)
+            a_row0 = (mt * self.tile_m) % 128  # first row of this A tile inside its scale block
+            a_rows = m - mt * self.tile_m  # rows of the A tile at or past this are never stored
+            acc.fill(0.0)
+            # the last stage is peeled so that its last wgmma is followed directly by
+            # wait_group(0): with a wait_group(1) in between, ptxas was seen (nvdisasm of the
+            # per-group kernel, 2026-11-26) hoisting the epilogue's reads of the accumulators
+            # above the final WARPGROUP.DEPBAR, losing part of the last 64-k block at random
+            for kt in cutlass.range(k // K_STAGE - 1, unroll=1):
+                state, sub_count = self._consume_stage(ring, state, sub_count, tidx, ring_addr, a16_addr,
+                                                       a_row0, a_rows, tiled_mma, acc, frags, words, tCrB,
+                                                       False, phases, cta)
+            state, sub_count = self._consume_stage(ring, state, sub_count, tidx, ring_addr, a16_addr,
+                                                   a_row0, a_rows, tiled_mma, acc, frags, words, tCrB,
+                                                   True, phases, cta)
+            self._stamp(phases, cta, tidx, phase_slots.MAINLOOP_DONE)
+            self._store(table, group, acc, coords, m, n, mt, nt)
+            self._stamp(phases, cta, tidx, phase_slots.EPILOGUE_DONE)
+            tile += stride
+
+    @cute.jit
+    def _consume_stage(self, ring, state, sub_count: Int32, tidx: Int32, ring_addr: Int32, a16_addr: Int32,
+                       a_row0: Int32, a_rows: Int32, tiled_mma: cute.TiledMma, acc: cute.Tensor, frags,
+                       words, tCrB: cute.Tensor, last: cutlass.Constexpr[bool], phases, cta: Int32):
         """Expand and multiply one stage (4 subtiles of 64 k); `last` ends with wait_group(0)."""
         ring.consumer_wait(state)
         base = ring_addr + state.index * self.stage_bytes
         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
             buf = sub_count % FP16_BUFFERS
-            self._expand(tidx, base, sub, b16_addr + buf * self.b16_bytes, a16_addr + buf * self.a16_bytes, a_row0)
-            cute.arch.fence_proxy("async.shared", space="cta")
-            cute.arch.barrier(barrier_id=DEQUANT_BARRIER_ID, number_of_threads=CONSUMER_THREADS)
-            cute.nvgpu.warpgroup.fence()
-            for kb in cutlass.range_constexpr(K_SUB // 16):
-                cute.gemm(tiled_mma, acc, tCrA[(None, None, kb, buf)], tCrB[(None, None, kb, buf)], acc)
-            cute.nvgpu.warpgroup.commit_group()
+            self._expand_a(tidx, base, sub, a16_addr + buf * self.a16_bytes, a_row0, a_rows)
+            self._decode_b(tidx, base, sub, words[sub % 2])
+            self._publish_a16()
+            self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, buf)
+            if cutlass.const_expr(self.config.instrument and sub == 0):
+                if sub_count == 0:
+                    self._stamp(phases, cta, tidx, phase_slots.FIRST_MMA)
             if cutlass.const_expr(last and sub == SUBS_PER_STAGE - 1):
                 cute.nvgpu.warpgroup.wait_group(0)
             else:
                 cute.nvgpu.warpgroup.wait_group(1)
             sub_count += 1
-        # every consumer thread has read this stage: all passed the last barrier
         ring.consumer_release(state)
         state.advance()
         return state, sub_count
+
+    @cute.jit
+    def _publish_a16(self):
+        """Make this thread's fp16 stores visible to wgmma (the async proxy), then wait for every
+        consumer thread: the subtile's A is complete."""
+        cute.arch.fence_proxy("async.shared", space="cta")
+        cute.arch.barrier(barrier_id=DEQUANT_BARRIER_ID, number_of_threads=CONSUMER_THREADS)
+
+    @cute.jit
+    def _mma_subtile(self, tiled_mma: cute.TiledMma, acc: cute.Tensor, frag: cute.Tensor, tCrB: cute.Tensor,
+                     buf: Int32):
+        """Issue and commit the wgmma of one 64-k subtile: B from the register fragment `frag`, A
+        from fp16 buffer `buf`."""
+        cute.nvgpu.warpgroup.fence()
+        for kb in cutlass.range_constexpr(K_SUB // 16):
+            cute.gemm(tiled_mma, acc, frag[(None, None, kb)], tCrB[(None, None, kb, buf)], acc)
+        cute.nvgpu.warpgroup.commit_group()
+
+    @cute.jit
+    def _decode_b(self, tidx: Int32, stage: Int32, sub: cutlass.Constexpr[int], words: cute.Tensor):
+        """Expand this thread's share of B for subtile `sub` into the register fragment `words`
+        (32-bit view: 4 registers per k16 step, see the module docstring for the k order).
+
+        Thread (warp w, lane l) holds rows r = 16w + l/4 and r + 8 of the CTA's 128 B rows, and
+        k block c = l % 4 (16 k, 8 packed bytes, one scale) of the subtile in each."""
+        c = tidx % 4
+        for half in cutlass.range_constexpr(2):
+            row = (tidx // 32) * 16 + (tidx % 32) // 4 + 8 * half
+            w0, w1 = ptx.ld_shared_v2(stage + self.off_b + row * ROW_BYTES
+                                      + (((2 * sub + c // 2) ^ (row % 8)) * 16) + (c % 2) * 8)
+            scale = ptx.ld_shared_scale(stage + self.off_sfb + sub * SCALE_CHUNK + (row % 32) * 16
+                                        + ((row % 128) // 32) * 4 + c)
+            lo = ptx.decode_word(w0, scale)
+            hi = ptx.decode_word(w1, scale)
+            for s in cutlass.range_constexpr(K_SUB // 16):
+                words[s * 4 + half] = Uint32(lo[s])
+                words[s * 4 + 2 + half] = Uint32(hi[s])
+
+    @cute.jit
+    def _expand_a(self, tidx: Int32, stage: Int32, sub: cutlass.Constexpr[int], a16: Int32, a_row0: Int32,
+                  a_rows: Int32):
+        """Expand subtile `sub` of the A tile into the fp16 buffer at `a16` in the k order the B
+        fragments use: the 16-byte chunk (s, h) of a row holds, for k blocks c = 0..3, register s of
+        the decoded word h of block c. One work unit is a row and one h (4 words, 4 scales)."""
+        row = tidx % self.tile_m
+        for h in cutlass.range_constexpr(2):  # tile_m is a multiple of 32: h is uniform in a warp
+            if tidx // self.tile_m == h and row < a_rows:
+                swz = row % 8
+                packed = stage + self.off_a + row * ROW_BYTES
+                x0, x1, x2, x3 = ptx.ld_shared_v4(packed + (((2 * sub) ^ swz) * 16))
+                y0, y1, y2, y3 = ptx.ld_shared_v4(packed + (((2 * sub + 1) ^ swz) * 16))
+                scale_row = a_row0 + row
+                s0, s1, s2, s3 = ptx.ld_shared_scale_quad(
+                    stage + self.off_sfa + sub * SCALE_CHUNK + (scale_row % 32) * 16 + ((scale_row % 128) // 32) * 4)
+                # block c's words h = 0, 1 are words 2c, 2c + 1 of the subtile's 32 bytes
+                block_words = (x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3)
+                d = [ptx.decode_word(w, sc) for w, sc in zip(block_words, (s0, s1, s2, s3))]
+                dst = a16 + row * (K_SUB * 2)
+                for s in cutlass.range_constexpr(K_SUB // 16):
+                    ptx.st_shared_v4(dst + (((2 * s + h) ^ swz) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
+
+    @cute.jit
+    def _stamp(self, phases, cta: Int32, tidx: Int32, slot: cutlass.Constexpr[int]):
+        """Instrumented build: thread 0 (the first consumer warpgroup's first thread) records the
+        time of `slot`; a later write of the same slot (the next tile) replaces it."""
+        if cutlass.const_expr(self.config.instrument):
+            if tidx == 0:
+                phases[(cta, slot)] = ptx.globaltimer()
+
+    @cute.jit
+    def _wait_loads_landed(self, ring, state):
+        """Wait until every load the producer issued so far has landed (the full barriers of the
+        last `stages` fills completed). A bulk tensor copy reads its tensor map asynchronously, so
+        a map is retargeted only once no copy issued with the old contents can still read it.
+        Earlier fills need no wait: the producer re-acquired their slots, so they were consumed."""
+        for back in cutlass.range_constexpr(1, self.stages + 1):
+            fill = state.count - back
+            if fill >= 0:
+                ring.consumer_wait(pipeline.PipelineState(self.stages, fill, fill % self.stages,
+                                                          (fill // self.stages) % 2))
 
     @cute.jit
     def _more(self, tile: Int32, total_tiles: Int32):
@@ -351,39 +492,6 @@ class Nvfp4GemmSm90:
             m, n, k = self.shape
             m_tiles = (m + self.tile_m - 1) // self.tile_m
             return m, n, k, tile % m_tiles, tile // m_tiles
-
-    @cute.jit
-    def _expand(self, tidx: Int32, stage: Int32, sub: cutlass.Constexpr[int], b16: Int32, a16: Int32,
-                a_row0: Int32):
-        """Expand subtile `sub` (64 k) of the stage at `stage` into the fp16 buffers b16 / a16.
-
-        Work unit: one row and one half (16 packed bytes = 32 k = 2 scales). Consecutive threads take
-        consecutive rows, so the 8 threads of each 16-byte shared-memory phase hit 8 different
-        swizzled chunks, both reading the packed tile and writing the fp16 tile: no bank conflicts.
-        """
-        row = tidx % TILE_N
-        half = tidx // TILE_N
-        self._expand_unit(stage + self.off_b, stage + self.off_sfb, b16, row, row, half, sub)
-        if tidx < 2 * self.tile_m:
-            row_a = tidx % self.tile_m
-            half_a = tidx // self.tile_m
-            self._expand_unit(stage + self.off_a, stage + self.off_sfa, a16, row_a, a_row0 + row_a, half_a, sub)
-
-    @cute.jit
-    def _expand_unit(self, packed: Int32, scales: Int32, out: Int32, row: Int32, scale_row: Int32,
-                     half: Int32, sub: cutlass.Constexpr[int]):
-        swz = row % 8
-        # packed tile: rows of 128 bytes, 16-byte chunk c of row r stored at chunk c ^ (r % 8)
-        w0, w1, w2, w3 = ptx.ld_shared_v4(packed + row * ROW_BYTES + (((2 * sub + half) ^ swz) * 16))
-        s_lo, s_hi = ptx.ld_shared_scale_pairs(
-            scales + sub * SCALE_CHUNK + (scale_row % 32) * 16 + ((scale_row % 128) // 32) * 4 + 2 * half
-        )
-        # fp16 subtile: 64 k = 128 bytes a row, the same 128-byte swizzle (wgmma's K-major SW128)
-        dst = out + row * (K_SUB * 2)
-        ptx.decode_store_word(w0, s_lo, dst + (((4 * half + 0) ^ swz) * 16))
-        ptx.decode_store_word(w1, s_lo, dst + (((4 * half + 1) ^ swz) * 16))
-        ptx.decode_store_word(w2, s_hi, dst + (((4 * half + 2) ^ swz) * 16))
-        ptx.decode_store_word(w3, s_hi, dst + (((4 * half + 3) ^ swz) * 16))
 
     @cute.jit
     def _store(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor,

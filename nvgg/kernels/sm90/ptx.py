@@ -5,9 +5,9 @@ Every helper takes plain integers: shared-memory addresses as 32-bit values (wha
 `toint()` gives), global addresses as 64-bit values. Memory-touching helpers are volatile and clobber
 memory so that the compiler keeps them in program order with the barriers around them.
 
-Asynchronous copies (the bulk tensor copy and the plain bulk copy) and the tensor-map refresh are
-issued by lane 0 of the calling warp, the predicate computed *inside* the asm. Wrapping them in a
-branch instead lets ptxas sink the operand moves into uniform registers (R2UR) under the branch
+Asynchronous copies (the bulk tensor copy and the plain bulk copy) and the tensor-map writes and
+fences are issued by lane 0 of the calling warp, the predicate computed *inside* the asm. Wrapping
+them in a branch instead lets ptxas sink the operand moves into uniform registers (R2UR) under the branch
 predicate, which sm_90a rejects at run time (CUDA error 715, an illegal instruction); with the
 predicate on the instruction itself every lane computes the operands and only the copy is
 predicated. Always lane 0 (not `elect.sync`): the thread that fences a tensor map must be the one
@@ -19,61 +19,6 @@ from __future__ import annotations
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 from cutlass import Int32, Int64
-
-# fp16 2^14 in both halves of a register: undoes the exponent bias of the bit-shift decode below
-F16X2_TWO_POW_14 = 0x74007400
-
-_DECODE_PAIR = """
-    shl.b32 t, {src}, {shift};
-    shr.b32 u, t, 3;
-    and.b32 t, t, 0x80008000;
-    and.b32 u, u, 0x0E000E00;
-    or.b32 {dst}, t, u;
-    mul.rn.f16x2 {dst}, {dst}, bias;
-    mul.rn.f16x2 {dst}, {dst}, $1;"""
-
-
-def _decode_word_ptx() -> str:
-    """PTX that decodes the 8 e2m1 nibbles of register $0, scales them by the fp16 pair in $1 and
-    stores the 8 fp16 results (16 bytes) at shared address $2.
-
-    Output register i holds nibbles i (low half) and i + 4 (high half): shifting the word left by
-    12 - 4i puts nibble i's sign at bit 15 and its 3 magnitude bits at 12..14 (and the same for
-    nibble i + 4 sixteen bits higher); a right shift by 3 moves the magnitude to fp16 bits 9..11.
-    That bit pattern is the fp16 number value * 2^-14 for every e2m1 code (the e2m1 subnormal 0.5
-    lands on the fp16 subnormal 2^-15), so one multiply by 2^14 makes it exact and a second applies
-    the scale; both products are exact (see FACTS: e2m1 * e4m3 fits fp16).
-    """
-    body = ["{", "    .reg .b32 t, u, r0, r1, r2, r3, bias;", "    mov.b32 bias, %d;" % F16X2_TWO_POW_14]
-    for i in range(4):
-        body.append(_DECODE_PAIR.format(src="$0", shift=12 - 4 * i, dst=f"r{i}"))
-    body.append("    st.shared.v4.b32 [$2], {r0, r1, r2, r3};")
-    body.append("}")
-    return "\n".join(body)
-
-
-_DECODE_WORD = _decode_word_ptx()
-
-
-@dsl_user_op
-def decode_store_word(word: Int32, scale2: Int32, dst: Int32, *, loc=None, ip=None) -> None:
-    """Expand 8 e2m1 values (one 32-bit word, first value in the low nibble) to fp16 times the
-    scale pair `scale2`, and store them as one 16-byte chunk at shared address `dst`.
-
-    The chunk holds the values in the order 0, 4, 1, 5, 2, 6, 3, 7: a fixed permutation inside 8
-    consecutive k, applied identically to both operands, so the dot products over k are unchanged.
-    """
-    llvm.inline_asm(
-        None,
-        [Int32(word).ir_value(loc=loc, ip=ip), Int32(scale2).ir_value(loc=loc, ip=ip),
-         Int32(dst).ir_value(loc=loc, ip=ip)],
-        _DECODE_WORD,
-        "r,r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
-
 
 @dsl_user_op
 def ld_shared_v4(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
@@ -88,31 +33,6 @@ def ld_shared_v4(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32
         asm_dialect=llvm.AsmDialect.AD_ATT,
     )
     return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
-
-
-@dsl_user_op
-def ld_shared_scale_pairs(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32]:
-    """Load two adjacent e4m3 scales (2 bytes at `addr`, the first in the low byte) and return
-    each converted to fp16 and broadcast to both halves of a register: (s0, s0), (s1, s1).
-    e4m3 -> fp16 is exact (every e4m3 value is an fp16 value); `cvt ... e4m3x2` needs sm_89+."""
-    res = llvm.inline_asm(
-        llvm.StructType.get_literal([T.i32(), T.i32()]),
-        [Int32(addr).ir_value(loc=loc, ip=ip)],
-        """{
-    .reg .b16 h;
-    .reg .b32 f;
-    ld.shared.u16 h, [$2];
-    cvt.rn.f16x2.e4m3x2 f, h;
-    prmt.b32 $0, f, f, 0x1010;
-    prmt.b32 $1, f, f, 0x3232;
-}""",
-        "=r,=r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
-    return (Int32(llvm.extractvalue(T.i32(), res, [0], loc=loc, ip=ip)),
-            Int32(llvm.extractvalue(T.i32(), res, [1], loc=loc, ip=ip)))
 
 
 @dsl_user_op
@@ -160,41 +80,239 @@ def bulk_load(dst: Int32, src: Int64, nbytes: Int32, mbar: Int32, *, loc=None, i
     )
 
 
-def _refresh_ptx() -> str:
-    lines = ["{", "    .reg .pred p;", "    .reg .b32 lane;", "    .reg .b64 a, b;",
+TENSORMAP_BYTES = 128
+
+
+def _copy_pair_ptx() -> str:
+    # all loads first, then all stores: one round trip to global memory instead of sixteen
+    chunks = 2 * TENSORMAP_BYTES // 16
+    regs = ", ".join(f"a{i}, b{i}" for i in range(chunks))
+    lines = ["{", "    .reg .pred p;", "    .reg .b32 lane;", f"    .reg .b64 {regs};",
              "    mov.u32 lane, %laneid;", "    setp.eq.u32 p, lane, 0;"]
-    for i in range(2 * TENSORMAP_BYTES // 16):
-        lines.append(f"    @p ld.global.v2.b64 {{a, b}}, [$1+{16 * i}];")
-        lines.append(f"    @p st.global.v2.b64 [$0+{16 * i}], {{a, b}};")
-    lines += ["    @p fence.proxy.tensormap::generic.release.gpu;",
-              f"    @p fence.proxy.tensormap::generic.acquire.gpu [$0], {TENSORMAP_BYTES};",
-              f"    @p fence.proxy.tensormap::generic.acquire.gpu [$0+{TENSORMAP_BYTES}], {TENSORMAP_BYTES};",
-              "}"]
+    lines += [f"    @p ld.global.v2.b64 {{a{i}, b{i}}}, [$1+{16 * i}];" for i in range(chunks)]
+    lines += [f"    @p st.global.v2.b64 [$0+{16 * i}], {{a{i}, b{i}}};" for i in range(chunks)]
+    lines.append("}")
     return "\n".join(lines)
 
 
-TENSORMAP_BYTES = 128
-_REFRESH = _refresh_ptx()
+_COPY_PAIR = _copy_pair_ptx()
 
 
 @dsl_user_op
-def refresh_tensormaps(dst: Int64, src: Int64, *, loc=None, ip=None) -> None:
-    """Lane 0 copies a pair of 128-byte tensor maps (A then B) from `src` (written by the host) to
-    `dst`, a slot only this CTA uses, and makes them usable by its own later bulk tensor copies.
-
-    The PTX memory model treats a tensor map as data of the tensormap proxy: generic writes reach
-    the copy engine only through fence.proxy.tensormap::generic release (by the writer) and
-    acquire (by the user). Host writes carry no such release, and the copy engine keeps tensor
-    maps cached by address across kernels, so a host-written map at a reused address can be read
-    stale; copying it on the device, then releasing and acquiring it in the issuing thread, is the
-    protocol the PTX ISA defines for tensor maps modified in global memory.
-    """
+def copy_tensormaps(dst: Int64, src: Int64, *, loc=None, ip=None) -> None:
+    """Lane 0 copies a pair of 128-byte tensor maps (A then B) from `src` to `dst` with plain
+    global loads and stores: the CTA's own descriptor pair, initialised from the host's template.
+    The copy engine sees it only after `publish_tensormaps`."""
     llvm.inline_asm(
         None,
         [Int64(dst).ir_value(loc=loc, ip=ip), Int64(src).ir_value(loc=loc, ip=ip)],
-        _REFRESH,
+        _COPY_PAIR,
         "l,l,~{memory}",
         has_side_effects=True,
         is_align_stack=False,
         asm_dialect=llvm.AsmDialect.AD_ATT,
     )
+
+
+@dsl_user_op
+def retarget_tensormap(desc: Int64, address: Int64, rows: Int32, row_bytes: Int32, *, loc=None,
+                       ip=None) -> None:
+    """Lane 0 points the 2-D uint8 tensor map at global address `desc` to another matrix of
+    `rows` rows of `row_bytes` bytes (contiguous rows) at `address`, in place, with
+    tensormap.replace (sm_90a): the base address, both dimensions (dimension 0 is the row, in
+    bytes) and the row stride (the stride of dimension 1, in bytes). Box, swizzle, element type
+    and fill mode stay those of the template. The writes are generic-proxy writes: the map must
+    be published (`publish_tensormaps`) before a bulk tensor copy reads it."""
+    llvm.inline_asm(
+        None,
+        [Int64(desc).ir_value(loc=loc, ip=ip), Int64(address).ir_value(loc=loc, ip=ip),
+         Int32(rows).ir_value(loc=loc, ip=ip), Int32(row_bytes).ir_value(loc=loc, ip=ip)],
+        """{
+    .reg .pred p;
+    .reg .b32 lane;
+    .reg .b64 stride;
+    mov.u32 lane, %laneid;
+    setp.eq.u32 p, lane, 0;
+    cvt.u64.u32 stride, $3;
+    @p tensormap.replace.tile.global_address.global.b1024.b64 [$0], $1;
+    @p tensormap.replace.tile.global_dim.global.b1024.b32 [$0], 0, $3;
+    @p tensormap.replace.tile.global_dim.global.b1024.b32 [$0], 1, $2;
+    @p tensormap.replace.tile.global_stride.global.b1024.b64 [$0], 0, stride;
+}""",
+        "l,l,r,r,~{memory}",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+
+
+@dsl_user_op
+def publish_tensormaps(desc: Int64, *, loc=None, ip=None) -> None:
+    """Lane 0 makes its generic-proxy writes to the tensor-map pair at `desc` (A, then B 128
+    bytes later) visible to its own later bulk tensor copies.
+
+    The PTX memory model treats a tensor map as data of the tensormap proxy: writes made through
+    the generic proxy (st.global, tensormap.replace) reach the copy engine only through
+    fence.proxy.tensormap::generic release (by the writer) and acquire (by the thread that then
+    issues the copies; here the same lane). The acquire also drops whatever the copy engine
+    cached for these addresses, which matters because the workspace is reused across launches.
+    """
+    llvm.inline_asm(
+        None,
+        [Int64(desc).ir_value(loc=loc, ip=ip)],
+        f"""{{
+    .reg .pred p;
+    .reg .b32 lane;
+    mov.u32 lane, %laneid;
+    setp.eq.u32 p, lane, 0;
+    @p fence.proxy.tensormap::generic.release.gpu;
+    @p fence.proxy.tensormap::generic.acquire.gpu [$0], {TENSORMAP_BYTES};
+    @p fence.proxy.tensormap::generic.acquire.gpu [$0+{TENSORMAP_BYTES}], {TENSORMAP_BYTES};
+}}""",
+        "l,~{memory}",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+
+
+@dsl_user_op
+def globaltimer(*, loc=None, ip=None) -> Int64:
+    """The GPU's global nanosecond timer (%globaltimer), for the instrumented build only."""
+    return Int64(llvm.inline_asm(
+        T.i64(), [], "mov.u64 $0, %globaltimer;", "=l",
+        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
+    ))
+
+
+# fp16 64.0 in both halves of a register: undoes the 2^-6 of the e4m3 reading of an e2m1 code
+F16X2_SIXTY_FOUR = 0x54005400
+
+_DECODE_WORD = """{
+    .reg .b32 t, u, even, odd, r;
+    .reg .b16 e0, e1, o0, o1;
+    shl.b32 t, $4, 4;
+    and.b32 t, t, 0x80808080;
+    shl.b32 u, $4, 2;
+    and.b32 u, u, 0x1C1C1C1C;
+    or.b32 even, t, u;
+    and.b32 t, $4, 0x80808080;
+    shr.b32 u, $4, 2;
+    and.b32 u, u, 0x1C1C1C1C;
+    or.b32 odd, t, u;
+    mov.b32 {e0, e1}, even;
+    mov.b32 {o0, o1}, odd;
+    cvt.rn.f16x2.e4m3x2 r, e0;
+    mul.rn.f16x2 $0, r, $5;
+    cvt.rn.f16x2.e4m3x2 r, e1;
+    mul.rn.f16x2 $1, r, $5;
+    cvt.rn.f16x2.e4m3x2 r, o0;
+    mul.rn.f16x2 $2, r, $5;
+    cvt.rn.f16x2.e4m3x2 r, o1;
+    mul.rn.f16x2 $3, r, $5;
+}"""
+
+
+@dsl_user_op
+def decode_word(word: Int32, scale2: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+    """The 8 e2m1 values v0..v7 of `word` (v0 in the low nibble) expanded to fp16 and multiplied by
+    the fp16 pair `scale2`, which must be the scale times 64 (see `ld_shared_scale`), as four
+    registers of two fp16 each: (v0, v2), (v4, v6), (v1, v3), (v5, v7).
+
+    Each e2m1 code s|e1 e0|m is rewritten as the e4m3 byte s|0 0 e1 e0|m 0 0, which reads as the
+    e2m1 value times 2^-6 for every code (the e2m1 subnormal 0.5 lands on the e4m3 subnormal
+    2^-7); the even nibbles of each byte need their sign moved to bit 7, the odd ones have it there
+    already. The hardware e4m3 -> fp16 conversion then does two values per instruction, and the
+    multiply by 64 * scale is exact (see FACTS: e2m1 * e4m3 fits fp16; 448 * 64 < 65504)."""
+    res = llvm.inline_asm(
+        llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
+        [Int32(word).ir_value(loc=loc, ip=ip), Int32(scale2).ir_value(loc=loc, ip=ip)],
+        _DECODE_WORD,
+        "=r,=r,=r,=r,r,r",
+        has_side_effects=False,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+
+
+@dsl_user_op
+def st_shared_v4(addr: Int32, r0: Int32, r1: Int32, r2: Int32, r3: Int32, *, loc=None, ip=None) -> None:
+    """16-byte shared-memory store of four 32-bit registers."""
+    llvm.inline_asm(
+        None,
+        [Int32(addr).ir_value(loc=loc, ip=ip)] + [Int32(r).ir_value(loc=loc, ip=ip) for r in (r0, r1, r2, r3)],
+        "st.shared.v4.b32 [$0], {$1, $2, $3, $4};",
+        "r,r,r,r,r,~{memory}",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+
+
+@dsl_user_op
+def ld_shared_v2(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32]:
+    """8-byte shared-memory load into two 32-bit registers."""
+    res = llvm.inline_asm(
+        llvm.StructType.get_literal([T.i32(), T.i32()]),
+        [Int32(addr).ir_value(loc=loc, ip=ip)],
+        "ld.shared.v2.b32 {$0, $1}, [$2];",
+        "=r,=r,r,~{memory}",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(2))
+
+
+@dsl_user_op
+def ld_shared_scale(addr: Int32, *, loc=None, ip=None) -> Int32:
+    """One e4m3 scale (the byte at `addr`) times 64 as fp16, broadcast to both halves of a register
+    (the scale `decode_word` takes). e4m3 -> fp16 is exact, and so is the power-of-two multiply."""
+    return Int32(llvm.inline_asm(
+        T.i32(),
+        [Int32(addr).ir_value(loc=loc, ip=ip)],
+        f"""{{
+    .reg .b16 h;
+    .reg .b32 f, k;
+    ld.shared.u8 h, [$1];
+    cvt.rn.f16x2.e4m3x2 f, h;
+    prmt.b32 f, f, f, 0x1010;
+    mov.b32 k, 0x{F16X2_SIXTY_FOUR:08X};
+    mul.rn.f16x2 $0, f, k;
+}}""",
+        "=r,r,~{memory}",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    ))
+
+
+@dsl_user_op
+def ld_shared_scale_quad(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+    """Four consecutive e4m3 scales (4 bytes at `addr`, the first in the low byte), each times 64
+    as fp16 broadcast to both halves of a register (see `ld_shared_scale`)."""
+    res = llvm.inline_asm(
+        llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
+        [Int32(addr).ir_value(loc=loc, ip=ip)],
+        f"""{{
+    .reg .b16 lo, hi;
+    .reg .b32 w, f, g, k;
+    ld.shared.b32 w, [$4];
+    mov.b32 {{lo, hi}}, w;
+    cvt.rn.f16x2.e4m3x2 f, lo;
+    cvt.rn.f16x2.e4m3x2 g, hi;
+    mov.b32 k, 0x{F16X2_SIXTY_FOUR:08X};
+    mul.rn.f16x2 f, f, k;
+    mul.rn.f16x2 g, g, k;
+    prmt.b32 $0, f, f, 0x1010;
+    prmt.b32 $1, f, f, 0x3232;
+    prmt.b32 $2, g, g, 0x1010;
+    prmt.b32 $3, g, g, 0x3232;
+}}""",
+        "=r,=r,=r,=r,r,~{memory}",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
