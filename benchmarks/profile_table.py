@@ -52,6 +52,9 @@ def main() -> int:
             kern = res.kernels[0] if res.kernels else {}
             theo = occupancy.theoretical(kern.get("registers", 0), kern.get("smem_bytes", 0), kern.get("threads", 1), prof)
             occ = achieved.get("persistent" if strategy == "persistent" else "sequential")
+            tiles = sum(session_tiles(case, strategy))
+            cover = occupancy.coverage(min(tiles, prof.sm_count * max(theo.blocks_per_sm, 1)), prof, theo.blocks_per_sm)
+            waves = tiles / (prof.sm_count * max(theo.blocks_per_sm, 1))
             row = {
                 "case": case.id, "strategy": strategy, "status": res.status,
                 "event_us": res.time_us, "cupti_kernel_us": cu.get("busy_us"), "span_us": cu.get("span_us"),
@@ -59,14 +62,15 @@ def main() -> int:
                 "setup_share": ph.report.setup_share if strategy == "persistent" else None,
                 "first_mma_us": ph.report.time_to_first_mma_us if strategy == "persistent" else None,
                 "achieved_occupancy_pct": occ[0] if occ else None, "dram_vs_sol": occ[1] if occ else None,
-                "theoretical_occupancy": theo.theoretical,
+                "theoretical_occupancy": theo.theoretical, "tiles": tiles, "sm_coverage": cover.coverage, "waves": waves,
             }
             doc["rows"].append(row)
             rows.append([case.id, strategy, _f(row["event_us"]), _f(row["cupti_kernel_us"]), _f(row["gaps_us"]),
                          _f(row["host_overhead_us"]), _f(row["kernels"]),
                          "—" if row["setup_share"] is None else f"{row['setup_share']:.1%}",
                          _f(row["first_mma_us"]), "—" if occ is None else f"{occ[0]:.1f}%",
-                         f"{theo.theoretical:.1%}", "—" if occ is None else f"{occ[1]:.2f}x"])
+                         f"{theo.theoretical:.1%}", tiles, f"{cover.coverage:.0%}", f"{waves:.2f}",
+                         "—" if occ is None else f"{occ[1]:.2f}x"])
         doc.setdefault("phases", {})[case.id] = ph.to_dict()
         print(f"case {case.id} done", file=sys.stderr, flush=True)
     with open(os.path.join(out_dir, "profile_table.json"), "w") as fh:
@@ -74,8 +78,13 @@ def main() -> int:
     print(f"card: {doc['env']['gpu']}")
     print(tabulate(rows, headers=["case", "strategy", "event µs", "CUPTI kernel µs", "gaps µs", "host+launch µs",
                                   "kernels/call", "setup share", "to 1st MMA µs", "achieved occ.", "theor. occ.",
-                                  "DRAM / SOL bytes"], tablefmt="github", disable_numparse=True))
+                                  "tiles", "SM coverage", "waves", "DRAM / SOL bytes"], tablefmt="github", disable_numparse=True))
     return 0
+
+
+def session_tiles(case, strategy: str) -> list[int]:
+    from nvgg.backends import get
+    return get("cute").tiles(case, grouped=(strategy == "persistent"))
 
 
 def _f(x) -> str:

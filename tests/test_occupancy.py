@@ -37,3 +37,12 @@ def test_coverage_and_waves():
     assert c.coverage == 0.5 and c.waves == 0.5
     c = coverage(ctas=400, profile=H100, blocks_per_sm=2)
     assert c.coverage == 1.0 and c.waves == 400 / 264
+
+
+def test_cute_tiles_per_launch_for_case_3():
+    from nvgg import cases
+    from nvgg.backends import get as get_backend
+    be = get_backend("cute")
+    # m 192 and 320 take 128-row A tiles: 2 and 3 m-tiles x 3072/128 = 24 n-tiles
+    assert be.tiles(cases.get("3")) == [48, 72]
+    assert be.tiles(cases.get("3"), grouped=True) == [120]

@@ -56,6 +56,11 @@ class Backend:
     def compile(self, case: Case, arch: str, *, grouped: bool = False) -> list[KernelInfo]:
         return []
 
+    def tiles(self, case: Case, *, grouped: bool = False) -> list[int]:
+        """Output tiles each launch covers (one entry a launch: a group's, or all groups' for a
+        grouped launch); [] where the backend cannot say (library kernels)."""
+        return []
+
     def group_launcher(self, data, g: int) -> Launch:
         raise NotImplementedError
 

@@ -83,6 +83,11 @@ class CuteBackend(Backend):
                    "cache_dir": str(entry.directory)},
         )
 
+    def tiles(self, case: Case, *, grouped: bool = False) -> list[int]:
+        if grouped:
+            return [gemm.table_tiles(case.m, case.n, config_for(case.m, persistent=True).tile_m)[2]]
+        return [gemm.table_tiles([m], [n], config_for([m], persistent=False).tile_m)[2] for m, n, _ in case.groups]
+
     def group_launcher(self, data, g: int) -> Launch:
         tensors = self._group(data, g)
         config = config_for([tensors.m], persistent=False)
