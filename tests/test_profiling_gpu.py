@@ -21,7 +21,7 @@ def test_cupti_timer_splits_kernel_time_from_host_overhead():
     # the torch backend launches several kernels per group (expand A, expand B, GEMM, ...)
     assert cu["activities"] >= 2 * 3
     assert 0 < cu["busy_us"] <= cu["span_us"] and cu["idle_us"] == pytest.approx(cu["span_us"] - cu["busy_us"])
-    assert cu["host_overhead_us"] == pytest.approx(res.stats.mean_us - cu["span_us"])
+    assert cu["host_overhead_us"] == pytest.approx(res.stats.mean_us - cu["busy_us"])
 
 
 @pytest.mark.skipif(shutil.which("ncu") is None, reason="ncu not on PATH")
@@ -52,4 +52,4 @@ def test_phases_of_the_persistent_kernel(tmp_path):
 def test_cupti_agrees_with_events_for_one_kernel():
     res = runner.run_one(cases.get("1"), strategy="persistent", backend="cute", device=torch.device("cuda"), timer="cupti")
     assert res.status == "ok" and res.cupti["activities"] == 1
-    assert res.cupti["span_us"] == pytest.approx(res.stats.mean_us, rel=0.05)
+    assert res.cupti["busy_us"] == pytest.approx(res.stats.mean_us, rel=0.03)
