@@ -210,14 +210,9 @@ def cupti_per_call(launches, device: torch.device, event_us: float) -> dict:
     durations, the span from first start to last end and the idle gaps inside it. The event
     time minus the merged kernel time is what the host and the launches added."""
     from .profiling import cupti
-    flush = timing.L2Flush(device)
-
-    def warmup() -> None:
-        for launch in launches:
-            launch()
-        flush()
-
-    batch = cupti.summarize(cupti.record(lambda: [launch() for launch in launches], device, warmup=warmup))
+    timing.L2Flush(device)()
+    torch.cuda.synchronize(device)
+    batch = cupti.summarize(cupti.record(lambda: [launch() for launch in launches], device))
     n = len(launches)
     out = {"activities": batch.activities / n, "busy_us": batch.busy_us / n, "sum_us": batch.sum_us / n,
            "span_us": batch.span_us / n, "idle_us": batch.idle_us / n}

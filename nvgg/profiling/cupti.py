@@ -3,8 +3,9 @@
 For one call: the device activities it launched (kernels, copies, sets), the sum of their
 durations, the span from the first start to the last end, and the idle time inside that span
 (span minus the union of the activities). Event time minus the union (the kernel time) is what
-the host and the launches add. Tracing slows the host's launches, so the gaps seen under the
-profiler are an upper bound on the gaps of an untraced run; the kernel durations are not affected.
+the host and the launches add. Tracing slows the host's launches (and the profiler's start delays
+the first ones it sees), so the gaps seen under the profiler are an upper bound on the gaps of an
+untraced run; the kernel durations are not affected.
 """
 
 from __future__ import annotations
@@ -39,28 +40,14 @@ class CallProfile:
         return asdict(self)
 
 
-MARK = "nvgg_measured"
-
-
-def record(fn: Callable[[], object], device: torch.device | None = None,
-           warmup: Callable[[], object] | None = None) -> list[Activity]:
-    """Run fn once under the profiler and return the device activities it caused, by start.
-    `warmup` runs first inside the same profiler session (the profiler's own start-up delays the
-    first launches it sees); only activities that start after fn's host-side mark are kept."""
-    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
-    with torch.profiler.profile(activities=activities) as prof:
-        if warmup is not None:
-            warmup()
-            torch.cuda.synchronize(device)
-        with torch.profiler.record_function(MARK):
-            fn()
-            torch.cuda.synchronize(device)
-    events = list(prof.profiler.kineto_results.events())
-    marks = [e.start_ns() for e in events if e.name() == MARK]
-    begin = min(marks) if marks else 0
+def record(fn: Callable[[], object], device: torch.device | None = None) -> list[Activity]:
+    """Run fn once under the profiler and return the device activities it caused, by start."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        fn()
+        torch.cuda.synchronize(device)
     out = []
-    for e in events:
-        if e.device_type() == torch.autograd.DeviceType.CUDA and e.duration_ns() > 0 and e.start_ns() >= begin:
+    for e in prof.profiler.kineto_results.events():
+        if e.device_type() == torch.autograd.DeviceType.CUDA and e.duration_ns() > 0:
             kind = str(e.activity_type()) if hasattr(e, "activity_type") else "device"  # torch >= 2.12
             out.append(Activity(e.name(), kind, e.start_ns(), e.start_ns() + e.duration_ns()))
     return sorted(out, key=lambda a: a.start_ns)
