@@ -185,4 +185,4 @@ def phase_table(run) -> str:
     return (f"{table}\n{rep.ctas} CTAs ({rep.ctas_with_work} with work), kernel {rep.kernel_us:.2f} µs, "
             f"time to first MMA {rep.time_to_first_mma_us:.2f} µs (median), setup share {rep.setup_share:.1%}, "
             f"group switches per CTA {rep.switches_median:g} (median)\n"
-            f"instrumentation cost: {run.instrumented_us:.2f} µs vs {run.plain_us:.2f} µs uninstrumented ({run.cost:+.1%})")
+            f"instrumentation cost: kernel {run.instrumented_us:.2f} µs vs {run.plain_us:.2f} µs uninstrumented ({run.cost:+.1%}, CUPTI)")

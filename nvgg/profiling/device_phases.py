@@ -1,8 +1,10 @@
 """`nvgg profile --phases`: the instrumented persistent kernel on one input, checked, its phase
-buffer analysed, a Chrome trace written, and what the instrumentation itself costs."""
+buffer analysed, a Chrome trace written, and what the instrumentation itself costs (kernel
+durations from CUPTI, instrumented against the timed build)."""
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass
 
 import torch
@@ -10,15 +12,15 @@ import torch
 from .. import inputs, reference, runner, timing
 from ..cases import Case
 from ..errors import NvggError
-from . import phases
+from . import cupti, phases
 
 
 @dataclass
 class PhaseRun:
     report: phases.PhaseReport
     buffer: torch.Tensor
-    plain_us: float          # uninstrumented kernel, leaderboard timer
-    instrumented_us: float   # instrumented kernel, same timer
+    plain_us: float          # uninstrumented kernel: median CUPTI kernel duration, L2 flushed before each
+    instrumented_us: float   # instrumented kernel, the same way (its buffer zeroing not counted)
 
     @property
     def cost(self) -> float:
@@ -48,7 +50,18 @@ def run(case: Case, *, profile: str | None = None) -> PhaseRun:
     if not verdict.ok:
         raise NvggError(f"the instrumented kernel is wrong on case {case.id}: {verdict.message}")
     report = phases.analyse(buffer.cpu())
-    timer = timing.EventTimer(session.device)
-    plain = timer.batch(session.launches).mean_us
-    instrumented = timer.batch([launch for launch, _ in launches]).mean_us
+    plain = kernel_us(session.launches, session.device)
+    instrumented = kernel_us([launch for launch, _ in launches], session.device)
     return PhaseRun(report, buffer.cpu(), plain, instrumented)
+
+
+def kernel_us(launches, device: torch.device) -> float:
+    """Median duration of each call's longest kernel from CUPTI records (the GEMM; a buffer
+    zeroing beside it is short and left out), L2 flushed before each call."""
+    flush = timing.L2Flush(device)
+    durations = []
+    for launch in launches:
+        flush()
+        torch.cuda.synchronize(device)
+        durations.append(max(a.us for a in cupti.record(launch, device)))
+    return statistics.median(durations)
