@@ -186,3 +186,12 @@ def phase_table(run) -> str:
             f"time to first MMA {rep.time_to_first_mma_us:.2f} µs (median), setup share {rep.setup_share:.1%}, "
             f"group switches per CTA {rep.switches_median:g} (median)\n"
             f"instrumentation cost: kernel {run.instrumented_us:.2f} µs vs {run.plain_us:.2f} µs uninstrumented ({run.cost:+.1%}, CUPTI)")
+
+
+def occupancy_table(rows: list[dict]) -> str:
+    table = [[r["kernel"][:60], r["registers"], r["smem_bytes"], r["threads"], f"{r['theoretical']:.1%}",
+              r["blocks_per_sm"], r["limited_by"], "—" if r["api_blocks_per_sm"] is None else r["api_blocks_per_sm"],
+              r["tiles"], f"{r['sm_coverage']:.0%}", f"{r['waves']:.2f}"] for r in rows]
+    return tabulate(table, headers=["kernel", "regs", "smem B", "threads", "theoretical occ.", "blocks/SM",
+                                    "limited by", "blocks/SM (CUDA API)", "tiles", "SM coverage", "waves"],
+                    tablefmt="github", disable_numparse=True)

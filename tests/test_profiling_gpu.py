@@ -53,3 +53,13 @@ def test_cupti_agrees_with_events_for_one_kernel():
     res = runner.run_one(cases.get("1"), strategy="persistent", backend="cute", device=torch.device("cuda"), timer="cupti")
     assert res.status == "ok" and res.cupti["activities"] == 1
     assert res.cupti["busy_us"] == pytest.approx(res.stats.mean_us, rel=0.03)
+
+
+def test_occupancy_api_agrees_with_the_arithmetic():
+    from nvgg.backends import get
+    from nvgg.profiling.occupancy import report
+    rows = report(cases.get("3"), get("cute"), "persistent", torch.device("cuda"), None)
+    assert len(rows) == 1
+    row = rows[0]
+    assert row["api_blocks_per_sm"] == row["blocks_per_sm"] >= 1
+    assert row["tiles"] == 120 and 0 < row["sm_coverage"] <= 1

@@ -10,7 +10,7 @@ import typer
 from .. import backends, cases as casesmod, env as envmod, runner
 from ..cli import command
 from ..errors import NvggError
-from ..report import document, ncu_table, phase_table, results_table, setup_table, write_json
+from ..report import document, ncu_table, occupancy_table, phase_table, results_table, setup_table, write_json
 from .common import CasesFile, JsonOut, Profile, Shape, pick_cases
 
 
@@ -23,6 +23,7 @@ def register(app: typer.Typer) -> None:
                     cupti: Annotated[bool, typer.Option("--cupti", help="CUPTI kernel records beside the event time.")] = False,
                     ncu: Annotated[bool, typer.Option("--ncu", help="Nsight Compute on the kernels of one call.")] = False,
                     phases: Annotated[bool, typer.Option("--phases", help="Timestamps inside the persistent kernel (instrumented build).")] = False,
+                    occupancy: Annotated[bool, typer.Option("--occupancy", help="Theoretical and CUDA-API occupancy, SM coverage and waves.")] = False,
                     trace: Annotated[Optional[str], typer.Option("--trace", help="With --phases: write a Chrome/Perfetto trace here.")] = None,
                     clock_control: Annotated[str, typer.Option("--clock-control", help="ncu's clock control: none (default) or base.")] = "none",
                     out_dir: Annotated[str, typer.Option("--out", help="Folder for .ncu-rep and CSV files.")] = "nvgg-results",
@@ -31,8 +32,8 @@ def register(app: typer.Typer) -> None:
         picked = pick_cases(case, shape, cases_file)
         if len(picked) != 1:
             raise NvggError("nvgg profile takes one case")
-        if not (cupti or ncu or phases):
-            raise NvggError("choose what to profile: --cupti, --ncu and/or --phases")
+        if not (cupti or ncu or phases or occupancy):
+            raise NvggError("choose what to profile: --cupti, --ncu, --phases and/or --occupancy")
         the_case = picked[0]
         device = runner.default_device()
         if device.type != "cuda":
@@ -53,6 +54,11 @@ def register(app: typer.Typer) -> None:
             report.sol_bytes = the_case.bytes
             typer.echo(ncu_table(report))
             payload["ncu"] = report.to_dict()
+        if occupancy:
+            from ..profiling.occupancy import report as occupancy_report
+            rows = occupancy_report(the_case, backends.get(be_name), st_name, device, profile)
+            typer.echo(occupancy_table(rows))
+            payload["occupancy"] = rows
         if phases:
             from ..profiling import device_phases, phases as phasesmod
             run = device_phases.run(the_case, profile=profile)
@@ -63,3 +69,4 @@ def register(app: typer.Typer) -> None:
                 typer.echo(f"trace: {trace} (open in Perfetto or chrome://tracing)")
         if json_out:
             write_json(json_out, payload)
+

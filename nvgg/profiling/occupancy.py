@@ -87,3 +87,34 @@ def device_blocks_per_sm(cubin_path: str, threads: int, dynamic_smem_bytes: int)
         return int(blocks)
     finally:
         cu.cuModuleUnload(module)
+
+
+def report(case, backend, strategy_name: str, device, profile_name) -> list[dict]:
+    """Per kernel: theoretical occupancy from its resources, resident blocks by the CUDA occupancy
+    API, and the tiles, SM coverage and waves of the strategy's launches."""
+    from pathlib import Path
+
+    import torch
+
+    from .. import profiles, runner, strategies
+    from ..errors import NvggError
+    grouped = strategies.get(strategy_name).grouped
+    prof = profiles.get(profile_name) if profile_name else profiles.for_gpu_name(torch.cuda.get_device_name(device))
+    if prof is None:
+        raise NvggError("no profile matches this GPU: pass --profile")
+    tiles = backend.tiles(case, grouped=grouped)
+    rows = []
+    for info in backend.compile(case, runner.arch_of(device), grouped=grouped):
+        theo = theoretical(info.registers, info.smem_bytes, info.threads, prof)
+        cubin = Path(info.extra.get("cache_dir", "")) / "kernel.cubin"
+        api = device_blocks_per_sm(str(cubin), info.threads, info.smem_bytes) if cubin.is_file() else None
+        rows.append({"kernel": info.name, "registers": info.registers, "smem_bytes": info.smem_bytes, "threads": info.threads,
+                     "theoretical": theo.theoretical, "blocks_per_sm": theo.blocks_per_sm, "limited_by": theo.limited_by,
+                     "api_blocks_per_sm": api})
+    per_sm = max(rows[0]["blocks_per_sm"], 1) if rows else 1
+    total = sum(tiles)
+    ctas = min(total, prof.sm_count * per_sm) if grouped else total
+    cover = coverage(ctas, prof, per_sm)
+    for row in rows:
+        row.update(tiles=total, sm_coverage=cover.coverage, waves=total / (prof.sm_count * per_sm))
+    return rows
