@@ -48,7 +48,6 @@ class KernelInfo:
 class Backend:
     name: str = "?"
     supports_grouped: bool = False  # one launch for all groups (the persistent strategy)
-    needs_gpu: bool = True
 
     def check(self, case: Case, device: torch.device) -> None:
         raise NotImplementedError

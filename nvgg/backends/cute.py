@@ -45,7 +45,6 @@ def _shape_problem(case: Case, config: gemm.GemmConfig) -> str | None:
 class CuteBackend(Backend):
     name = "cute"
     supports_grouped = True
-    needs_gpu = True
 
     def check(self, case: Case, device: torch.device) -> None:
         if device.type != "cuda" or not torch.cuda.is_available():

@@ -31,7 +31,6 @@ TIMEOUT_S = 300.0
 class SubmissionBackend(Backend):
     """In-process view of an imported submission module (used inside the child process)."""
 
-    needs_gpu = False
     supports_grouped = True
 
     def __init__(self, module, path: str):

@@ -27,7 +27,6 @@ def _is_sm100(device: torch.device) -> bool:
 class TorchBackend(Backend):
     name = "torch"
     supports_grouped = False
-    needs_gpu = False
 
     def check(self, case: Case, device: torch.device) -> None:
         for m, n, k in case.groups:
