@@ -20,19 +20,25 @@ from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 from cutlass import Int32, Int64
 
-@dsl_user_op
-def ld_shared_v4(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
-    """16-byte shared-memory load into four 32-bit registers."""
+def _ld_shared_vector(addr: Int32, width: int, loc, ip) -> tuple:
+    """`width` consecutive 32-bit words from shared memory in one vector load (width 2 or 4)."""
+    regs = ", ".join(f"${i}" for i in range(width))
     res = llvm.inline_asm(
-        llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
+        llvm.StructType.get_literal([T.i32()] * width),
         [Int32(addr).ir_value(loc=loc, ip=ip)],
-        "ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];",
-        "=r,=r,=r,=r,r,~{memory}",
+        f"ld.shared.v{width}.b32 {{{regs}}}, [${width}];",
+        ",".join(["=r"] * width + ["r", "~{memory}"]),
         has_side_effects=True,
         is_align_stack=False,
         asm_dialect=llvm.AsmDialect.AD_ATT,
     )
-    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(width))
+
+
+@dsl_user_op
+def ld_shared_v4(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+    """16-byte shared-memory load into four 32-bit registers."""
+    return _ld_shared_vector(addr, 4, loc, ip)
 
 
 @dsl_user_op
@@ -253,16 +259,7 @@ def st_shared_v4(addr: Int32, r0: Int32, r1: Int32, r2: Int32, r3: Int32, *, loc
 @dsl_user_op
 def ld_shared_v2(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32]:
     """8-byte shared-memory load into two 32-bit registers."""
-    res = llvm.inline_asm(
-        llvm.StructType.get_literal([T.i32(), T.i32()]),
-        [Int32(addr).ir_value(loc=loc, ip=ip)],
-        "ld.shared.v2.b32 {$0, $1}, [$2];",
-        "=r,=r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
-    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(2))
+    return _ld_shared_vector(addr, 2, loc, ip)
 
 
 @dsl_user_op
