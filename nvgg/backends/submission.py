@@ -31,11 +31,8 @@ TIMEOUT_S = 300.0
 class SubmissionBackend(Backend):
     """In-process view of an imported submission module (used inside the child process)."""
 
-    supports_grouped = True
-
-    def __init__(self, module, path: str):
+    def __init__(self, module):
         self.module, self.name = module, "submission"
-        self.path = path
 
     def check(self, case: Case, device: torch.device) -> None:
         return None
@@ -104,7 +101,7 @@ def _worker(args: dict) -> int:
     case = make_case(raw["id"], raw["m"], raw["n"], raw["k"], raw["g"], raw["seed"], raw.get("kind", "user"))
     try:
         module = load(args["path"])
-        result = run_one(case, strategy=AsSubmitted(), backend=SubmissionBackend(module, args["path"]),
+        result = run_one(case, strategy=AsSubmitted(), backend=SubmissionBackend(module),
                          device=torch.device(args["device"]) if args.get("device") else None,
                          profile=args.get("profile"), timer=args.get("timer") or "leaderboard", batch=args.get("batch"))
     except NvggError as exc:
