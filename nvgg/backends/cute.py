@@ -122,7 +122,7 @@ class CuteBackend(Backend):
         res = host.resources(timed)  # the instrumented build runs on the timed build's grid
         sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
         grid = gemm.grid_for(host.count_tiles(groups, config.tile_m), sms,
-                             gemm.ctas_per_sm(res["registers"], res["smem_bytes"]))
+                             gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads))
         return groups, config, entry, grid
 
     @staticmethod

@@ -29,9 +29,12 @@ SUPPORTED_ARCHS = ("sm_90a",)
 def kernel_name(config: gemm.GemmConfig, shape) -> str:
     if config.persistent:
         suffix = ",instrumented" if config.instrument else ""
+        suffix += f",expanders={config.expanders}" if config.expanders != 1 else ""
+        suffix += f",ablate={config.ablate}" if config.ablate else ""
         return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
     m, n, k = shape
-    return f"nvfp4_gemm_sm90[m={m},n={n},k={k},tile_m={config.tile_m},stages={config.stages}]"
+    suffix = f",expanders={config.expanders}" if config.expanders != 1 else ""
+    return f"nvfp4_gemm_sm90[m={m},n={n},k={k},tile_m={config.tile_m},stages={config.stages}{suffix}]"
 
 
 def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, need_callable: bool = True,
@@ -53,10 +56,10 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
                           options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {folder}")
         ptx = fn.artifacts.PTX
         ptx = ptx if isinstance(ptx, str) else ptx.decode()
-        meta = {"name": kernel_name(config, shape), "arch": arch, "threads": gemm.THREADS,
+        meta = {"name": kernel_name(config, shape), "arch": arch, "threads": config.threads,
                 "dynamic_smem_bytes": kernel.shared_storage.size_in_bytes(),
                 "config": {"tile_m": config.tile_m, "stages": config.stages, "persistent": config.persistent,
-                           "instrument": config.instrument},
+                           "instrument": config.instrument, "ablate": config.ablate, "expanders": config.expanders},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx}
         return kcache.Built(fn, ptx, bytes(fn.artifacts.CUBIN), meta)
 
@@ -258,6 +261,7 @@ class DirectLaunch:
         self.tables = tables
         self.grid = grid
         self.smem = entry.info["dynamic_smem_bytes"]
+        self.threads = entry.info["threads"]
         self._fn = ctypes.c_void_p(int(_function(entry)))
         self._values = (ctypes.c_uint64(tables.table.data_ptr()), ctypes.c_uint32(tables.total_tiles),
                         ctypes.c_uint8(0))
@@ -266,7 +270,7 @@ class DirectLaunch:
 
     def __call__(self) -> None:
         gx, gy, gz = self.grid
-        err = self._launch(self._fn, gx, gy, gz, gemm.THREADS, 1, 1, self.smem,
+        err = self._launch(self._fn, gx, gy, gz, self.threads, 1, 1, self.smem,
                            torch.cuda.current_stream().cuda_stream, self._params, None)
         if err:
             raise RuntimeError(f"cuLaunchKernel failed with CUresult {err}")

@@ -73,14 +73,12 @@ TILE_N = 128  # rows of B per CTA tile: two consumer warpgroups × 64 (wgmma's M
 K_STAGE = 256  # k per pipeline stage: 128 packed bytes a row, the tensor map box width
 K_SUB = 64  # k per fp16 subtile: one 128-byte swizzle atom of fp16
 SUBS_PER_STAGE = K_STAGE // K_SUB
-FP16_BUFFERS = 3  # see the module docstring for why three
+FP16_BUFFERS = 4  # fp16 A buffers between the expander and the MMA warpgroups
 SCALE_CHUNK = 512  # bytes of scales for 128 rows × 64 k
 SCALE_RUN = SCALE_CHUNK * SUBS_PER_STAGE  # bytes of scales for 128 rows × one stage
 ROW_BYTES = K_STAGE // 2
-CONSUMER_THREADS = 256
-PRODUCER_WARP = CONSUMER_THREADS // 32
-THREADS = CONSUMER_THREADS + 32
-DEQUANT_BARRIER_ID = 1
+MMA_THREADS = 256  # warps 0-7: the two MMA warpgroups (64 rows of B each)
+MMA_WARPS = MMA_THREADS // 32
 # Sources of the limits below:
 SMEM_LIMIT = 232448  # bytes per block, CUDA C Programming Guide, compute capability 9.0 table
 REG_LIMIT = 255  # registers per thread, same table
@@ -112,6 +110,21 @@ class GemmConfig:
     # the persistent kernel's phase-timestamp build (profiling only; never the timed build): it
     # writes %globaltimer readings into the buffer at table row 0, COL_PHASES (see profiling/phases.py)
     instrument: bool = False
+    # benchmarks only (never the timed build): "no_mma" drops the wgmma, "no_expand" the expansion,
+    # "no_scale" the scale multiply, "no_fp16" every fp16 multiply of the expansion (the scales'
+    # too), so that the parts can be timed apart; the results are garbage
+    ablate: str = ""
+    # warpgroups that expand A into shared memory, beside the two MMA warpgroups
+    expanders: int = 1
+
+    @property
+    def threads(self) -> int:
+        """MMA warpgroups, expander warpgroups, one producer warp."""
+        return MMA_THREADS + 128 * self.expanders + 32
+
+    @property
+    def producer_warp(self) -> int:
+        return (MMA_THREADS + 128 * self.expanders) // 32
 
     @property
     def stage_bytes(self) -> int:
@@ -120,7 +133,7 @@ class GemmConfig:
     @property
     def smem_bytes(self) -> int:
         fp16 = FP16_BUFFERS * self.tile_m * K_SUB * 2  # A only: B goes to registers
-        barriers = 2 * self.stages * 8
+        barriers = 2 * (self.stages + FP16_BUFFERS) * 8
         return self.stages * self.stage_bytes + fp16 + barriers + 2 * 1024  # 1 KB alignment of 2 regions
 
     def problems(self) -> str | None:
@@ -130,6 +143,10 @@ class GemmConfig:
             return f"tile_m={self.tile_m} must be 32, 64 or 128 (one 128-row scale block holds whole tiles)"
         if self.tile_m not in WGMMA_N or self.tile_m > TMA_BOX_MAX:
             return f"tile_m={self.tile_m} is not a valid wgmma N / tensor-map box height"
+        if self.ablate not in ("", "no_mma", "no_expand", "no_scale", "no_fp16"):
+            return f"ablate={self.ablate!r} must be '', 'no_mma', 'no_expand', 'no_scale' or 'no_fp16'"
+        if self.expanders not in (1, 2):
+            return f"expanders={self.expanders} must be 1 or 2"
         if self.instrument and not self.persistent:
             return "instrument=True needs the persistent kernel (the phase buffer has one row per CTA)"
         if self.stages < 2:
@@ -215,6 +232,7 @@ class Nvfp4GemmSm90:
         @cute.struct
         class SharedStorage:
             barriers: cute.struct.MemRange[cutlass.Int64, 2 * self.stages]
+            a16_barriers: cute.struct.MemRange[cutlass.Int64, 2 * FP16_BUFFERS]
             ring: cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, self.stages * self.stage_bytes], 1024]
             a16: cute.struct.Align[cute.struct.MemRange[Float16, cute.cosize(a16_layout)], 1024]
 
@@ -225,7 +243,7 @@ class Nvfp4GemmSm90:
             m, n, _ = self.shape
             grid = (n // TILE_N, (m + self.tile_m - 1) // self.tile_m, 1)
         self.kernel(table, total_tiles, tiled_mma, a16_layout).launch(
-            grid=grid, block=[THREADS, 1, 1], min_blocks_per_mp=1, stream=stream,
+            grid=grid, block=[self.config.threads, 1, 1], min_blocks_per_mp=1, stream=stream,
         )
 
     @cute.kernel
@@ -242,9 +260,18 @@ class Nvfp4GemmSm90:
             barrier_storage=storage.barriers.data_ptr(),
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, CONSUMER_THREADS // 32),
+            # lane 0 of every MMA and expander warp releases a stage
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_WARPS + 4 * self.config.expanders),
             tx_count=self.stage_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
+        )
+        # fp16 A buffers: every expander thread arrives when its part of a buffer is written, every
+        # MMA thread when the wgmma that read it has retired
+        a16_pipe = pipeline.PipelineAsync.create(
+            barrier_storage=storage.a16_barriers.data_ptr(),
+            num_stages=FP16_BUFFERS,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 128 * self.config.expanders),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_THREADS),
         )
         ring_addr = storage.ring.data_ptr().toint()
         a16_addr = storage.a16.data_ptr().toint()
@@ -267,7 +294,7 @@ class Nvfp4GemmSm90:
             if tidx == 0:
                 phases[(cta, phase_slots.START)] = ptx.globaltimer()
 
-        if warp_idx == PRODUCER_WARP:
+        if warp_idx == self.config.producer_warp:
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
             # this CTA's own descriptor pair, initialised from the template and retargeted in place
             desc_a = Int64(table[(0, COL_WORKSPACE)]) + Int64(cta) * Int64(PAIR_BYTES)
@@ -309,17 +336,21 @@ class Nvfp4GemmSm90:
                     state.advance()
                 tile += stride
 
-        if warp_idx < PRODUCER_WARP:
-            self._consumer(table, total_tiles, tile, stride, group, tidx, ring, ring_addr, a16_addr,
+        if warp_idx < MMA_WARPS:
+            self._mma_role(table, total_tiles, tile, stride, group, tidx, ring, a16_pipe, ring_addr,
                            tiled_mma, storage, a16_layout, phases, cta)
+        if warp_idx >= MMA_WARPS and warp_idx < self.config.producer_warp:
+            self._expander_role(table, total_tiles, tile, stride, group, tidx - MMA_THREADS, ring, a16_pipe,
+                                ring_addr, a16_addr)
 
         self._stamp(phases, cta, tidx, phase_slots.EXIT)
 
     @cute.jit
-    def _consumer(self, table, total_tiles: Int32, tile: Int32, stride: Int32, group: Int32, tidx: Int32,
-                  ring, ring_addr: Int32, a16_addr: Int32, tiled_mma: cute.TiledMma, storage,
+    def _mma_role(self, table, total_tiles: Int32, tile: Int32, stride: Int32, group: Int32, tidx: Int32,
+                  ring, a16_pipe, ring_addr: Int32, tiled_mma: cute.TiledMma, storage,
                   a16_layout: cute.ComposedLayout, phases, cta: Int32):
-        """The two consumer warpgroups: expand, multiply and store every tile of this CTA."""
+        """The two MMA warpgroups: decode B into registers, multiply against the expanders' fp16 A,
+        and store every tile of this CTA."""
         wg = tidx // 128
         sA16 = storage.a16.get_tensor(a16_layout.outer, swizzle=a16_layout.inner)
         thr_mma = tiled_mma.get_slice(wg * 128)
@@ -331,61 +362,94 @@ class Nvfp4GemmSm90:
         coords = tiled_mma.get_slice(tidx).partition_C(cute.make_identity_tensor((TILE_N, self.tile_m)))
         acc = cute.make_rmem_tensor(coords.shape, Float32)
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
-        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        sub_count = Int32(0)
+        rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, FP16_BUFFERS)
         while self._more(tile, total_tiles):
             group = self._find_group(table, tile, group)
             m, n, k, mt, nt = self._tile_coords(table, tile, group)
-            a_row0 = (mt * self.tile_m) % 128  # first row of this A tile inside its scale block
-            a_rows = m - mt * self.tile_m  # rows of the A tile at or past this are never stored
             acc.fill(0.0)
             # the last stage is peeled so that its last wgmma is followed directly by
             # wait_group(0): with a wait_group(1) in between, ptxas was seen (nvdisasm of the
             # per-group kernel, 2026-11-26) hoisting the epilogue's reads of the accumulators
             # above the final WARPGROUP.DEPBAR, losing part of the last 64-k block at random
             for kt in cutlass.range(k // K_STAGE - 1, unroll=1):
-                state, sub_count = self._consume_stage(ring, state, sub_count, tidx, ring_addr, a16_addr,
-                                                       a_row0, a_rows, tiled_mma, acc, frags, words, tCrB,
-                                                       False, phases, cta)
-            state, sub_count = self._consume_stage(ring, state, sub_count, tidx, ring_addr, a16_addr,
-                                                   a_row0, a_rows, tiled_mma, acc, frags, words, tCrB,
-                                                   True, phases, cta)
+                rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, kt, tidx, ring_addr, tiled_mma,
+                                                 acc, frags, words, tCrB, False, phases, cta)
+            rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, k // K_STAGE - 1, tidx, ring_addr,
+                                             tiled_mma, acc, frags, words, tCrB, True, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.MAINLOOP_DONE)
             self._store(table, group, acc, coords, m, n, mt, nt)
             self._stamp(phases, cta, tidx, phase_slots.EPILOGUE_DONE)
             tile += stride
 
     @cute.jit
-    def _consume_stage(self, ring, state, sub_count: Int32, tidx: Int32, ring_addr: Int32, a16_addr: Int32,
-                       a_row0: Int32, a_rows: Int32, tiled_mma: cute.TiledMma, acc: cute.Tensor, frags,
-                       words, tCrB: cute.Tensor, last: cutlass.Constexpr[bool], phases, cta: Int32):
-        """Expand and multiply one stage (4 subtiles of 64 k); `last` ends with wait_group(0)."""
-        ring.consumer_wait(state)
-        base = ring_addr + state.index * self.stage_bytes
+    def _mma_stage(self, ring, a16_pipe, rstate, astate, kt: Int32, tidx: Int32, ring_addr: Int32,
+                   tiled_mma: cute.TiledMma, acc: cute.Tensor, frags, words, tCrB: cute.Tensor,
+                   last: cutlass.Constexpr[bool], phases, cta: Int32):
+        """Decode and multiply stage `kt` of a tile (4 subtiles of 64 k). An fp16 A buffer goes back
+        to the expanders once the wgmma that read it has retired: buffer q - 1 after the
+        wait_group(1) that follows wgmma q, and, after the tile's last wgmma and its wait_group(0),
+        the last two. `last` marks the tile's last stage."""
+        ring.consumer_wait(rstate)
+        base = ring_addr + rstate.index * self.stage_bytes
         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
-            buf = sub_count % FP16_BUFFERS
-            self._expand_a(tidx, base, sub, a16_addr + buf * self.a16_bytes, a_row0, a_rows)
-            self._decode_b(tidx, base, sub, words[sub % 2])
-            self._publish_a16()
-            self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, buf)
+            a16_pipe.consumer_wait(astate)
+            if cutlass.const_expr(self.config.ablate != "no_expand"):
+                self._decode_b(tidx, base, sub, words[sub % 2])
+            if cutlass.const_expr(self.config.ablate != "no_mma"):
+                self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, astate.index)
             if cutlass.const_expr(self.config.instrument and sub == 0):
-                if sub_count == 0:
+                if astate.count == 0:
                     self._stamp(phases, cta, tidx, phase_slots.FIRST_MMA)
             if cutlass.const_expr(last and sub == SUBS_PER_STAGE - 1):
                 cute.nvgpu.warpgroup.wait_group(0)
+                self._release_previous(a16_pipe, astate)
+                a16_pipe.consumer_release(astate)
             else:
                 cute.nvgpu.warpgroup.wait_group(1)
-            sub_count += 1
-        ring.consumer_release(state)
-        state.advance()
-        return state, sub_count
+                if cutlass.const_expr(sub > 0):
+                    self._release_previous(a16_pipe, astate)
+                else:
+                    if kt > 0:
+                        self._release_previous(a16_pipe, astate)
+            astate.advance()
+        # B was decoded into registers: nothing reads this stage any more
+        ring.consumer_release(rstate)
+        rstate.advance()
+        return rstate, astate
 
     @cute.jit
-    def _publish_a16(self):
-        """Make this thread's fp16 stores visible to wgmma (the async proxy), then wait for every
-        consumer thread: the subtile's A is complete."""
-        cute.arch.fence_proxy("async.shared", space="cta")
-        cute.arch.barrier(barrier_id=DEQUANT_BARRIER_ID, number_of_threads=CONSUMER_THREADS)
+    def _release_previous(self, a16_pipe, astate):
+        """Hand the fp16 A buffer before `astate`'s back to the expanders."""
+        a16_pipe.consumer_release(pipeline.PipelineState(
+            FP16_BUFFERS, astate.count - 1, (astate.index + FP16_BUFFERS - 1) % FP16_BUFFERS, astate.phase))
+
+    @cute.jit
+    def _expander_role(self, table, total_tiles: Int32, tile: Int32, stride: Int32, group: Int32, etid: Int32,
+                       ring, a16_pipe, ring_addr: Int32, a16_addr: Int32):
+        """The expander warpgroups: expand every A subtile of this CTA's tiles into the fp16
+        buffers, in the order the MMA warpgroups consume them."""
+        rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
+        pstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, FP16_BUFFERS)
+        while self._more(tile, total_tiles):
+            group = self._find_group(table, tile, group)
+            m, n, k, mt, nt = self._tile_coords(table, tile, group)
+            a_row0 = (mt * self.tile_m) % 128  # first row of this A tile inside its scale block
+            a_rows = m - mt * self.tile_m  # rows of the A tile at or past this are never stored
+            for kt in cutlass.range(k // K_STAGE, unroll=1):
+                ring.consumer_wait(rstate)
+                base = ring_addr + rstate.index * self.stage_bytes
+                for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
+                    a16_pipe.producer_acquire(pstate)
+                    if cutlass.const_expr(self.config.ablate != "no_expand"):
+                        self._expand_a(etid, base, sub, a16_addr + pstate.index * self.a16_bytes, a_row0, a_rows)
+                    # this thread's fp16 stores, visible to wgmma (the async proxy) before it arrives
+                    cute.arch.fence_proxy("async.shared", space="cta")
+                    a16_pipe.producer_commit(pstate)
+                    pstate.advance()
+                ring.consumer_release(rstate)
+                rstate.advance()
+            tile += stride
 
     @cute.jit
     def _mma_subtile(self, tiled_mma: cute.TiledMma, acc: cute.Tensor, frag: cute.Tensor, tCrB: cute.Tensor,
@@ -410,9 +474,9 @@ class Nvfp4GemmSm90:
             w0, w1 = ptx.ld_shared_v2(stage + self.off_b + row * ROW_BYTES
                                       + (((2 * sub + c // 2) ^ (row % 8)) * 16) + (c % 2) * 8)
             scale = ptx.ld_shared_scale(stage + self.off_sfb + sub * SCALE_CHUNK + (row % 32) * 16
-                                        + ((row % 128) // 32) * 4 + c)
-            lo = ptx.decode_word(w0, scale)
-            hi = ptx.decode_word(w1, scale)
+                                        + ((row % 128) // 32) * 4 + c, self.config.ablate != "no_fp16")
+            lo = ptx.decode_word(w0, scale, self.config.ablate not in ("no_scale", "no_fp16"))
+            hi = ptx.decode_word(w1, scale, self.config.ablate not in ("no_scale", "no_fp16"))
             for s in cutlass.range_constexpr(K_SUB // 16):
                 words[s * 4 + half] = Uint32(lo[s])
                 words[s * 4 + 2 + half] = Uint32(hi[s])
@@ -423,19 +487,53 @@ class Nvfp4GemmSm90:
         """Expand subtile `sub` of the A tile into the fp16 buffer at `a16` in the k order the B
         fragments use: the 16-byte chunk (s, h) of a row holds, for k blocks c = 0..3, register s of
         the decoded word h of block c. One work unit is a row and one h (4 words, 4 scales)."""
-        row = tidx % self.tile_m
+        workers = 128 * self.config.expanders
+        if cutlass.const_expr(workers == self.tile_m):
+            self._expand_a_row(tidx, stage, sub, a16, a_row0, a_rows)  # both units of a row
+        else:
+            for rep in cutlass.range_constexpr((2 * self.tile_m + workers - 1) // workers):
+                self._expand_a_unit(tidx + rep * workers, stage, sub, a16, a_row0, a_rows)
+
+    @cute.jit
+    def _expand_a_row(self, row: Int32, stage: Int32, sub: cutlass.Constexpr[int], a16: Int32, a_row0: Int32,
+                      a_rows: Int32):
+        """Both units (h = 0, 1) of row `row` of `_expand_a`: one load of the row's packed bytes and
+        scales, eight independent decodes."""
+        if row < a_rows:
+            swz = row % 8
+            packed = stage + self.off_a + row * ROW_BYTES
+            x0, x1, x2, x3 = ptx.ld_shared_v4(packed + (((2 * sub) ^ swz) * 16))
+            y0, y1, y2, y3 = ptx.ld_shared_v4(packed + (((2 * sub + 1) ^ swz) * 16))
+            scale_row = a_row0 + row
+            scales = ptx.ld_shared_scale_quad(
+                stage + self.off_sfa + sub * SCALE_CHUNK + (scale_row % 32) * 16 + ((scale_row % 128) // 32) * 4,
+                self.config.ablate != "no_fp16")
+            scaled = self.config.ablate not in ("no_scale", "no_fp16")
+            dst = a16 + row * (K_SUB * 2)
+            for h in cutlass.range_constexpr(2):
+                block_words = (x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3)
+                d = [ptx.decode_word(w, sc, scaled) for w, sc in zip(block_words, scales)]
+                for s in cutlass.range_constexpr(K_SUB // 16):
+                    ptx.st_shared_v4(dst + (((2 * s + h) ^ swz) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
+
+    @cute.jit
+    def _expand_a_unit(self, unit: Int32, stage: Int32, sub: cutlass.Constexpr[int], a16: Int32, a_row0: Int32,
+                       a_rows: Int32):
+        """One work unit of `_expand_a`: row unit % tile_m, half unit // tile_m (none past 1)."""
+        row = unit % self.tile_m
         for h in cutlass.range_constexpr(2):  # tile_m is a multiple of 32: h is uniform in a warp
-            if tidx // self.tile_m == h and row < a_rows:
+            if unit // self.tile_m == h and row < a_rows:
                 swz = row % 8
                 packed = stage + self.off_a + row * ROW_BYTES
                 x0, x1, x2, x3 = ptx.ld_shared_v4(packed + (((2 * sub) ^ swz) * 16))
                 y0, y1, y2, y3 = ptx.ld_shared_v4(packed + (((2 * sub + 1) ^ swz) * 16))
                 scale_row = a_row0 + row
                 s0, s1, s2, s3 = ptx.ld_shared_scale_quad(
-                    stage + self.off_sfa + sub * SCALE_CHUNK + (scale_row % 32) * 16 + ((scale_row % 128) // 32) * 4)
+                    stage + self.off_sfa + sub * SCALE_CHUNK + (scale_row % 32) * 16 + ((scale_row % 128) // 32) * 4,
+                    self.config.ablate != "no_fp16")
                 # block c's words h = 0, 1 are words 2c, 2c + 1 of the subtile's 32 bytes
                 block_words = (x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3)
-                d = [ptx.decode_word(w, sc) for w, sc in zip(block_words, (s0, s1, s2, s3))]
+                d = [ptx.decode_word(w, sc, self.config.ablate not in ("no_scale", "no_fp16")) for w, sc in zip(block_words, (s0, s1, s2, s3))]
                 dst = a16 + row * (K_SUB * 2)
                 for s in cutlass.range_constexpr(K_SUB // 16):
                     ptx.st_shared_v4(dst + (((2 * s + h) ^ swz) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
@@ -523,10 +621,13 @@ SM_REGS = 65536  # 32-bit registers per SM, same table
 SM_THREADS = 2048  # resident threads per SM, same table
 
 
-def ctas_per_sm(registers: int, smem_bytes: int) -> int:
+THREADS = GemmConfig().threads  # threads per CTA of the default configuration
+
+
+def ctas_per_sm(registers: int, smem_bytes: int, threads: int = THREADS) -> int:
     """Resident CTAs per SM for this kernel's registers and shared memory (the occupancy bound)."""
-    regs_per_cta = THREADS * max(registers, 1)
-    return max(1, min(SM_SMEM // max(smem_bytes, 1), SM_REGS // regs_per_cta, SM_THREADS // THREADS))
+    regs_per_cta = threads * max(registers, 1)
+    return max(1, min(SM_SMEM // max(smem_bytes, 1), SM_REGS // regs_per_cta, SM_THREADS // threads))
 
 
 def grid_for(total_tiles: int, sm_count: int, per_sm: int = 1) -> int:

@@ -219,8 +219,14 @@ _DECODE_WORD = """{
 }"""
 
 
+# benchmarks only (GemmConfig.ablate = "no_scale"): the decode without the scale multiply, wrong values
+_DECODE_WORD_UNSCALED = _DECODE_WORD
+for _i in range(4):
+    _DECODE_WORD_UNSCALED = _DECODE_WORD_UNSCALED.replace(f"mul.rn.f16x2 ${_i}, r, $5", f"mov.b32 ${_i}, r")
+
+
 @dsl_user_op
-def decode_word(word: Int32, scale2: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+def decode_word(word: Int32, scale2: Int32, scaled: bool = True, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
     """The 8 e2m1 values v0..v7 of `word` (v0 in the low nibble) expanded to fp16 and multiplied by
     the fp16 pair `scale2`, which must be the scale times 64 (see `ld_shared_scale`), as four
     registers of two fp16 each: (v0, v2), (v4, v6), (v1, v3), (v5, v7).
@@ -233,7 +239,7 @@ def decode_word(word: Int32, scale2: Int32, *, loc=None, ip=None) -> tuple[Int32
     res = llvm.inline_asm(
         llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
         [Int32(word).ir_value(loc=loc, ip=ip), Int32(scale2).ir_value(loc=loc, ip=ip)],
-        _DECODE_WORD,
+        _DECODE_WORD if scaled else _DECODE_WORD_UNSCALED,
         "=r,=r,=r,=r,r,r",
         has_side_effects=False,
         is_align_stack=False,
@@ -263,7 +269,7 @@ def ld_shared_v2(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32]:
 
 
 @dsl_user_op
-def ld_shared_scale(addr: Int32, *, loc=None, ip=None) -> Int32:
+def ld_shared_scale(addr: Int32, scaled: bool = True, *, loc=None, ip=None) -> Int32:
     """One e4m3 scale (the byte at `addr`) times 64 as fp16, broadcast to both halves of a register
     (the scale `decode_word` takes). e4m3 -> fp16 is exact, and so is the power-of-two multiply."""
     return Int32(llvm.inline_asm(
@@ -276,7 +282,7 @@ def ld_shared_scale(addr: Int32, *, loc=None, ip=None) -> Int32:
     cvt.rn.f16x2.e4m3x2 f, h;
     prmt.b32 f, f, f, 0x1010;
     mov.b32 k, 0x{F16X2_SIXTY_FOUR:08X};
-    mul.rn.f16x2 $0, f, k;
+    {"mul.rn.f16x2 $0, f, k;" if scaled else "mov.b32 $0, f;"}
 }}""",
         "=r,r,~{memory}",
         has_side_effects=True,
@@ -286,7 +292,7 @@ def ld_shared_scale(addr: Int32, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
-def ld_shared_scale_quad(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+def ld_shared_scale_quad(addr: Int32, scaled: bool = True, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
     """Four consecutive e4m3 scales (4 bytes at `addr`, the first in the low byte), each times 64
     as fp16 broadcast to both halves of a register (see `ld_shared_scale`)."""
     res = llvm.inline_asm(
@@ -300,8 +306,8 @@ def ld_shared_scale_quad(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int3
     cvt.rn.f16x2.e4m3x2 f, lo;
     cvt.rn.f16x2.e4m3x2 g, hi;
     mov.b32 k, 0x{F16X2_SIXTY_FOUR:08X};
-    mul.rn.f16x2 f, f, k;
-    mul.rn.f16x2 g, g, k;
+    {"mul.rn.f16x2 f, f, k;" if scaled else ""}
+    {"mul.rn.f16x2 g, g, k;" if scaled else ""}
     prmt.b32 $0, f, f, 0x1010;
     prmt.b32 $1, f, f, 0x3232;
     prmt.b32 $2, g, g, 0x1010;

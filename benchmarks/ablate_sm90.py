@@ -1,0 +1,92 @@
+"""Where the persistent sm_90a kernel's time goes: the same launch built with parts removed
+(GemmConfig.ablate), timed side by side on one card.
+
+    python benchmarks/ablate_sm90.py [--cases 1,2] [--variants full,no_mma,...]
+
+A variant is tokens joined by '+': `full`, `e1`/`e2` (GemmConfig.expanders) or an ablation (no_mma,
+no_expand, no_scale: GemmConfig.ablate). Unablated builds are checked against the exact reference before it is timed; ablated builds compute garbage
+by design and are only timed.
+"""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+import torch
+from tabulate import tabulate
+
+from nvgg import cases, env, inputs, reference, timing
+from nvgg.backends.cute import config_for
+from nvgg.kernels.sm90 import host
+from nvgg.kernels.sm90 import nvfp4_gemm as gemm
+
+
+def config_of(case, variant: str):
+    """The persistent kernel's configuration for `case` with `variant`: tokens joined by '+', each
+    `full` (nothing), `e1`/`e2` (expander warpgroups) or an ablation (no_mma, no_expand, no_scale)."""
+    config = config_for(case.m, persistent=True)
+    for token in variant.split("+"):
+        if token in ("e1", "e2"):
+            config = replace(config, expanders=int(token[1]))
+        elif token in ("no_mma", "no_expand", "no_scale", "no_fp16"):
+            config = replace(config, ablate=token)
+        elif token != "full":
+            raise SystemExit(f"unknown variant token {token!r}")
+    return config
+
+
+def launcher(data, config):
+    groups = [host.group_tensors(data, g) for g in range(len(data[3]))]
+    entry = host.compile_gemm(config, None, "sm_90a")
+    res = host.resources(entry)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    grid = gemm.grid_for(host.count_tiles(groups, config.tile_m), sms,
+                         gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads))
+    tables = host.build_tables(groups, config.tile_m, grid)
+    return host.DirectLaunch(entry, tables, (grid, 1, 1)), res
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cases", default="1,2")
+    parser.add_argument("--variants", default="full,no_mma,no_expand,no_scale")
+    parser.add_argument("--once", default="", help="launch VARIANT on the first case 5 times and exit (for ncu)")
+    args = parser.parse_args()
+    print(f"card: {env.collect(torch.device('cuda'))['gpu']}")
+    if args.once:
+        case = cases.select(args.cases)[0]
+        data = inputs.generate(case, "cuda")
+        launch, _ = launcher(data, config_of(case, args.once))
+        for _ in range(5):
+            launch()
+        torch.cuda.synchronize()
+        return
+    rows = []
+    for case in cases.select(args.cases):
+        batch = inputs.generate_batch(case, "cuda")
+        row = [case.id]
+        for variant in args.variants.split(","):
+            config = config_of(case, variant)
+            ablate = config.ablate
+            launches = []
+            for data in batch:
+                launch, res = launcher(data, config)
+                launches.append(launch)
+                if not ablate:
+                    want = reference.reference(data)
+                    reference.poison(data)
+                    launch()
+                    torch.cuda.synchronize()
+                    verdict = reference.check(inputs.outputs(data), want)
+                    if not verdict.ok:
+                        raise SystemExit(f"case {case.id} {variant}: WRONG: {verdict.message}")
+            stats = timing.EventTimer("cuda").batch(launches)
+            row.append(f"{stats.mean_us:.1f} ({res['registers']}r)")
+            print(f"case {case.id} {variant}: {stats.mean_us:.1f} us, {res['registers']} registers", flush=True)
+        rows.append(row)
+    print(tabulate(rows, headers=["case"] + args.variants.split(","), tablefmt="github", disable_numparse=True))
+
+
+if __name__ == "__main__":
+    main()
