@@ -3,7 +3,7 @@
 
     python benchmarks/ablate_sm90.py [--cases 1,2] [--variants full,no_mma,...]
 
-A variant is tokens joined by '+': `full`, `e1`/`e2` (GemmConfig.expanders) or an ablation (no_mma,
+A variant is tokens joined by '+': `full`, `strided` (GemmConfig.chunked off) or an ablation (no_mma,
 no_expand, no_scale: GemmConfig.ablate). Unablated builds are checked against the exact reference before it is timed; ablated builds compute garbage
 by design and are only timed.
 """
@@ -24,11 +24,11 @@ from nvgg.kernels.sm90 import nvfp4_gemm as gemm
 
 def config_of(case, variant: str):
     """The persistent kernel's configuration for `case` with `variant`: tokens joined by '+', each
-    `full` (nothing), `e1`/`e2` (expander warpgroups) or an ablation (no_mma, no_expand, no_scale)."""
+    `full` (nothing), `strided` (every grid-th tile instead of a contiguous run) or an ablation (no_mma, no_expand, no_scale)."""
     config = config_for(case.m, persistent=True)
     for token in variant.split("+"):
-        if token in ("e1", "e2"):
-            config = replace(config, expanders=int(token[1]))
+        if token == "strided":
+            config = replace(config, chunked=False)
         elif token in ("no_mma", "no_expand", "no_scale", "no_fp16"):
             config = replace(config, ablate=token)
         elif token != "full":
@@ -43,7 +43,7 @@ def launcher(data, config):
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     grid = gemm.grid_for(host.count_tiles(groups, config.tile_m), sms,
                          gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads))
-    tables = host.build_tables(groups, config.tile_m, grid)
+    tables = host.build_tables(groups, config, grid)
     return host.DirectLaunch(entry, tables, (grid, 1, 1)), res
 
 

@@ -30,7 +30,7 @@ def config_for(ms, *, persistent: bool) -> gemm.GemmConfig:
     """The configuration the backend runs for groups of these m: the A tile that holds the largest
     m (up to 128 rows), and the deepest load ring that fits in shared memory."""
     tile_m = gemm.pick_tile_m(ms)
-    return gemm.GemmConfig(tile_m=tile_m, stages=gemm.stages_for(tile_m), persistent=persistent)
+    return gemm.GemmConfig(tile_m=tile_m, stages=gemm.stages_for(tile_m, persistent), persistent=persistent)
 
 
 def _shape_problem(case: Case, config: gemm.GemmConfig) -> str | None:
@@ -92,12 +92,12 @@ class CuteBackend(Backend):
         config = config_for([tensors.m], persistent=False)
         entry = host.compile_gemm(config, (tensors.m, tensors.n, tensors.k), ARCH)
         tiles = host.count_tiles([tensors], config.tile_m)  # the per-group grid: one CTA a tile
-        tables = host.build_tables([tensors], config.tile_m, tiles)
+        tables = host.build_tables([tensors], config, tiles)
         return self._launcher(entry, tables, host.grid_dims(config, (tensors.m, tensors.n, tensors.k), tiles))
 
     def grouped_launcher(self, data) -> Launch:
         groups, config, entry, grid = self._persistent(data, instrument=False)
-        return self._launcher(entry, host.build_tables(groups, config.tile_m, grid), host.grid_dims(config, None, grid))
+        return self._launcher(entry, host.build_tables(groups, config, grid), host.grid_dims(config, None, grid))
 
     def phase_launcher(self, data) -> tuple[Launch, torch.Tensor]:
         """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
@@ -105,7 +105,7 @@ class CuteBackend(Backend):
         first; see nvgg/profiling/phases.py for the slots). Same grid and tiles as the timed build."""
         groups, config, entry, grid = self._persistent(data, instrument=True)
         buffer = torch.zeros((grid, phase_slots.SLOTS), dtype=torch.int64, device=groups[0].c.device)
-        kernel = self._launcher(entry, host.build_tables(groups, config.tile_m, grid, buffer),
+        kernel = self._launcher(entry, host.build_tables(groups, config, grid, buffer),
                                 host.grid_dims(config, None, grid))
 
         def launch() -> None:

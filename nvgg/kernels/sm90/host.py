@@ -29,7 +29,7 @@ SUPPORTED_ARCHS = ("sm_90a",)
 def kernel_name(config: gemm.GemmConfig, shape) -> str:
     if config.persistent:
         suffix = ",instrumented" if config.instrument else ""
-        suffix += f",expanders={config.expanders}" if config.expanders != 1 else ""
+        suffix += "" if config.chunked else ",strided"
         suffix += f",ablate={config.ablate}" if config.ablate else ""
         return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
     m, n, k = shape
@@ -59,7 +59,7 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
         meta = {"name": kernel_name(config, shape), "arch": arch, "threads": config.threads,
                 "dynamic_smem_bytes": kernel.shared_storage.size_in_bytes(),
                 "config": {"tile_m": config.tile_m, "stages": config.stages, "persistent": config.persistent,
-                           "instrument": config.instrument, "ablate": config.ablate, "expanders": config.expanders},
+                           "instrument": config.instrument, "ablate": config.ablate, "expanders": config.expanders, "chunked": config.chunked},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx}
         return kcache.Built(fn, ptx, bytes(fn.artifacts.CUBIN), meta)
 
@@ -137,35 +137,70 @@ def encode_tensor_map(ptr: int, rows: int, row_bytes: int, box_rows: int) -> lis
     return [_signed64(int(x)) for x in tmap.opaque]
 
 
+def encode_tensor_map_f16(ptr: int, rows: int, cols: int, box_rows: int) -> list[int]:
+    """The 128-byte tensor map of a (rows, cols) fp16 matrix, box (box_rows, 64 elements = 128
+    bytes), 128-byte swizzle, rows beyond the tensor filled with zeros: the layout wgmma reads a
+    K-major fp16 operand from (one 128-byte swizzle atom across 64 k)."""
+    import cuda.bindings.driver as cu
+
+    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
+    err, tmap = cu.cuTensorMapEncodeTiled(
+        cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, ptr,
+        [u64(cols), u64(rows)], [u64(2 * cols)],
+        [u32(gemm.K_SUB), u32(box_rows)], [u32(1), u32(1)],
+        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+    )
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuTensorMapEncodeTiled (fp16) failed: {err} (rows={rows}, cols={cols})")
+    return [_signed64(int(x)) for x in tmap.opaque]
+
+
 def _signed64(x: int) -> int:
     return x - (1 << 64) if x >= 1 << 63 else x
 
 
 @dataclass
 class Tables:
-    table: torch.Tensor  # int64 [G, 16] on the device
+    table: torch.Tensor  # int64 [G, TABLE_COLS] on the device
     template: torch.Tensor  # int64 [2, 16]: the host-encoded template pair (A, B)
     workspace: torch.Tensor  # int64 [ctas, 2, 16]: each CTA's own descriptor pair
     total_tiles: int
     phases: torch.Tensor | None = None  # int64 [ctas, SLOTS]: the instrumented build's timestamps
+    a16: torch.Tensor | None = None  # persistent kernel: every group's fp16 A, written by phase 0
+    barrier: torch.Tensor | None = None  # persistent kernel: the grid barrier's (count, generation)
 
 
 def count_tiles(groups: list[GroupTensors], tile_m: int) -> int:
     return gemm.table_tiles([g.m for g in groups], [g.n for g in groups], tile_m)[2]
 
 
-def build_tables(groups: list[GroupTensors], tile_m: int, ctas: int, phases: torch.Tensor | None = None) -> Tables:
-    """The device table for `groups`, for a launch of `ctas` CTAs (and, for the instrumented build,
-    the phase buffer the kernel fills)."""
+def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
+                 phases: torch.Tensor | None = None) -> Tables:
+    """The device table for `groups` and a launch of `config` over `ctas` CTAs (and, for the
+    instrumented build, the phase buffer the kernel fills). The persistent kernel also gets its
+    fp16 copy of A (m × k per group, filled by its phase 0) and its grid barrier's state."""
     device = groups[0].c.device
+    tile_m = config.tile_m
     ms, ns = [g.m for g in groups], [g.n for g in groups]
     begins, m_tiles, total = gemm.table_tiles(ms, ns, tile_m)
     first = groups[0]
-    template = torch.tensor([encode_tensor_map(first.a.data_ptr(), first.m, first.k // 2, tile_m),
-                             encode_tensor_map(first.b.data_ptr(), first.n, first.k // 2, gemm.TILE_N)],
+    a16 = barrier = None
+    a16_offsets = [0] * len(groups)
+    if config.persistent:
+        sizes = [g.m * g.k for g in groups]
+        a16_offsets = [sum(sizes[:i]) for i in range(len(groups))]
+        a16 = torch.empty(sum(sizes), dtype=torch.float16, device=device)
+        barrier = torch.zeros(2, dtype=torch.int32, device=device)
+        a_map = encode_tensor_map_f16(a16.data_ptr(), first.m, first.k, tile_m)
+    else:
+        a_map = encode_tensor_map(first.a.data_ptr(), first.m, first.k // 2, tile_m)
+    template = torch.tensor([a_map, encode_tensor_map(first.b.data_ptr(), first.n, first.k // 2, gemm.TILE_N)],
                             dtype=torch.int64).to(device)
     workspace = torch.zeros((ctas, 2, gemm.TENSORMAP_BYTES // 8), dtype=torch.int64, device=device)
-    rows = []
+    rows, units = [], 0
     for i, g in enumerate(groups):
         row = [0] * gemm.TABLE_COLS
         row[gemm.COL_A], row[gemm.COL_B] = g.a.data_ptr(), g.b.data_ptr()
@@ -174,13 +209,21 @@ def build_tables(groups: list[GroupTensors], tile_m: int, ctas: int, phases: tor
         row[gemm.COL_TILE_BEGIN] = begins[i]
         row[gemm.COL_TILE_END] = begins[i] + m_tiles[i] * (g.n // gemm.TILE_N)
         row[gemm.COL_M_TILES] = m_tiles[i]
+        if a16 is not None:
+            row[gemm.COL_A16] = a16.data_ptr() + 2 * a16_offsets[i]
+            row[gemm.COL_UNIT_BEGIN] = units
+            units += g.m * (g.k // gemm.K_SUB)
+            row[gemm.COL_UNIT_END] = units
         rows.append(row)
     rows[0][gemm.COL_TEMPLATE] = template.data_ptr()
     rows[0][gemm.COL_WORKSPACE] = workspace.data_ptr()
     if phases is not None:
         rows[0][gemm.COL_PHASES] = phases.data_ptr()
+    if barrier is not None:
+        rows[0][gemm.COL_UNITS] = units
+        rows[0][gemm.COL_BARRIER] = barrier.data_ptr()
     table = torch.tensor(rows, dtype=torch.int64).to(device)
-    return Tables(table, template, workspace, total, phases)
+    return Tables(table, template, workspace, total, phases, a16, barrier)
 
 
 class Launch:

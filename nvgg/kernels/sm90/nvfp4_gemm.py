@@ -73,7 +73,8 @@ TILE_N = 128  # rows of B per CTA tile: two consumer warpgroups × 64 (wgmma's M
 K_STAGE = 256  # k per pipeline stage: 128 packed bytes a row, the tensor map box width
 K_SUB = 64  # k per fp16 subtile: one 128-byte swizzle atom of fp16
 SUBS_PER_STAGE = K_STAGE // K_SUB
-FP16_BUFFERS = 4  # fp16 A buffers between the expander and the MMA warpgroups
+FP16_BUFFERS = 4  # fp16 A buffers between the expander and the MMA warpgroups (per-group kernel)
+A16_SLOTS = 8  # fp16 A buffers the persistent kernel's producer loads ahead (64 k each)
 SCALE_CHUNK = 512  # bytes of scales for 128 rows × 64 k
 SCALE_RUN = SCALE_CHUNK * SUBS_PER_STAGE  # bytes of scales for 128 rows × one stage
 ROW_BYTES = K_STAGE // 2
@@ -94,7 +95,12 @@ COL_TILE_BEGIN, COL_TILE_END, COL_M_TILES = 8, 9, 10
 # workspace holding one pair per CTA (CTA c's at workspace + c * PAIR_BYTES), and the phase buffer
 # of the instrumented build ([ctas, phases.SLOTS] int64; 0 when not instrumented).
 COL_TEMPLATE, COL_WORKSPACE, COL_PHASES = 12, 13, 14
-TABLE_COLS = 16
+# The persistent kernel's A, expanded once per launch (phase 0): per group the fp16 copy (m × k,
+# row-major, each 64-k block in the k order of the B fragments) and its share of the phase-0 work
+# units (one unit: one row × 64 k); launch-wide, the unit count and the grid barrier's state.
+COL_A16, COL_UNIT_BEGIN, COL_UNIT_END = 11, 15, 16
+COL_UNITS, COL_BARRIER = 17, 18
+TABLE_COLS = 20
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
 TENSORMAP_BYTES = ptx.TENSORMAP_BYTES
 PAIR_BYTES = 2 * TENSORMAP_BYTES
@@ -114,26 +120,35 @@ class GemmConfig:
     # "no_scale" the scale multiply, "no_fp16" every fp16 multiply of the expansion (the scales'
     # too), so that the parts can be timed apart; the results are garbage
     ablate: str = ""
-    # warpgroups that expand A into shared memory, beside the two MMA warpgroups
+    # warpgroups that expand A into shared memory, beside the two MMA warpgroups (per-group kernel)
     expanders: int = 1
+    # persistent kernel: each CTA takes a contiguous run of tiles (True) rather than every
+    # grid-th tile; a run stays in one group for longer, so CTAs retarget their maps less often
+    chunked: bool = True
 
     @property
     def threads(self) -> int:
-        """MMA warpgroups, expander warpgroups, one producer warp."""
-        return MMA_THREADS + 128 * self.expanders + 32
+        """MMA warpgroups, expander warpgroups (per-group kernel only), one producer warp."""
+        return MMA_THREADS + (0 if self.persistent else 128 * self.expanders) + 32
+
+    @property
+    def a16_slots(self) -> int:
+        return A16_SLOTS if self.persistent else FP16_BUFFERS
 
     @property
     def producer_warp(self) -> int:
-        return (MMA_THREADS + 128 * self.expanders) // 32
+        return self.threads // 32 - 1
 
     @property
     def stage_bytes(self) -> int:
+        if self.persistent:  # packed B and its scales; A arrives as fp16 in its own slots
+            return TILE_N * ROW_BYTES + SCALE_RUN
         return (TILE_N + self.tile_m) * ROW_BYTES + 2 * SCALE_RUN
 
     @property
     def smem_bytes(self) -> int:
-        fp16 = FP16_BUFFERS * self.tile_m * K_SUB * 2  # A only: B goes to registers
-        barriers = 2 * (self.stages + FP16_BUFFERS) * 8
+        fp16 = self.a16_slots * self.tile_m * K_SUB * 2  # A only: B goes to registers
+        barriers = 2 * (self.stages + self.a16_slots) * 8
         return self.stages * self.stage_bytes + fp16 + barriers + 2 * 1024  # 1 KB alignment of 2 regions
 
     def problems(self) -> str | None:
@@ -145,8 +160,10 @@ class GemmConfig:
             return f"tile_m={self.tile_m} is not a valid wgmma N / tensor-map box height"
         if self.ablate not in ("", "no_mma", "no_expand", "no_scale", "no_fp16"):
             return f"ablate={self.ablate!r} must be '', 'no_mma', 'no_expand', 'no_scale' or 'no_fp16'"
-        if self.expanders not in (1, 2):
-            return f"expanders={self.expanders} must be 1 or 2"
+        if self.expanders != 1:
+            # two measured slower than one: 544 threads cap ptxas at 96-120 registers, and it then
+            # serialises the wgmma (H200, 2026-11-26)
+            return f"expanders={self.expanders}: only 1 is supported"
         if self.instrument and not self.persistent:
             return "instrument=True needs the persistent kernel (the phase buffer has one row per CTA)"
         if self.stages < 2:
@@ -181,10 +198,11 @@ def pick_tile_m(ms) -> int:
     return 128
 
 
-def stages_for(tile_m: int) -> int:
+def stages_for(tile_m: int, persistent: bool = False) -> int:
     """Deepest load ring that fits next to the fp16 buffers."""
     stages = 2
-    while GemmConfig(tile_m=tile_m, stages=stages + 1).smem_bytes <= SMEM_LIMIT and stages < 6:
+    while (GemmConfig(tile_m=tile_m, stages=stages + 1, persistent=persistent).smem_bytes <= SMEM_LIMIT
+           and stages < 6):
         stages += 1
     return stages
 
@@ -211,6 +229,10 @@ class Nvfp4GemmSm90:
         self.off_a = TILE_N * ROW_BYTES
         self.off_sfb = self.off_a + self.tile_m * ROW_BYTES
         self.off_sfa = self.off_sfb + SCALE_RUN
+        if config.persistent:  # no packed A in the ring
+            self.off_a = self.off_sfa = -1
+            self.off_sfb = TILE_N * ROW_BYTES
+        self.slots = config.a16_slots
         self.stage_bytes = config.stage_bytes
         self.a16_bytes = self.tile_m * K_SUB * 2
 
@@ -227,12 +249,12 @@ class Nvfp4GemmSm90:
         )
         mma_tiler = (TILE_N, self.tile_m, K_SUB)
         k_major = LayoutEnum.ROW_MAJOR  # K-major for both wgmma operands
-        a16_layout = sm90_utils.make_smem_layout_b(k_major, mma_tiler, Float16, FP16_BUFFERS)
+        a16_layout = sm90_utils.make_smem_layout_b(k_major, mma_tiler, Float16, self.slots)
 
         @cute.struct
         class SharedStorage:
             barriers: cute.struct.MemRange[cutlass.Int64, 2 * self.stages]
-            a16_barriers: cute.struct.MemRange[cutlass.Int64, 2 * FP16_BUFFERS]
+            a16_barriers: cute.struct.MemRange[cutlass.Int64, 2 * self.slots]
             ring: cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, self.stages * self.stage_bytes], 1024]
             a16: cute.struct.Align[cute.struct.MemRange[Float16, cute.cosize(a16_layout)], 1024]
 
@@ -260,19 +282,32 @@ class Nvfp4GemmSm90:
             barrier_storage=storage.barriers.data_ptr(),
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            # lane 0 of every MMA and expander warp releases a stage
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_WARPS + 4 * self.config.expanders),
+            # lane 0 of every MMA (and expander) warp releases a stage
+            consumer_group=pipeline.CooperativeGroup(
+                pipeline.Agent.Thread, MMA_WARPS + (0 if self.config.persistent else 4 * self.config.expanders)),
             tx_count=self.stage_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
-        # fp16 A buffers: every expander thread arrives when its part of a buffer is written, every
-        # MMA thread when the wgmma that read it has retired
-        a16_pipe = pipeline.PipelineAsync.create(
-            barrier_storage=storage.a16_barriers.data_ptr(),
-            num_stages=FP16_BUFFERS,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 128 * self.config.expanders),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_THREADS),
-        )
+        if cutlass.const_expr(self.config.persistent):
+            # fp16 A slots filled by the producer's bulk tensor copies from the phase-0 copy; lane 0
+            # of every MMA warp releases a slot once the wgmma that read it has retired
+            a16_pipe = pipeline.PipelineTmaAsync.create(
+                barrier_storage=storage.a16_barriers.data_ptr(),
+                num_stages=self.slots,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_WARPS),
+                tx_count=self.a16_bytes,
+                cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
+            )
+        else:
+            # fp16 A buffers: every expander thread arrives when its part of a buffer is written,
+            # every MMA thread when the wgmma that read it has retired
+            a16_pipe = pipeline.PipelineAsync.create(
+                barrier_storage=storage.a16_barriers.data_ptr(),
+                num_stages=self.slots,
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 128 * self.config.expanders),
+                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_THREADS),
+            )
         ring_addr = storage.ring.data_ptr().toint()
         a16_addr = storage.a16.data_ptr().toint()
 
@@ -285,6 +320,11 @@ class Nvfp4GemmSm90:
             tile = bidy + bidx * m_tiles
             stride = m_tiles * (self.shape[1] // TILE_N)  # one tile per CTA
             cta = tile
+        if cutlass.const_expr(self.config.persistent and self.config.chunked):
+            run = (total_tiles + gdimx - 1) // gdimx
+            tile = bidx * run
+            stride = 1
+            total_tiles = cutlass.min(total_tiles, tile + run)  # this CTA's end
         group = Int32(0)
         phases = None
         if cutlass.const_expr(self.config.instrument):
@@ -294,8 +334,21 @@ class Nvfp4GemmSm90:
             if tidx == 0:
                 phases[(cta, phase_slots.START)] = ptx.globaltimer()
 
+        if cutlass.const_expr(self.config.persistent):
+            # phase 0: every thread of the grid expands its share of every group's A into the
+            # fp16 copy, then the grid meets: from here on every CTA's copies may read any of it
+            self._expand_a_global(table, bidx * self.config.threads + tidx, gdimx * self.config.threads)
+            ptx.fence_proxy_async_global()
+            cute.arch.barrier()
+            if tidx == 0:
+                ptx.grid_barrier(Int64(table[(0, COL_BARRIER)]), gdimx)
+            cute.arch.barrier()
+
         if warp_idx == self.config.producer_warp:
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+            astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
+            if cutlass.const_expr(self.config.persistent):
+                ptx.fence_proxy_async_global()  # the phase-0 copy, seen through the grid barrier
             # this CTA's own descriptor pair, initialised from the template and retargeted in place
             desc_a = Int64(table[(0, COL_WORKSPACE)]) + Int64(cta) * Int64(PAIR_BYTES)
             desc_b = desc_a + Int64(TENSORMAP_BYTES)
@@ -307,10 +360,15 @@ class Nvfp4GemmSm90:
                 m, n, k, mt, nt = self._tile_coords(table, tile, group)
                 if group != mapped:
                     if mapped >= 0:
-                        self._wait_loads_landed(ring, state)
+                        self._wait_loads_landed(ring, state, self.stages)
+                        if cutlass.const_expr(self.config.persistent):
+                            self._wait_loads_landed(a16_pipe, astate, self.slots)
                     row_bytes = k // 2
-                    ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A)]), m, row_bytes)
-                    ptx.retarget_tensormap(desc_b, Int64(table[(group, COL_B)]), n, row_bytes)
+                    if cutlass.const_expr(self.config.persistent):
+                        ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A16)]), m, k, 2 * k)
+                    else:
+                        ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A)]), m, row_bytes, row_bytes)
+                    ptx.retarget_tensormap(desc_b, Int64(table[(group, COL_B)]), n, row_bytes, row_bytes)
                     ptx.publish_tensormaps(desc_a)
                     if cutlass.const_expr(self.config.instrument):
                         if cute.arch.lane_idx() == 0:
@@ -330,18 +388,27 @@ class Nvfp4GemmSm90:
                     mbar = ring.producer_get_barrier(state).toint()
                     base = ring_addr + state.index * self.stage_bytes
                     ptx.tma_load_2d(base + self.off_b, desc_b, kt * ROW_BYTES, nt * TILE_N, mbar)
-                    ptx.tma_load_2d(base + self.off_a, desc_a, kt * ROW_BYTES, mt * self.tile_m, mbar)
                     ptx.bulk_load(base + self.off_sfb, sfb + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
-                    ptx.bulk_load(base + self.off_sfa, sfa + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
+                    if cutlass.const_expr(not self.config.persistent):
+                        ptx.tma_load_2d(base + self.off_a, desc_a, kt * ROW_BYTES, mt * self.tile_m, mbar)
+                        ptx.bulk_load(base + self.off_sfa, sfa + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
                     state.advance()
+                    if cutlass.const_expr(self.config.persistent):
+                        for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
+                            a16_pipe.producer_acquire(astate)
+                            ptx.tma_load_2d(a16_addr + astate.index * self.a16_bytes, desc_a,
+                                            kt * K_STAGE + sub * K_SUB, mt * self.tile_m,
+                                            a16_pipe.producer_get_barrier(astate).toint())
+                            astate.advance()
                 tile += stride
 
         if warp_idx < MMA_WARPS:
             self._mma_role(table, total_tiles, tile, stride, group, tidx, ring, a16_pipe, ring_addr,
                            tiled_mma, storage, a16_layout, phases, cta)
-        if warp_idx >= MMA_WARPS and warp_idx < self.config.producer_warp:
-            self._expander_role(table, total_tiles, tile, stride, group, tidx - MMA_THREADS, ring, a16_pipe,
-                                ring_addr, a16_addr)
+        if cutlass.const_expr(not self.config.persistent):
+            if warp_idx >= MMA_WARPS and warp_idx < self.config.producer_warp:
+                self._expander_role(table, total_tiles, tile, stride, group, tidx - MMA_THREADS, ring, a16_pipe,
+                                    ring_addr, a16_addr)
 
         self._stamp(phases, cta, tidx, phase_slots.EXIT)
 
@@ -363,7 +430,7 @@ class Nvfp4GemmSm90:
         acc = cute.make_rmem_tensor(coords.shape, Float32)
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
         rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, FP16_BUFFERS)
+        astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.slots)
         while self._more(tile, total_tiles):
             group = self._find_group(table, tile, group)
             m, n, k, mt, nt = self._tile_coords(table, tile, group)
@@ -422,7 +489,7 @@ class Nvfp4GemmSm90:
     def _release_previous(self, a16_pipe, astate):
         """Hand the fp16 A buffer before `astate`'s back to the expanders."""
         a16_pipe.consumer_release(pipeline.PipelineState(
-            FP16_BUFFERS, astate.count - 1, (astate.index + FP16_BUFFERS - 1) % FP16_BUFFERS, astate.phase))
+            self.slots, astate.count - 1, (astate.index + self.slots - 1) % self.slots, astate.phase))
 
     @cute.jit
     def _expander_role(self, table, total_tiles: Int32, tile: Int32, stride: Int32, group: Int32, etid: Int32,
@@ -430,7 +497,7 @@ class Nvfp4GemmSm90:
         """The expander warpgroups: expand every A subtile of this CTA's tiles into the fp16
         buffers, in the order the MMA warpgroups consume them."""
         rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        pstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, FP16_BUFFERS)
+        pstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
         while self._more(tile, total_tiles):
             group = self._find_group(table, tile, group)
             m, n, k, mt, nt = self._tile_coords(table, tile, group)
@@ -539,6 +606,39 @@ class Nvfp4GemmSm90:
                     ptx.st_shared_v4(dst + (((2 * s + h) ^ swz) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
 
     @cute.jit
+    def _expand_a_global(self, table: cute.Tensor, first: Int32, step: Int32):
+        """Phase 0 of the persistent kernel: work units first, first + step, .. of all groups' A,
+        one unit being one row × 64 k (32 packed bytes, 4 scales) expanded into the group's fp16
+        copy exactly as `_expand_a_row` writes shared memory, less the swizzle (which the bulk
+        tensor copy applies). Consecutive threads take consecutive 64-k blocks of a row."""
+        units = Int32(table[(0, COL_UNITS)])
+        g = Int32(0)
+        u = first
+        while u < units:
+            while u >= Int32(table[(g, COL_UNIT_END)]):
+                g += 1
+            k = Int32(table[(g, COL_K)])
+            blocks = k // K_SUB
+            local = u - Int32(table[(g, COL_UNIT_BEGIN)])
+            row = local // blocks
+            kb = local % blocks
+            src = Int64(table[(g, COL_A)]) + Int64(row) * Int64(k // 2) + Int64(kb * 32)
+            x0, x1, x2, x3 = ptx.ld_global_v4(src)
+            y0, y1, y2, y3 = ptx.ld_global_v4(src + Int64(16))
+            scales = ptx.ld_global_scale_quad(
+                Int64(table[(g, COL_SFA)])
+                + Int64(((row // 128) * blocks + kb) * SCALE_CHUNK + (row % 32) * 16 + ((row % 128) // 32) * 4),
+                self.config.ablate != "no_fp16")
+            scaled = self.config.ablate not in ("no_scale", "no_fp16")
+            dst = Int64(table[(g, COL_A16)]) + Int64(row) * Int64(2 * k) + Int64(kb * (K_SUB * 2))
+            for h in cutlass.range_constexpr(2):
+                block_words = (x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3)
+                d = [ptx.decode_word(w, sc, scaled) for w, sc in zip(block_words, scales)]
+                for s in cutlass.range_constexpr(K_SUB // 16):
+                    ptx.st_global_v4(dst + Int64((2 * s + h) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
+            u += step
+
+    @cute.jit
     def _stamp(self, phases, cta: Int32, tidx: Int32, slot: cutlass.Constexpr[int]):
         """Instrumented build: thread 0 (the first consumer warpgroup's first thread) records the
         time of `slot`; a later write of the same slot (the next tile) replaces it."""
@@ -547,16 +647,15 @@ class Nvfp4GemmSm90:
                 phases[(cta, slot)] = ptx.globaltimer()
 
     @cute.jit
-    def _wait_loads_landed(self, ring, state):
+    def _wait_loads_landed(self, ring, state, stages: cutlass.Constexpr[int]):
         """Wait until every load the producer issued so far has landed (the full barriers of the
         last `stages` fills completed). A bulk tensor copy reads its tensor map asynchronously, so
         a map is retargeted only once no copy issued with the old contents can still read it.
         Earlier fills need no wait: the producer re-acquired their slots, so they were consumed."""
-        for back in cutlass.range_constexpr(1, self.stages + 1):
+        for back in cutlass.range_constexpr(1, stages + 1):
             fill = state.count - back
             if fill >= 0:
-                ring.consumer_wait(pipeline.PipelineState(self.stages, fill, fill % self.stages,
-                                                          (fill // self.stages) % 2))
+                ring.consumer_wait(pipeline.PipelineState(stages, fill, fill % stages, (fill // stages) % 2))
 
     @cute.jit
     def _more(self, tile: Int32, total_tiles: Int32):

@@ -121,31 +121,32 @@ def copy_tensormaps(dst: Int64, src: Int64, *, loc=None, ip=None) -> None:
 
 
 @dsl_user_op
-def retarget_tensormap(desc: Int64, address: Int64, rows: Int32, row_bytes: Int32, *, loc=None,
+def retarget_tensormap(desc: Int64, address: Int64, rows: Int32, cols: Int32, row_bytes: Int32, *, loc=None,
                        ip=None) -> None:
-    """Lane 0 points the 2-D uint8 tensor map at global address `desc` to another matrix of
-    `rows` rows of `row_bytes` bytes (contiguous rows) at `address`, in place, with
-    tensormap.replace (sm_90a): the base address, both dimensions (dimension 0 is the row, in
-    bytes) and the row stride (the stride of dimension 1, in bytes). Box, swizzle, element type
-    and fill mode stay those of the template. The writes are generic-proxy writes: the map must
-    be published (`publish_tensormaps`) before a bulk tensor copy reads it."""
+    """Lane 0 points the 2-D tensor map at global address `desc` to another matrix of `rows` rows
+    of `cols` elements, rows `row_bytes` apart, at `address`, in place, with tensormap.replace
+    (sm_90a): the base address, both dimensions (dimension 0 is the row) and the row stride (the
+    stride of dimension 1, in bytes). Box, swizzle, element type and fill mode stay those of the
+    template. The writes are generic-proxy writes: the map must be published
+    (`publish_tensormaps`) before a bulk tensor copy reads it."""
     llvm.inline_asm(
         None,
         [Int64(desc).ir_value(loc=loc, ip=ip), Int64(address).ir_value(loc=loc, ip=ip),
-         Int32(rows).ir_value(loc=loc, ip=ip), Int32(row_bytes).ir_value(loc=loc, ip=ip)],
+         Int32(rows).ir_value(loc=loc, ip=ip), Int32(cols).ir_value(loc=loc, ip=ip),
+         Int32(row_bytes).ir_value(loc=loc, ip=ip)],
         """{
     .reg .pred p;
     .reg .b32 lane;
     .reg .b64 stride;
     mov.u32 lane, %laneid;
     setp.eq.u32 p, lane, 0;
-    cvt.u64.u32 stride, $3;
+    cvt.u64.u32 stride, $4;
     @p tensormap.replace.tile.global_address.global.b1024.b64 [$0], $1;
     @p tensormap.replace.tile.global_dim.global.b1024.b32 [$0], 0, $3;
     @p tensormap.replace.tile.global_dim.global.b1024.b32 [$0], 1, $2;
     @p tensormap.replace.tile.global_stride.global.b1024.b64 [$0], 0, stride;
 }""",
-        "l,l,r,r,~{memory}",
+        "l,l,r,r,r,~{memory}",
         has_side_effects=True,
         is_align_stack=False,
         asm_dialect=llvm.AsmDialect.AD_ATT,
@@ -295,13 +296,24 @@ def ld_shared_scale(addr: Int32, scaled: bool = True, *, loc=None, ip=None) -> I
 def ld_shared_scale_quad(addr: Int32, scaled: bool = True, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
     """Four consecutive e4m3 scales (4 bytes at `addr`, the first in the low byte), each times 64
     as fp16 broadcast to both halves of a register (see `ld_shared_scale`)."""
+    return _scale_quad(Int32(addr), "ld.shared.b32 w, [$4];", scaled, loc, ip)
+
+
+@dsl_user_op
+def ld_global_scale_quad(addr: Int64, scaled: bool = True, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+    """`ld_shared_scale_quad` from global memory (read-only data: the non-coherent path)."""
+    return _scale_quad(Int64(addr), "ld.global.nc.b32 w, [$4];", scaled, loc, ip)
+
+
+def _scale_quad(addr, load: str, scaled: bool, loc, ip):
+    constraint = "l" if isinstance(addr, Int64) else "r"
     res = llvm.inline_asm(
         llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
-        [Int32(addr).ir_value(loc=loc, ip=ip)],
+        [addr.ir_value(loc=loc, ip=ip)],
         f"""{{
     .reg .b16 lo, hi;
     .reg .b32 w, f, g, k;
-    ld.shared.b32 w, [$4];
+    {load}
     mov.b32 {{lo, hi}}, w;
     cvt.rn.f16x2.e4m3x2 f, lo;
     cvt.rn.f16x2.e4m3x2 g, hi;
@@ -313,9 +325,84 @@ def ld_shared_scale_quad(addr: Int32, scaled: bool = True, *, loc=None, ip=None)
     prmt.b32 $2, g, g, 0x1010;
     prmt.b32 $3, g, g, 0x3232;
 }}""",
-        "=r,=r,=r,=r,r,~{memory}",
+        f"=r,=r,=r,=r,{constraint},~{{memory}}",
         has_side_effects=True,
         is_align_stack=False,
         asm_dialect=llvm.AsmDialect.AD_ATT,
     )
     return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+
+
+@dsl_user_op
+def ld_global_v4(addr: Int64, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+    """16 bytes of read-only global memory (the non-coherent path) into four 32-bit registers."""
+    res = llvm.inline_asm(
+        llvm.StructType.get_literal([T.i32()] * 4),
+        [Int64(addr).ir_value(loc=loc, ip=ip)],
+        "ld.global.nc.v4.b32 {$0, $1, $2, $3}, [$4];",
+        "=r,=r,=r,=r,l,~{memory}",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+
+
+@dsl_user_op
+def st_global_v4(addr: Int64, r0: Int32, r1: Int32, r2: Int32, r3: Int32, *, loc=None, ip=None) -> None:
+    """16-byte global store of four 32-bit registers."""
+    llvm.inline_asm(
+        None,
+        [Int64(addr).ir_value(loc=loc, ip=ip)] + [Int32(r).ir_value(loc=loc, ip=ip) for r in (r0, r1, r2, r3)],
+        "st.global.v4.b32 [$0], {$1, $2, $3, $4};",
+        "l,r,r,r,r,~{memory}",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
+
+
+@dsl_user_op
+def fence_proxy_async_global(*, loc=None, ip=None) -> None:
+    """fence.proxy.async.global: order this thread's generic-proxy global accesses with the async
+    proxy (bulk tensor copies). The writer of data that another CTA's copies will read fences after
+    its stores; the thread that issues those copies fences after it has seen the data published."""
+    llvm.inline_asm(None, [], "fence.proxy.async.global;", "~{memory}", has_side_effects=True,
+                    is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+
+
+@dsl_user_op
+def grid_barrier(state: Int64, ctas: Int32, *, loc=None, ip=None) -> None:
+    """One thread per CTA: wait until all `ctas` CTAs of the grid have arrived (they must all be
+    resident, as a persistent grid is). `state` points at two u32 in global memory, (count,
+    generation), zero before the first use: the last CTA to arrive resets the count and bumps the
+    generation (release); the others spin until the generation moves (acquire). The state is left
+    ready for the next launch, so it needs no reset between launches or graph replays."""
+    llvm.inline_asm(
+        None,
+        [Int64(state).ir_value(loc=loc, ip=ip), Int32(ctas).ir_value(loc=loc, ip=ip)],
+        """{
+    .reg .u32 gen, old, now, last;
+    .reg .u64 genaddr;
+    .reg .pred p, q;
+    add.u64 genaddr, $0, 4;
+    ld.acquire.gpu.global.u32 gen, [genaddr];
+    atom.acq_rel.gpu.global.add.u32 old, [$0], 1;
+    sub.u32 last, $1, 1;
+    setp.eq.u32 p, old, last;
+    @p st.relaxed.gpu.global.u32 [$0], 0;
+    @p red.release.gpu.global.add.u32 [genaddr], 1;
+    @p bra.uni GB_DONE_${:uid};
+GB_WAIT_${:uid}:
+    ld.acquire.gpu.global.u32 now, [genaddr];
+    setp.eq.u32 q, now, gen;
+    @!q bra.uni GB_DONE_${:uid};
+    nanosleep.u32 64;
+    bra.uni GB_WAIT_${:uid};
+GB_DONE_${:uid}:
+}""",
+        "l,r,~{memory}",
+        has_side_effects=True,
+        is_align_stack=False,
+        asm_dialect=llvm.AsmDialect.AD_ATT,
+    )
