@@ -96,10 +96,22 @@ def test_invalid_shapes_name_the_constraint(shape, needle):
 
 def test_configs_the_backend_picks_fit_in_shared_memory():
     for tile_m in (32, 64, 128):
-        config = gemm.GemmConfig(tile_m=tile_m, stages=gemm.stages_for(tile_m))
-        assert config.problems() is None and config.smem_bytes <= MAX_SMEM_PER_BLOCK
-        assert gemm.GemmConfig(tile_m=tile_m, stages=gemm.stages_for(tile_m) + 1).smem_bytes > MAX_SMEM_PER_BLOCK \
-            or gemm.stages_for(tile_m) == 6
+        for persistent in (False, True):
+            stages = gemm.stages_for(tile_m, persistent)
+            config = gemm.GemmConfig(tile_m=tile_m, stages=stages, persistent=persistent)
+            assert config.problems() is None and config.smem_bytes <= MAX_SMEM_PER_BLOCK
+            deeper = gemm.GemmConfig(tile_m=tile_m, stages=stages + 1, persistent=persistent)
+            assert deeper.smem_bytes > MAX_SMEM_PER_BLOCK or stages == 6
+    # the persistent ring holds packed B and its scales only (A arrives as fp16, 64 k a slot)
+    persistent = gemm.GemmConfig(tile_m=128, stages=5, persistent=True)
+    assert persistent.stage_bytes == 128 * 128 + 2048 and persistent.a16_slots == gemm.A16_SLOTS
+    assert persistent.smem_bytes == 5 * 18432 + 8 * 128 * 64 * 2 + 2 * (5 + 8) * 8 + 2048
+    assert (persistent.threads, gemm.GemmConfig().threads) == (288, 384)
+
+
+def test_ablations_are_named_and_checked():
+    assert gemm.GemmConfig(ablate="no_mma").problems() is None
+    assert "ablate='fast'" in gemm.GemmConfig(ablate="fast").problems()
     assert "48" in gemm.GemmConfig(tile_m=48).problems()
     assert [gemm.pick_tile_m([m]) for m in (1, 32, 33, 64, 65, 512)] == [32, 32, 64, 64, 128, 128]
 
@@ -139,9 +151,15 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
     assert "fence.proxy.tensormap::generic.release.gpu" in ptx_text
     assert "fence.proxy.tensormap::generic.acquire.gpu" in ptx_text
     assert "%globaltimer" not in ptx_text  # only the instrumented build reads the timer
+    if config.persistent:
+        # phase 0 reads packed A and writes the fp16 copy, the grid meets, and TMA loads the copy
+        assert "ld.global.nc.v4.b32" in ptx_text and "st.global.v4.b32" in ptx_text
+        assert "fence.proxy.async.global" in ptx_text and "atom.acq_rel.gpu.global.add.u32" in ptx_text
+    else:
+        assert "atom.acq_rel.gpu.global.add.u32" not in ptx_text  # no grid barrier: any grid size
     res = host.resources(entry)
     assert 0 < res["registers"] <= MAX_REGS_PER_THREAD
-    assert res["registers"] * gemm.THREADS <= REGS_PER_SM
+    assert res["registers"] * config.threads <= REGS_PER_SM
     assert res["frame_bytes"] == 0  # no spills
     assert config.smem_bytes >= res["smem_bytes"] - 1024 and res["smem_bytes"] <= MAX_SMEM_PER_BLOCK
     assert (entry.directory / "kernel.cubin").read_bytes()[:4] == b"\x7fELF"
@@ -196,7 +214,7 @@ def test_cache_hits_in_memory_and_on_disk(store, tmp_path):
 
 def test_key_names_every_ingredient():
     key = kcache.CacheKey.make("k", gemm.GemmConfig(), (1, 128, 256), "sm_90a", host.SOURCES)
-    assert key.config == (128, 3, False, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
+    assert key.config == (128, 3, False, False, "", True) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
     assert key.dsl and len(key.source) == 16
 
 
@@ -209,7 +227,7 @@ def test_backend_compile_reports_each_distinct_kernel():
     assert [i.name for i in infos] == ["nvfp4_gemm_sm90[m=128,n=128,k=512,tile_m=128,stages=4]",
                                        "nvfp4_gemm_sm90[m=128,n=128,k=256,tile_m=128,stages=4]"]
     grouped = be.compile(case, "sm_90a", grouped=True)
-    assert len(grouped) == 1 and grouped[0].threads == gemm.THREADS
+    assert len(grouped) == 1 and grouped[0].threads == gemm.GemmConfig(persistent=True).threads == 288
     assert grouped[0].extra["cache_hit"] in ("cold", "memory", "disk") and grouped[0].extra["wgmma"]
 
 
@@ -237,7 +255,7 @@ def test_backend_check_names_the_gpu_it_refuses(monkeypatch):
 def test_cubin_resources_reads_registers_and_threads(store):
     entry = host.compile_gemm(gemm.GemmConfig(tile_m=32, stages=6), (1, 128, 256), "sm_90a", store=store)
     (name, res), = kcache.cubin_resources((entry.directory / "kernel.cubin").read_bytes()).items()
-    assert name.startswith("kernel_") and res["max_threads"] == [gemm.THREADS, 1, 1]
+    assert name.startswith("kernel_") and res["max_threads"] == [gemm.THREADS, 1, 1] and gemm.THREADS == 384
 
 
 # --- on a GPU ----------------------------------------------------------------------------------------

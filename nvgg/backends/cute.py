@@ -5,7 +5,8 @@
 - grouped: `nvfp4_grouped_gemm_sm90`, one persistent launch for all groups; shapes, pointers and
   tile counts come from a device table, so one compiled kernel serves any set of groups that
   meets the shape rules.
-Both expand NVFP4 to fp16 in shared memory and multiply with wgmma; see kernels/sm90/nvfp4_gemm.py.
+Both read NVFP4, expand it to fp16 exactly (the persistent kernel expands A once per launch into an
+fp16 copy that it then loads by TMA) and multiply with wgmma; see kernels/sm90/nvfp4_gemm.py.
 
 Shape rules (both kernels): k a multiple of 256, n a multiple of 128, any m ≥ 1.
 """

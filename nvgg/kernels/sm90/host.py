@@ -33,8 +33,7 @@ def kernel_name(config: gemm.GemmConfig, shape) -> str:
         suffix += f",ablate={config.ablate}" if config.ablate else ""
         return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
     m, n, k = shape
-    suffix = f",expanders={config.expanders}" if config.expanders != 1 else ""
-    return f"nvfp4_gemm_sm90[m={m},n={n},k={k},tile_m={config.tile_m},stages={config.stages}{suffix}]"
+    return f"nvfp4_gemm_sm90[m={m},n={n},k={k},tile_m={config.tile_m},stages={config.stages}]"
 
 
 def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, need_callable: bool = True,
@@ -59,7 +58,7 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
         meta = {"name": kernel_name(config, shape), "arch": arch, "threads": config.threads,
                 "dynamic_smem_bytes": kernel.shared_storage.size_in_bytes(),
                 "config": {"tile_m": config.tile_m, "stages": config.stages, "persistent": config.persistent,
-                           "instrument": config.instrument, "ablate": config.ablate, "expanders": config.expanders, "chunked": config.chunked},
+                           "instrument": config.instrument, "ablate": config.ablate, "chunked": config.chunked},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx}
         return kcache.Built(fn, ptx, bytes(fn.artifacts.CUBIN), meta)
 

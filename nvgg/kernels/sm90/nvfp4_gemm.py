@@ -7,7 +7,7 @@ Operands are swapped: the kernel computes Cᵀ = B · Aᵀ, so the large N side 
 64-row M slot of each wgmma and the group's small M (40..512 rows) sits in the wgmma N slot, which
 takes any multiple of 8. A CTA tile is TILE_N = 128 rows of B (two consumer warpgroups of 64 rows)
 by `tile_m` rows of A. B (wgmma's A operand) is expanded straight into the registers wgmma reads
-it from; A (wgmma's B operand, shared by both warpgroups) is expanded into shared memory.
+it from; A (wgmma's B operand, shared by both warpgroups) reaches shared memory as fp16.
 
 Data, per group (the competition's layout, see backends/base.py):
 - A packed: (m, k/2) bytes, row-major; two e2m1 a byte, lower k in the low nibble. B: (n, k/2).
@@ -25,23 +25,39 @@ feeding step s. So the fragment slot (step s, column 8h + 2c + e) holds the e-th
 s of word h of block c. A is stored in the same order: the 16-byte chunk 2s + h of an fp16 row
 holds register s of word h of blocks c = 0..3.
 
-Warps (288 threads):
-- warp 8, the producer: per stage of 256 k it copies the packed bytes of the B tile (128 × 128 B)
-  and the A tile (tile_m × 128 B) with the bulk tensor copy (2-D tensor maps; 128-byte swizzle,
-  rows past m zero-filled), and their two 2 KB scale runs with plain bulk copies, into a ring of
-  `stages` buffers guarded by full/empty mbarriers. Each CTA owns one tensor-map pair in a global
-  workspace, copied once from the host's template; when its next tile belongs to another group,
-  the producer waits for its loads in flight to land, rewrites the pair's address, dimensions and
-  row stride in place from the group's table row (tensormap.replace) and fences it for the copy
-  engine (ptx.retarget_tensormap, ptx.publish_tensormaps). Nothing of this happens per tile.
-- warps 0-7, two warpgroups: for each 64-k subtile of a stage they all expand A into one of 3 fp16
-  buffers laid out as wgmma's K-major 128-byte-swizzled tile (rows ≥ m skipped: their columns of
-  Cᵀ are never stored), each expands its own B rows into one of 2 register fragments, fence the
-  async proxy, meet at a named barrier, then each warpgroup issues wgmma on its 64 rows of B
-  against all of A and lets it run while they expand the next subtile. wgmma.wait_group(1) after
-  each commit, three buffers and the barrier make reuse safe: a thread writing buffer q%3 has
-  passed barrier q-1, so every thread has finished subtile q-2, whose wait retired wgmma q-3, the
-  last reader; the fragment written for subtile q was last read by wgmma q-2, retired likewise.
+Two ways of getting A (tile_m rows × 64 k at a time) into shared memory as fp16:
+
+- the persistent kernel (288 threads) expands every group's A once per launch. Phase 0: every
+  thread of the grid takes work units (one row × 64 k: 32 packed bytes, 4 scales) and writes them
+  to an fp16 copy in global memory (m × k per group, each 64-k block of a row in the k order above,
+  unswizzled), fences its stores for the async proxy, and the grid meets at a barrier
+  (ptx.grid_barrier; a persistent grid is resident at once). The main loop then copies tile_m × 64
+  fp16 boxes of that copy with the bulk tensor copy (128-byte swizzle, rows past m zero-filled)
+  into A16_SLOTS slots. A is the small operand and every n tile reads it: expanding it once
+  instead of once per n tile took the expansion off the main loop, at the price of fp16 reads
+  from L2 (4x the packed bytes).
+- the per-group kernel (384 threads) keeps the packed A tile in its load ring and three expander
+  warps (8-10) expand it into FP16_BUFFERS buffers, every expander thread arriving on a buffer's
+  full barrier once its part is written and fenced for the async proxy.
+
+Warps:
+- the producer (warp 8 persistent, 11 per group): per stage of 256 k it copies the packed bytes of
+  the B tile (128 × 128 B; 2-D tensor map, 128-byte swizzle) and its 2 KB scale run (plain bulk
+  copy), and for the per-group kernel the packed A tile and its scales too, into a ring of
+  `stages` buffers guarded by full/empty mbarriers; the persistent kernel's producer then copies
+  the stage's four fp16 A boxes into the A slots (their own full/empty mbarriers). Each CTA owns
+  one tensor-map pair (A, B) in a global workspace, copied once from the host's template; when
+  its next tile belongs to another group, the producer waits for its loads in flight to land,
+  rewrites the pair's address, dimensions and row stride in place from the group's table row
+  (tensormap.replace) and fences it for the copy engine (ptx.retarget_tensormap,
+  ptx.publish_tensormaps). Nothing of this happens per tile. The persistent kernel hands each CTA
+  a contiguous run of tiles, so a CTA changes group at most a few times.
+- warps 0-7, two MMA warpgroups: for each 64-k subtile each decodes its 64 B rows straight into
+  one of two register fragments, waits for the subtile's fp16 A, issues wgmma (B from registers,
+  A from shared memory) and commits; wait_group(1) then retires the previous subtile's wgmma,
+  whose A buffer goes back to the producer (or expanders) and whose B fragment the next subtile
+  may overwrite. After the tile's last wgmma, wait_group(0) retires both. A stage of packed B is
+  released as soon as its four subtiles are decoded.
 - the epilogue converts the fp32 accumulators to fp16 and stores the rows < m (2-byte stores
   straight from the accumulator registers; C is a small share of the bytes moved).
 
@@ -80,6 +96,10 @@ SCALE_RUN = SCALE_CHUNK * SUBS_PER_STAGE  # bytes of scales for 128 rows × one 
 ROW_BYTES = K_STAGE // 2
 MMA_THREADS = 256  # warps 0-7: the two MMA warpgroups (64 rows of B each)
 MMA_WARPS = MMA_THREADS // 32
+# per-group kernel: warps 8-10 expand A, warp 11 loads. 384 threads in all: ptxas budgets registers
+# for whole warpgroups (65536 / 512 = 128 a thread for 416 threads, and the kernel spilled there;
+# 65536 / 384 = 170 for 384), and a fourth expander warp would cost that
+EXPANDER_THREADS = 96
 # Sources of the limits below:
 SMEM_LIMIT = 232448  # bytes per block, CUDA C Programming Guide, compute capability 9.0 table
 REG_LIMIT = 255  # registers per thread, same table
@@ -120,16 +140,14 @@ class GemmConfig:
     # "no_scale" the scale multiply, "no_fp16" every fp16 multiply of the expansion (the scales'
     # too), so that the parts can be timed apart; the results are garbage
     ablate: str = ""
-    # warpgroups that expand A into shared memory, beside the two MMA warpgroups (per-group kernel)
-    expanders: int = 1
     # persistent kernel: each CTA takes a contiguous run of tiles (True) rather than every
     # grid-th tile; a run stays in one group for longer, so CTAs retarget their maps less often
     chunked: bool = True
 
     @property
     def threads(self) -> int:
-        """MMA warpgroups, expander warpgroups (per-group kernel only), one producer warp."""
-        return MMA_THREADS + (0 if self.persistent else 128 * self.expanders) + 32
+        """MMA warpgroups, the expander warps (per-group kernel only), one producer warp."""
+        return MMA_THREADS + (0 if self.persistent else EXPANDER_THREADS) + 32
 
     @property
     def a16_slots(self) -> int:
@@ -160,10 +178,6 @@ class GemmConfig:
             return f"tile_m={self.tile_m} is not a valid wgmma N / tensor-map box height"
         if self.ablate not in ("", "no_mma", "no_expand", "no_scale", "no_fp16"):
             return f"ablate={self.ablate!r} must be '', 'no_mma', 'no_expand', 'no_scale' or 'no_fp16'"
-        if self.expanders != 1:
-            # two measured slower than one: 544 threads cap ptxas at 96-120 registers, and it then
-            # serialises the wgmma (H200, 2026-11-26)
-            return f"expanders={self.expanders}: only 1 is supported"
         if self.instrument and not self.persistent:
             return "instrument=True needs the persistent kernel (the phase buffer has one row per CTA)"
         if self.stages < 2:
@@ -284,7 +298,7 @@ class Nvfp4GemmSm90:
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
             # lane 0 of every MMA (and expander) warp releases a stage
             consumer_group=pipeline.CooperativeGroup(
-                pipeline.Agent.Thread, MMA_WARPS + (0 if self.config.persistent else 4 * self.config.expanders)),
+                pipeline.Agent.Thread, MMA_WARPS + (0 if self.config.persistent else EXPANDER_THREADS // 32)),
             tx_count=self.stage_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
@@ -305,7 +319,7 @@ class Nvfp4GemmSm90:
             a16_pipe = pipeline.PipelineAsync.create(
                 barrier_storage=storage.a16_barriers.data_ptr(),
                 num_stages=self.slots,
-                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, 128 * self.config.expanders),
+                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, EXPANDER_THREADS),
                 consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_THREADS),
             )
         ring_addr = storage.ring.data_ptr().toint()
@@ -554,7 +568,7 @@ class Nvfp4GemmSm90:
         """Expand subtile `sub` of the A tile into the fp16 buffer at `a16` in the k order the B
         fragments use: the 16-byte chunk (s, h) of a row holds, for k blocks c = 0..3, register s of
         the decoded word h of block c. One work unit is a row and one h (4 words, 4 scales)."""
-        workers = 128 * self.config.expanders
+        workers = EXPANDER_THREADS
         if cutlass.const_expr(workers == self.tile_m):
             self._expand_a_row(tidx, stage, sub, a16, a_row0, a_rows)  # both units of a row
         else:
