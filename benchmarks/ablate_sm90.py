@@ -3,7 +3,7 @@
 
     python benchmarks/ablate_sm90.py [--cases 1,2] [--variants full,no_mma,...]
 
-A variant is tokens joined by '+': `full`, `strided` (GemmConfig.chunked off) or an ablation (no_mma,
+A variant is tokens joined by '+': `full`, `strided` (GemmConfig.chunked off), `no_l2_hints`, `slotsN` (N fp16 A slots) or an ablation (no_mma,
 no_expand, no_scale: GemmConfig.ablate). Unablated builds are checked against the exact reference before it is timed; ablated builds compute garbage
 by design and are only timed.
 """
@@ -29,6 +29,11 @@ def config_of(case, variant: str):
     for token in variant.split("+"):
         if token == "strided":
             config = replace(config, chunked=False)
+        elif token == "no_l2_hints":
+            config = replace(config, l2_hints=False)
+        elif token.startswith("slots"):
+            slots = int(token[5:])
+            config = replace(config, slots=slots, stages=gemm.stages_for(config.tile_m, True, slots))
         elif token in ("no_mma", "no_expand", "no_scale", "no_fp16"):
             config = replace(config, ablate=token)
         elif token != "full":

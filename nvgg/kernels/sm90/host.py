@@ -30,6 +30,8 @@ def kernel_name(config: gemm.GemmConfig, shape) -> str:
     if config.persistent:
         suffix = ",instrumented" if config.instrument else ""
         suffix += "" if config.chunked else ",strided"
+        suffix += "" if config.slots == gemm.A16_SLOTS else f",slots={config.slots}"
+        suffix += "" if config.l2_hints else ",no_l2_hints"
         suffix += f",ablate={config.ablate}" if config.ablate else ""
         return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
     m, n, k = shape
@@ -58,7 +60,8 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
         meta = {"name": kernel_name(config, shape), "arch": arch, "threads": config.threads,
                 "dynamic_smem_bytes": kernel.shared_storage.size_in_bytes(),
                 "config": {"tile_m": config.tile_m, "stages": config.stages, "persistent": config.persistent,
-                           "instrument": config.instrument, "ablate": config.ablate, "chunked": config.chunked},
+                           "instrument": config.instrument, "ablate": config.ablate, "chunked": config.chunked,
+                           "slots": config.slots, "l2_hints": config.l2_hints},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx}
         return kcache.Built(fn, ptx, bytes(fn.artifacts.CUBIN), meta)
 

@@ -143,6 +143,11 @@ class GemmConfig:
     # persistent kernel: each CTA takes a contiguous run of tiles (True) rather than every
     # grid-th tile; a run stays in one group for longer, so CTAs retarget their maps less often
     chunked: bool = True
+    # persistent kernel: fp16 A slots (64 k each) the producer may load ahead
+    slots: int = A16_SLOTS
+    # persistent kernel: L2 eviction priorities on its copies, "last" for the fp16 A that every n
+    # tile reads again, "first" for packed B that at most a few tiles of one CTA read
+    l2_hints: bool = True
 
     @property
     def threads(self) -> int:
@@ -151,7 +156,7 @@ class GemmConfig:
 
     @property
     def a16_slots(self) -> int:
-        return A16_SLOTS if self.persistent else FP16_BUFFERS
+        return self.slots if self.persistent else FP16_BUFFERS
 
     @property
     def producer_warp(self) -> int:
@@ -180,6 +185,8 @@ class GemmConfig:
             return f"ablate={self.ablate!r} must be '', 'no_mma', 'no_expand', 'no_scale' or 'no_fp16'"
         if self.instrument and not self.persistent:
             return "instrument=True needs the persistent kernel (the phase buffer has one row per CTA)"
+        if self.persistent and self.slots < SUBS_PER_STAGE:
+            return f"slots={self.slots}: the persistent kernel needs at least {SUBS_PER_STAGE} (one stage of A)"
         if self.stages < 2:
             return f"stages={self.stages}: the load ring needs at least 2 stages to overlap"
         if self.smem_bytes > SMEM_LIMIT:
@@ -212,11 +219,11 @@ def pick_tile_m(ms) -> int:
     return 128
 
 
-def stages_for(tile_m: int, persistent: bool = False) -> int:
+def stages_for(tile_m: int, persistent: bool = False, slots: int = A16_SLOTS) -> int:
     """Deepest load ring that fits next to the fp16 buffers."""
     stages = 2
-    while (GemmConfig(tile_m=tile_m, stages=stages + 1, persistent=persistent).smem_bytes <= SMEM_LIMIT
-           and stages < 6):
+    while (GemmConfig(tile_m=tile_m, stages=stages + 1, persistent=persistent, slots=slots).smem_bytes
+           <= SMEM_LIMIT and stages < 6):
         stages += 1
     return stages
 
@@ -247,6 +254,8 @@ class Nvfp4GemmSm90:
             self.off_a = self.off_sfa = -1
             self.off_sfb = TILE_N * ROW_BYTES
         self.slots = config.a16_slots
+        hints = config.persistent and config.l2_hints
+        self.evict_b, self.evict_a16 = ("first", "last") if hints else ("", "")
         self.stage_bytes = config.stage_bytes
         self.a16_bytes = self.tile_m * K_SUB * 2
 
@@ -401,7 +410,7 @@ class Nvfp4GemmSm90:
                     ring.producer_acquire(state)
                     mbar = ring.producer_get_barrier(state).toint()
                     base = ring_addr + state.index * self.stage_bytes
-                    ptx.tma_load_2d(base + self.off_b, desc_b, kt * ROW_BYTES, nt * TILE_N, mbar)
+                    ptx.tma_load_2d(base + self.off_b, desc_b, kt * ROW_BYTES, nt * TILE_N, mbar, self.evict_b)
                     ptx.bulk_load(base + self.off_sfb, sfb + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
                     if cutlass.const_expr(not self.config.persistent):
                         ptx.tma_load_2d(base + self.off_a, desc_a, kt * ROW_BYTES, mt * self.tile_m, mbar)
@@ -412,7 +421,7 @@ class Nvfp4GemmSm90:
                             a16_pipe.producer_acquire(astate)
                             ptx.tma_load_2d(a16_addr + astate.index * self.a16_bytes, desc_a,
                                             kt * K_STAGE + sub * K_SUB, mt * self.tile_m,
-                                            a16_pipe.producer_get_barrier(astate).toint())
+                                            a16_pipe.producer_get_barrier(astate).toint(), self.evict_a16)
                             astate.advance()
                 tile += stride
 

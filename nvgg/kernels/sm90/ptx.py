@@ -42,9 +42,17 @@ def ld_shared_v4(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32
 
 
 @dsl_user_op
-def tma_load_2d(dst: Int32, desc: Int64, x: Int32, y: Int32, mbar: Int32, *, loc=None, ip=None) -> None:
+def tma_load_2d(dst: Int32, desc: Int64, x: Int32, y: Int32, mbar: Int32, evict: str = "", *, loc=None,
+                ip=None) -> None:
     """Lane 0 of the warp copies the box at element coordinates (x, y) of the 2-D tensor map at
-    global address `desc` into shared memory at `dst`; completion is counted on mbarrier `mbar`."""
+    global address `desc` into shared memory at `dst`; completion is counted on mbarrier `mbar`.
+    `evict` ("first" or "last") attaches that L2 eviction priority to the lines the copy reads."""
+    if evict:
+        copy = f"""    .reg .b64 policy;
+    createpolicy.fractional.L2::evict_{evict}.b64 policy, 1.0;
+    @p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [$0], [$1, {{$2, $3}}], [$4], policy;"""
+    else:
+        copy = "    @p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];"
     llvm.inline_asm(
         None,
         [Int32(dst).ir_value(loc=loc, ip=ip), Int64(desc).ir_value(loc=loc, ip=ip),
@@ -55,7 +63,7 @@ def tma_load_2d(dst: Int32, desc: Int64, x: Int32, y: Int32, mbar: Int32, *, loc
     .reg .b32 lane;
     mov.u32 lane, %laneid;
     setp.eq.u32 p, lane, 0;
-    @p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];
+""" + copy + """
 }""",
         "r,l,r,r,r,~{memory}",
         has_side_effects=True,
