@@ -33,7 +33,7 @@ def config_of(case, variant: str):
             config = replace(config, l2_hints=False)
         elif token.startswith("slots"):
             slots = int(token[5:])
-            config = replace(config, slots=slots, stages=gemm.stages_for(config.tile_m, True, slots))
+            config = replace(config, slots=slots, stages=gemm.stages_for(config.tile_m, slots))
         elif token in ("no_mma", "no_expand", "no_scale", "no_fp16"):
             config = replace(config, ablate=token)
         elif token != "full":

@@ -32,10 +32,14 @@ def test_compile_every_strategy_on_the_benchmarks(case_id, strategy):
     expected = 1 if strategy == "persistent" else None
     if expected:
         assert len(kernels) == 1 and "grouped" in kernels[0]["name"]
+    else:  # the per-group launches run the expand kernel (A to fp16) before each GEMM
+        assert [k["name"] for k in kernels].count("nvfp4_expand_a_sm90") == 1
     for k in kernels:
-        assert k["arch"] == "sm_90a" and k["wgmma"] is True
+        gemm_kernel = k["name"] != "nvfp4_expand_a_sm90"
+        assert k["arch"] == "sm_90a" and k["wgmma"] is gemm_kernel
         assert 0 < k["registers"] <= LIMITS.registers_per_thread
-        assert 0 < k["smem_bytes"] <= LIMITS.smem_per_block_bytes
+        assert (0 < k["smem_bytes"] if gemm_kernel else k["smem_bytes"] == 0)
+        assert k["smem_bytes"] <= LIMITS.smem_per_block_bytes
         assert 0 < k["threads"] <= LIMITS.max_threads_per_block
         assert 0 < k["theoretical_occupancy"] <= 1
 

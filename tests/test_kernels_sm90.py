@@ -97,16 +97,17 @@ def test_invalid_shapes_name_the_constraint(shape, needle):
 def test_configs_the_backend_picks_fit_in_shared_memory():
     for tile_m in (32, 64, 128):
         for persistent in (False, True):
-            stages = gemm.stages_for(tile_m, persistent)
+            stages = gemm.stages_for(tile_m)
             config = gemm.GemmConfig(tile_m=tile_m, stages=stages, persistent=persistent)
             assert config.problems() is None and config.smem_bytes <= MAX_SMEM_PER_BLOCK
             deeper = gemm.GemmConfig(tile_m=tile_m, stages=stages + 1, persistent=persistent)
             assert deeper.smem_bytes > MAX_SMEM_PER_BLOCK or stages == 6
-    # the persistent ring holds packed B and its scales only (A arrives as fp16, 64 k a slot)
+    # the ring holds packed B and its scales only (A arrives as fp16, 64 k a slot)
     persistent = gemm.GemmConfig(tile_m=128, stages=5, persistent=True)
     assert persistent.stage_bytes == 128 * 128 + 2048 and persistent.a16_slots == gemm.A16_SLOTS
     assert persistent.smem_bytes == 5 * 18432 + 8 * 128 * 64 * 2 + 2 * (5 + 8) * 8 + 2048
-    assert (persistent.threads, gemm.GemmConfig().threads) == (288, 384)
+    assert (persistent.threads, gemm.GemmConfig().threads) == (288, 288)
+    assert gemm.GemmConfig(expand_only=True).threads == gemm.EXPAND_THREADS
 
 
 def test_ablations_are_named_and_checked():
@@ -214,7 +215,7 @@ def test_cache_hits_in_memory_and_on_disk(store, tmp_path):
 
 def test_key_names_every_ingredient():
     key = kcache.CacheKey.make("k", gemm.GemmConfig(), (1, 128, 256), "sm_90a", host.SOURCES)
-    assert key.config == (128, 3, False, False, "", True, 8, True) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
+    assert key.config == (128, 3, False, False, "", True, 8, True, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
     assert key.dsl and len(key.source) == 16
 
 
@@ -224,8 +225,11 @@ def test_backend_compile_reports_each_distinct_kernel():
     be = CuteBackend()
     case = cases.get("test-8")  # 4 groups, 2 distinct shapes
     infos = be.compile(case, "sm_90a")
-    assert [i.name for i in infos] == ["nvfp4_gemm_sm90[m=128,n=128,k=512,tile_m=128,stages=4]",
-                                       "nvfp4_gemm_sm90[m=128,n=128,k=256,tile_m=128,stages=4]"]
+    stages = gemm.stages_for(128)
+    assert [i.name for i in infos] == [f"nvfp4_gemm_sm90[m=128,n=128,k=512,tile_m=128,stages={stages}]",
+                                       f"nvfp4_gemm_sm90[m=128,n=128,k=256,tile_m=128,stages={stages}]",
+                                       "nvfp4_expand_a_sm90"]
+    assert infos[-1].threads == gemm.EXPAND_THREADS
     grouped = be.compile(case, "sm_90a", grouped=True)
     assert len(grouped) == 1 and grouped[0].threads == gemm.GemmConfig(persistent=True).threads == 288
     assert grouped[0].extra["cache_hit"] in ("cold", "memory", "disk") and grouped[0].extra["wgmma"]
@@ -255,7 +259,7 @@ def test_backend_check_names_the_gpu_it_refuses(monkeypatch):
 def test_cubin_resources_reads_registers_and_threads(store):
     entry = host.compile_gemm(gemm.GemmConfig(tile_m=32, stages=6), (1, 128, 256), "sm_90a", store=store)
     (name, res), = kcache.cubin_resources((entry.directory / "kernel.cubin").read_bytes()).items()
-    assert name.startswith("kernel_") and res["max_threads"] == [gemm.THREADS, 1, 1] and gemm.THREADS == 384
+    assert name.startswith("kernel_") and res["max_threads"] == [gemm.THREADS, 1, 1] and gemm.THREADS == 288
 
 
 # --- on a GPU ----------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ def config_for(ms, *, persistent: bool) -> gemm.GemmConfig:
     """The configuration the backend runs for groups of these m: the A tile that holds the largest
     m (up to 128 rows), and the deepest load ring that fits in shared memory."""
     tile_m = gemm.pick_tile_m(ms)
-    return gemm.GemmConfig(tile_m=tile_m, stages=gemm.stages_for(tile_m, persistent), persistent=persistent)
+    return gemm.GemmConfig(tile_m=tile_m, stages=gemm.stages_for(tile_m), persistent=persistent)
 
 
 def _shape_problem(case: Case, config: gemm.GemmConfig) -> str | None:
@@ -67,8 +67,9 @@ class CuteBackend(Backend):
             raise NvggError(reason)
         if grouped:
             builds = [(config_for(case.m, persistent=True), None)]
-        else:
+        else:  # every per-group launch runs the expand kernel first
             builds = [(config_for([m], persistent=False), (m, n, k)) for m, n, k in dict.fromkeys(case.groups)]
+            builds.append((host.EXPAND_CONFIG, None))
         return [self._info(host.compile_gemm(config, shape, arch, need_callable=False)) for config, shape in builds]
 
     @staticmethod
@@ -94,7 +95,11 @@ class CuteBackend(Backend):
         entry = host.compile_gemm(config, (tensors.m, tensors.n, tensors.k), ARCH)
         tiles = host.count_tiles([tensors], config.tile_m)  # the per-group grid: one CTA a tile
         tables = host.build_tables([tensors], config, tiles)
-        return self._launcher(entry, tables, host.grid_dims(config, (tensors.m, tensors.n, tensors.k), tiles))
+        gemm_launch = self._launcher(entry, tables, host.grid_dims(config, (tensors.m, tensors.n, tensors.k), tiles))
+        sms = torch.cuda.get_device_properties(tensors.c.device).multi_processor_count
+        expand = host.DirectLaunch(host.compile_gemm(host.EXPAND_CONFIG, None, ARCH), tables,
+                                   (host.expand_grid(tables, sms), 1, 1))
+        return host.ExpandThenGemm(expand, gemm_launch)
 
     def grouped_launcher(self, data) -> Launch:
         groups, config, entry, grid = self._persistent(data, instrument=False)

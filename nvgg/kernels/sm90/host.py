@@ -27,6 +27,8 @@ SUPPORTED_ARCHS = ("sm_90a",)
 
 
 def kernel_name(config: gemm.GemmConfig, shape) -> str:
+    if config.expand_only:
+        return "nvfp4_expand_a_sm90"
     if config.persistent:
         suffix = ",instrumented" if config.instrument else ""
         suffix += "" if config.chunked else ",strided"
@@ -58,10 +60,11 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
         ptx = fn.artifacts.PTX
         ptx = ptx if isinstance(ptx, str) else ptx.decode()
         meta = {"name": kernel_name(config, shape), "arch": arch, "threads": config.threads,
-                "dynamic_smem_bytes": kernel.shared_storage.size_in_bytes(),
+                "dynamic_smem_bytes": 0 if config.expand_only else kernel.shared_storage.size_in_bytes(),
                 "config": {"tile_m": config.tile_m, "stages": config.stages, "persistent": config.persistent,
                            "instrument": config.instrument, "ablate": config.ablate, "chunked": config.chunked,
-                           "slots": config.slots, "l2_hints": config.l2_hints},
+                           "slots": config.slots, "l2_hints": config.l2_hints,
+                           "expand_only": config.expand_only},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx}
         return kcache.Built(fn, ptx, bytes(fn.artifacts.CUBIN), meta)
 
@@ -182,23 +185,18 @@ def count_tiles(groups: list[GroupTensors], tile_m: int) -> int:
 def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
                  phases: torch.Tensor | None = None) -> Tables:
     """The device table for `groups` and a launch of `config` over `ctas` CTAs (and, for the
-    instrumented build, the phase buffer the kernel fills). The persistent kernel also gets its
-    fp16 copy of A (m × k per group, filled by its phase 0) and its grid barrier's state."""
+    instrumented build, the phase buffer the kernel fills), with the fp16 copy of A (m × k per
+    group) that phase 0 fills, and for the persistent kernel its grid barrier's state."""
     device = groups[0].c.device
     tile_m = config.tile_m
     ms, ns = [g.m for g in groups], [g.n for g in groups]
     begins, m_tiles, total = gemm.table_tiles(ms, ns, tile_m)
     first = groups[0]
-    a16 = barrier = None
-    a16_offsets = [0] * len(groups)
-    if config.persistent:
-        sizes = [g.m * g.k for g in groups]
-        a16_offsets = [sum(sizes[:i]) for i in range(len(groups))]
-        a16 = torch.empty(sum(sizes), dtype=torch.float16, device=device)
-        barrier = torch.zeros(2, dtype=torch.int32, device=device)
-        a_map = encode_tensor_map_f16(a16.data_ptr(), first.m, first.k, tile_m)
-    else:
-        a_map = encode_tensor_map(first.a.data_ptr(), first.m, first.k // 2, tile_m)
+    sizes = [g.m * g.k for g in groups]
+    a16_offsets = [sum(sizes[:i]) for i in range(len(groups))]
+    a16 = torch.empty(sum(sizes), dtype=torch.float16, device=device)
+    barrier = torch.zeros(2, dtype=torch.int32, device=device) if config.persistent else None
+    a_map = encode_tensor_map_f16(a16.data_ptr(), first.m, first.k, tile_m)
     template = torch.tensor([a_map, encode_tensor_map(first.b.data_ptr(), first.n, first.k // 2, gemm.TILE_N)],
                             dtype=torch.int64).to(device)
     workspace = torch.zeros((ctas, 2, gemm.TENSORMAP_BYTES // 8), dtype=torch.int64, device=device)
@@ -211,18 +209,17 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         row[gemm.COL_TILE_BEGIN] = begins[i]
         row[gemm.COL_TILE_END] = begins[i] + m_tiles[i] * (g.n // gemm.TILE_N)
         row[gemm.COL_M_TILES] = m_tiles[i]
-        if a16 is not None:
-            row[gemm.COL_A16] = a16.data_ptr() + 2 * a16_offsets[i]
-            row[gemm.COL_UNIT_BEGIN] = units
-            units += g.m * (g.k // gemm.K_SUB)
-            row[gemm.COL_UNIT_END] = units
+        row[gemm.COL_A16] = a16.data_ptr() + 2 * a16_offsets[i]
+        row[gemm.COL_UNIT_BEGIN] = units
+        units += g.m * (g.k // gemm.K_SUB)
+        row[gemm.COL_UNIT_END] = units
         rows.append(row)
     rows[0][gemm.COL_TEMPLATE] = template.data_ptr()
     rows[0][gemm.COL_WORKSPACE] = workspace.data_ptr()
     if phases is not None:
         rows[0][gemm.COL_PHASES] = phases.data_ptr()
+    rows[0][gemm.COL_UNITS] = units
     if barrier is not None:
-        rows[0][gemm.COL_UNITS] = units
         rows[0][gemm.COL_BARRIER] = barrier.data_ptr()
     table = torch.tensor(rows, dtype=torch.int64).to(device)
     return Tables(table, template, workspace, total, phases, a16, barrier)
@@ -319,6 +316,28 @@ class DirectLaunch:
                            torch.cuda.current_stream().cuda_stream, self._params, None)
         if err:
             raise RuntimeError(f"cuLaunchKernel failed with CUresult {err}")
+
+
+EXPAND_CONFIG = gemm.GemmConfig(expand_only=True)
+
+
+def expand_grid(tables: Tables, sm_count: int) -> int:
+    """CTAs of the expand kernel for these tables: enough for one work unit a thread, at most
+    8 waves of CTAs per SM (a grid-stride loop covers the rest)."""
+    units = int(tables.table[0, gemm.COL_UNITS].item())
+    return max(1, min(-(-units // gemm.EXPAND_THREADS), 8 * sm_count))
+
+
+class ExpandThenGemm:
+    """A per-group launch: the expand kernel (phase 0 over the table's one group), then the GEMM
+    that reads the fp16 copy it wrote, in stream order."""
+
+    def __init__(self, expand: DirectLaunch, gemm_launch: DirectLaunch):
+        self.expand, self.gemm, self.tables = expand, gemm_launch, gemm_launch.tables
+
+    def __call__(self) -> None:
+        self.expand()
+        self.gemm()
 
 
 def grid_dims(config: gemm.GemmConfig, shape, ctas: int) -> tuple[int, int, int]:

@@ -25,27 +25,22 @@ feeding step s. So the fragment slot (step s, column 8h + 2c + e) holds the e-th
 s of word h of block c. A is stored in the same order: the 16-byte chunk 2s + h of an fp16 row
 holds register s of word h of blocks c = 0..3.
 
-Two ways of getting A (tile_m rows × 64 k at a time) into shared memory as fp16:
-
-- the persistent kernel (288 threads) expands every group's A once per launch. Phase 0: every
-  thread of the grid takes work units (one row × 64 k: 32 packed bytes, 4 scales) and writes them
-  to an fp16 copy in global memory (m × k per group, each 64-k block of a row in the k order above,
-  unswizzled), fences its stores for the async proxy, and the grid meets at a barrier
-  (ptx.grid_barrier; a persistent grid is resident at once). The main loop then copies tile_m × 64
-  fp16 boxes of that copy with the bulk tensor copy (128-byte swizzle, rows past m zero-filled)
-  into A16_SLOTS slots. A is the small operand and every n tile reads it: expanding it once
-  instead of once per n tile took the expansion off the main loop, at the price of fp16 reads
-  from L2 (4x the packed bytes).
-- the per-group kernel (384 threads) keeps the packed A tile in its load ring and three expander
-  warps (8-10) expand it into FP16_BUFFERS buffers, every expander thread arriving on a buffer's
-  full barrier once its part is written and fenced for the async proxy.
+A reaches shared memory as fp16 by the bulk tensor copy, from an fp16 copy expanded once per
+launch ("phase 0"): work units (one row × 64 k: 32 packed bytes, 4 scales) go to every thread of
+the grid, which writes them to the copy in global memory (m × k per group, each 64-k block of a
+row in the k order above, unswizzled) and fences its stores for the async proxy. The persistent
+kernel runs phase 0 itself and its grid meets at a barrier (ptx.grid_barrier; a persistent grid is
+resident at once); the per-group launches run it as a separate expand kernel just before (their
+grid may be larger than what is resident). The main loop then copies tile_m × 64 fp16 boxes of
+the copy (128-byte swizzle, rows past m zero-filled) into A16_SLOTS slots. A is the small operand
+and every n tile reads it: expanding it once instead of once per n tile took the expansion off the
+main loop, at the price of fp16 reads from L2 (4x the packed bytes).
 
 Warps:
-- the producer (warp 8 persistent, 11 per group): per stage of 256 k it copies the packed bytes of
-  the B tile (128 × 128 B; 2-D tensor map, 128-byte swizzle) and its 2 KB scale run (plain bulk
-  copy), and for the per-group kernel the packed A tile and its scales too, into a ring of
-  `stages` buffers guarded by full/empty mbarriers; the persistent kernel's producer then copies
-  the stage's four fp16 A boxes into the A slots (their own full/empty mbarriers). Each CTA owns
+- the producer (warp 8): per stage of 256 k it copies the packed bytes of the B tile (128 × 128 B;
+  2-D tensor map, 128-byte swizzle) and its 2 KB scale run (plain bulk copy) into a ring of
+  `stages` buffers guarded by full/empty mbarriers, then the stage's four fp16 A boxes into the A
+  slots (their own full/empty mbarriers). Each CTA owns
   one tensor-map pair (A, B) in a global workspace, copied once from the host's template; when
   its next tile belongs to another group, the producer waits for its loads in flight to land,
   rewrites the pair's address, dimensions and row stride in place from the group's table row
@@ -55,7 +50,7 @@ Warps:
 - warps 0-7, two MMA warpgroups: for each 64-k subtile each decodes its 64 B rows straight into
   one of two register fragments, waits for the subtile's fp16 A, issues wgmma (B from registers,
   A from shared memory) and commits; wait_group(1) then retires the previous subtile's wgmma,
-  whose A buffer goes back to the producer (or expanders) and whose B fragment the next subtile
+  whose A slot goes back to the producer and whose B fragment the next subtile
   may overwrite. After the tile's last wgmma, wait_group(0) retires both. A stage of packed B is
   released as soon as its four subtiles are decoded.
 - the epilogue converts the fp32 accumulators to fp16 and stores the rows < m (2-byte stores
@@ -89,17 +84,13 @@ TILE_N = 128  # rows of B per CTA tile: two consumer warpgroups × 64 (wgmma's M
 K_STAGE = 256  # k per pipeline stage: 128 packed bytes a row, the tensor map box width
 K_SUB = 64  # k per fp16 subtile: one 128-byte swizzle atom of fp16
 SUBS_PER_STAGE = K_STAGE // K_SUB
-FP16_BUFFERS = 4  # fp16 A buffers between the expander and the MMA warpgroups (per-group kernel)
-A16_SLOTS = 8  # fp16 A buffers the persistent kernel's producer loads ahead (64 k each)
+A16_SLOTS = 8  # fp16 A buffers the producer loads ahead (64 k each)
+EXPAND_THREADS = 256  # threads per CTA of the expand kernel (the per-group launches' phase 0)
 SCALE_CHUNK = 512  # bytes of scales for 128 rows × 64 k
 SCALE_RUN = SCALE_CHUNK * SUBS_PER_STAGE  # bytes of scales for 128 rows × one stage
 ROW_BYTES = K_STAGE // 2
 MMA_THREADS = 256  # warps 0-7: the two MMA warpgroups (64 rows of B each)
 MMA_WARPS = MMA_THREADS // 32
-# per-group kernel: warps 8-10 expand A, warp 11 loads. 384 threads in all: ptxas budgets registers
-# for whole warpgroups (65536 / 512 = 128 a thread for 416 threads, and the kernel spilled there;
-# 65536 / 384 = 170 for 384), and a fourth expander warp would cost that
-EXPANDER_THREADS = 96
 # Sources of the limits below:
 SMEM_LIMIT = 232448  # bytes per block, CUDA C Programming Guide, compute capability 9.0 table
 REG_LIMIT = 255  # registers per thread, same table
@@ -143,20 +134,23 @@ class GemmConfig:
     # persistent kernel: each CTA takes a contiguous run of tiles (True) rather than every
     # grid-th tile; a run stays in one group for longer, so CTAs retarget their maps less often
     chunked: bool = True
-    # persistent kernel: fp16 A slots (64 k each) the producer may load ahead
+    # fp16 A slots (64 k each) the producer may load ahead
     slots: int = A16_SLOTS
-    # persistent kernel: L2 eviction priorities on its copies, "last" for the fp16 A that every n
+    # L2 eviction priorities on the copies, "last" for the fp16 A that every n
     # tile reads again, "first" for packed B that at most a few tiles of one CTA read
     l2_hints: bool = True
+    # the expand kernel alone: phase 0 over the table's groups, for the per-group launches (which
+    # cannot meet at a grid barrier: their grid may exceed what is resident)
+    expand_only: bool = False
 
     @property
     def threads(self) -> int:
-        """MMA warpgroups, the expander warps (per-group kernel only), one producer warp."""
-        return MMA_THREADS + (0 if self.persistent else EXPANDER_THREADS) + 32
+        """MMA warpgroups and one producer warp (the expand kernel: EXPAND_THREADS)."""
+        return EXPAND_THREADS if self.expand_only else MMA_THREADS + 32
 
     @property
     def a16_slots(self) -> int:
-        return self.slots if self.persistent else FP16_BUFFERS
+        return self.slots
 
     @property
     def producer_warp(self) -> int:
@@ -164,9 +158,7 @@ class GemmConfig:
 
     @property
     def stage_bytes(self) -> int:
-        if self.persistent:  # packed B and its scales; A arrives as fp16 in its own slots
-            return TILE_N * ROW_BYTES + SCALE_RUN
-        return (TILE_N + self.tile_m) * ROW_BYTES + 2 * SCALE_RUN
+        return TILE_N * ROW_BYTES + SCALE_RUN  # packed B and its scales; A arrives as fp16 in slots
 
     @property
     def smem_bytes(self) -> int:
@@ -185,8 +177,8 @@ class GemmConfig:
             return f"ablate={self.ablate!r} must be '', 'no_mma', 'no_expand', 'no_scale' or 'no_fp16'"
         if self.instrument and not self.persistent:
             return "instrument=True needs the persistent kernel (the phase buffer has one row per CTA)"
-        if self.persistent and self.slots < SUBS_PER_STAGE:
-            return f"slots={self.slots}: the persistent kernel needs at least {SUBS_PER_STAGE} (one stage of A)"
+        if self.slots < SUBS_PER_STAGE:
+            return f"slots={self.slots}: the kernel needs at least {SUBS_PER_STAGE} (one stage of A)"
         if self.stages < 2:
             return f"stages={self.stages}: the load ring needs at least 2 stages to overlap"
         if self.smem_bytes > SMEM_LIMIT:
@@ -219,10 +211,10 @@ def pick_tile_m(ms) -> int:
     return 128
 
 
-def stages_for(tile_m: int, persistent: bool = False, slots: int = A16_SLOTS) -> int:
+def stages_for(tile_m: int, slots: int = A16_SLOTS) -> int:
     """Deepest load ring that fits next to the fp16 buffers."""
     stages = 2
-    while (GemmConfig(tile_m=tile_m, stages=stages + 1, persistent=persistent, slots=slots).smem_bytes
+    while (GemmConfig(tile_m=tile_m, stages=stages + 1, slots=slots).smem_bytes
            <= SMEM_LIMIT and stages < 6):
         stages += 1
     return stages
@@ -235,8 +227,8 @@ class Nvfp4GemmSm90:
         reason = config.problems()
         if reason:
             raise ValueError(reason)
-        if config.persistent != (shape is None):
-            raise ValueError("the per-group kernel needs a static (m, n, k); the persistent one takes none")
+        if (config.persistent or config.expand_only) != (shape is None):
+            raise ValueError("the per-group kernel needs a static (m, n, k); the persistent and expand ones take none")
         if shape is not None:
             reason = config.is_valid(*shape)
             if reason:
@@ -247,14 +239,9 @@ class Nvfp4GemmSm90:
         self.stages = config.stages
         # byte offsets inside one stage of the load ring (each a multiple of 1024: the swizzle atom)
         self.off_b = 0
-        self.off_a = TILE_N * ROW_BYTES
-        self.off_sfb = self.off_a + self.tile_m * ROW_BYTES
-        self.off_sfa = self.off_sfb + SCALE_RUN
-        if config.persistent:  # no packed A in the ring
-            self.off_a = self.off_sfa = -1
-            self.off_sfb = TILE_N * ROW_BYTES
+        self.off_sfb = TILE_N * ROW_BYTES
         self.slots = config.a16_slots
-        hints = config.persistent and config.l2_hints
+        hints = config.l2_hints
         self.evict_b, self.evict_a16 = ("first", "last") if hints else ("", "")
         self.stage_bytes = config.stage_bytes
         self.a16_bytes = self.tile_m * K_SUB * 2
@@ -264,6 +251,9 @@ class Nvfp4GemmSm90:
         """Launch on `stream`. `table_ptr` points at the int64 group table ([G, 16] row-major, see
         the COL_ constants); `total_tiles` and `grid_ctas` matter only to the persistent kernel."""
         table = cute.make_tensor(table_ptr, cute.make_layout((TABLE_ROWS, TABLE_COLS), stride=(TABLE_COLS, 1)))
+        if cutlass.const_expr(self.config.expand_only):
+            self.expand_kernel(table).launch(grid=(grid_ctas, 1, 1), block=[EXPAND_THREADS, 1, 1], stream=stream)
+            return
         # wgmma's A operand (our B) from registers, its B operand (our A) from shared memory
         tiled_mma = sm90_utils.make_trivial_tiled_mma(
             Float16, Float16,
@@ -292,6 +282,15 @@ class Nvfp4GemmSm90:
         )
 
     @cute.kernel
+    def expand_kernel(self, table: cute.Tensor):
+        """Phase 0 alone (see `_expand_a_global`), grid-stride over the table's work units."""
+        tidx, _, _ = cute.arch.thread_idx()
+        bidx, _, _ = cute.arch.block_idx()
+        gdimx, _, _ = cute.arch.grid_dim()
+        self._expand_a_global(table, bidx * EXPAND_THREADS + tidx, gdimx * EXPAND_THREADS)
+        ptx.fence_proxy_async_global()
+
+    @cute.kernel
     def kernel(self, table: cute.Tensor, total_tiles: Int32, tiled_mma: cute.TiledMma,
                a16_layout: cute.ComposedLayout):
         tidx, _, _ = cute.arch.thread_idx()
@@ -305,32 +304,21 @@ class Nvfp4GemmSm90:
             barrier_storage=storage.barriers.data_ptr(),
             num_stages=self.stages,
             producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            # lane 0 of every MMA (and expander) warp releases a stage
-            consumer_group=pipeline.CooperativeGroup(
-                pipeline.Agent.Thread, MMA_WARPS + (0 if self.config.persistent else EXPANDER_THREADS // 32)),
+            # lane 0 of every MMA warp releases a stage
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_WARPS),
             tx_count=self.stage_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )
-        if cutlass.const_expr(self.config.persistent):
-            # fp16 A slots filled by the producer's bulk tensor copies from the phase-0 copy; lane 0
-            # of every MMA warp releases a slot once the wgmma that read it has retired
-            a16_pipe = pipeline.PipelineTmaAsync.create(
-                barrier_storage=storage.a16_barriers.data_ptr(),
-                num_stages=self.slots,
-                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_WARPS),
-                tx_count=self.a16_bytes,
-                cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
-            )
-        else:
-            # fp16 A buffers: every expander thread arrives when its part of a buffer is written,
-            # every MMA thread when the wgmma that read it has retired
-            a16_pipe = pipeline.PipelineAsync.create(
-                barrier_storage=storage.a16_barriers.data_ptr(),
-                num_stages=self.slots,
-                producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, EXPANDER_THREADS),
-                consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_THREADS),
-            )
+        # fp16 A slots filled by the producer's bulk tensor copies from the phase-0 copy; lane 0
+        # of every MMA warp releases a slot once the wgmma that read it has retired
+        a16_pipe = pipeline.PipelineTmaAsync.create(
+            barrier_storage=storage.a16_barriers.data_ptr(),
+            num_stages=self.slots,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_WARPS),
+            tx_count=self.a16_bytes,
+            cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
+        )
         ring_addr = storage.ring.data_ptr().toint()
         a16_addr = storage.a16.data_ptr().toint()
 
@@ -384,13 +372,9 @@ class Nvfp4GemmSm90:
                 if group != mapped:
                     if mapped >= 0:
                         self._wait_loads_landed(ring, state, self.stages)
-                        if cutlass.const_expr(self.config.persistent):
-                            self._wait_loads_landed(a16_pipe, astate, self.slots)
+                        self._wait_loads_landed(a16_pipe, astate, self.slots)
                     row_bytes = k // 2
-                    if cutlass.const_expr(self.config.persistent):
-                        ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A16)]), m, k, 2 * k)
-                    else:
-                        ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A)]), m, row_bytes, row_bytes)
+                    ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A16)]), m, k, 2 * k)
                     ptx.retarget_tensormap(desc_b, Int64(table[(group, COL_B)]), n, row_bytes, row_bytes)
                     ptx.publish_tensormaps(desc_a)
                     if cutlass.const_expr(self.config.instrument):
@@ -404,7 +388,6 @@ class Nvfp4GemmSm90:
                                 phases[(cta, phase_slots.SWITCHES)] = Int64(switches)
                     mapped = group
                 rest_k = k // 64
-                sfa = Int64(table[(group, COL_SFA)]) + Int64((mt * self.tile_m) // 128 * rest_k * SCALE_CHUNK)
                 sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * rest_k * SCALE_CHUNK)
                 for kt in cutlass.range(k // K_STAGE, unroll=1):
                     ring.producer_acquire(state)
@@ -412,26 +395,18 @@ class Nvfp4GemmSm90:
                     base = ring_addr + state.index * self.stage_bytes
                     ptx.tma_load_2d(base + self.off_b, desc_b, kt * ROW_BYTES, nt * TILE_N, mbar, self.evict_b)
                     ptx.bulk_load(base + self.off_sfb, sfb + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
-                    if cutlass.const_expr(not self.config.persistent):
-                        ptx.tma_load_2d(base + self.off_a, desc_a, kt * ROW_BYTES, mt * self.tile_m, mbar)
-                        ptx.bulk_load(base + self.off_sfa, sfa + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
                     state.advance()
-                    if cutlass.const_expr(self.config.persistent):
-                        for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
-                            a16_pipe.producer_acquire(astate)
-                            ptx.tma_load_2d(a16_addr + astate.index * self.a16_bytes, desc_a,
-                                            kt * K_STAGE + sub * K_SUB, mt * self.tile_m,
-                                            a16_pipe.producer_get_barrier(astate).toint(), self.evict_a16)
-                            astate.advance()
+                    for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
+                        a16_pipe.producer_acquire(astate)
+                        ptx.tma_load_2d(a16_addr + astate.index * self.a16_bytes, desc_a,
+                                        kt * K_STAGE + sub * K_SUB, mt * self.tile_m,
+                                        a16_pipe.producer_get_barrier(astate).toint(), self.evict_a16)
+                        astate.advance()
                 tile += stride
 
         if warp_idx < MMA_WARPS:
             self._mma_role(table, total_tiles, tile, stride, group, tidx, ring, a16_pipe, ring_addr,
                            tiled_mma, storage, a16_layout, phases, cta)
-        if cutlass.const_expr(not self.config.persistent):
-            if warp_idx >= MMA_WARPS and warp_idx < self.config.producer_warp:
-                self._expander_role(table, total_tiles, tile, stride, group, tidx - MMA_THREADS, ring, a16_pipe,
-                                    ring_addr, a16_addr)
 
         self._stamp(phases, cta, tidx, phase_slots.EXIT)
 
@@ -515,33 +490,6 @@ class Nvfp4GemmSm90:
             self.slots, astate.count - 1, (astate.index + self.slots - 1) % self.slots, astate.phase))
 
     @cute.jit
-    def _expander_role(self, table, total_tiles: Int32, tile: Int32, stride: Int32, group: Int32, etid: Int32,
-                       ring, a16_pipe, ring_addr: Int32, a16_addr: Int32):
-        """The expander warpgroups: expand every A subtile of this CTA's tiles into the fp16
-        buffers, in the order the MMA warpgroups consume them."""
-        rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        pstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
-        while self._more(tile, total_tiles):
-            group = self._find_group(table, tile, group)
-            m, n, k, mt, nt = self._tile_coords(table, tile, group)
-            a_row0 = (mt * self.tile_m) % 128  # first row of this A tile inside its scale block
-            a_rows = m - mt * self.tile_m  # rows of the A tile at or past this are never stored
-            for kt in cutlass.range(k // K_STAGE, unroll=1):
-                ring.consumer_wait(rstate)
-                base = ring_addr + rstate.index * self.stage_bytes
-                for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
-                    a16_pipe.producer_acquire(pstate)
-                    if cutlass.const_expr(self.config.ablate != "no_expand"):
-                        self._expand_a(etid, base, sub, a16_addr + pstate.index * self.a16_bytes, a_row0, a_rows)
-                    # this thread's fp16 stores, visible to wgmma (the async proxy) before it arrives
-                    cute.arch.fence_proxy("async.shared", space="cta")
-                    a16_pipe.producer_commit(pstate)
-                    pstate.advance()
-                ring.consumer_release(rstate)
-                rstate.advance()
-            tile += stride
-
-    @cute.jit
     def _mma_subtile(self, tiled_mma: cute.TiledMma, acc: cute.Tensor, frag: cute.Tensor, tCrB: cute.Tensor,
                      buf: Int32):
         """Issue and commit the wgmma of one 64-k subtile: B from the register fragment `frag`, A
@@ -570,63 +518,6 @@ class Nvfp4GemmSm90:
             for s in cutlass.range_constexpr(K_SUB // 16):
                 words[s * 4 + half] = Uint32(lo[s])
                 words[s * 4 + 2 + half] = Uint32(hi[s])
-
-    @cute.jit
-    def _expand_a(self, tidx: Int32, stage: Int32, sub: cutlass.Constexpr[int], a16: Int32, a_row0: Int32,
-                  a_rows: Int32):
-        """Expand subtile `sub` of the A tile into the fp16 buffer at `a16` in the k order the B
-        fragments use: the 16-byte chunk (s, h) of a row holds, for k blocks c = 0..3, register s of
-        the decoded word h of block c. One work unit is a row and one h (4 words, 4 scales)."""
-        workers = EXPANDER_THREADS
-        if cutlass.const_expr(workers == self.tile_m):
-            self._expand_a_row(tidx, stage, sub, a16, a_row0, a_rows)  # both units of a row
-        else:
-            for rep in cutlass.range_constexpr((2 * self.tile_m + workers - 1) // workers):
-                self._expand_a_unit(tidx + rep * workers, stage, sub, a16, a_row0, a_rows)
-
-    @cute.jit
-    def _expand_a_row(self, row: Int32, stage: Int32, sub: cutlass.Constexpr[int], a16: Int32, a_row0: Int32,
-                      a_rows: Int32):
-        """Both units (h = 0, 1) of row `row` of `_expand_a`: one load of the row's packed bytes and
-        scales, eight independent decodes."""
-        if row < a_rows:
-            swz = row % 8
-            packed = stage + self.off_a + row * ROW_BYTES
-            x0, x1, x2, x3 = ptx.ld_shared_v4(packed + (((2 * sub) ^ swz) * 16))
-            y0, y1, y2, y3 = ptx.ld_shared_v4(packed + (((2 * sub + 1) ^ swz) * 16))
-            scale_row = a_row0 + row
-            scales = ptx.ld_shared_scale_quad(
-                stage + self.off_sfa + sub * SCALE_CHUNK + (scale_row % 32) * 16 + ((scale_row % 128) // 32) * 4,
-                self.config.ablate != "no_fp16")
-            scaled = self.config.ablate not in ("no_scale", "no_fp16")
-            dst = a16 + row * (K_SUB * 2)
-            for h in cutlass.range_constexpr(2):
-                block_words = (x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3)
-                d = [ptx.decode_word(w, sc, scaled) for w, sc in zip(block_words, scales)]
-                for s in cutlass.range_constexpr(K_SUB // 16):
-                    ptx.st_shared_v4(dst + (((2 * s + h) ^ swz) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
-
-    @cute.jit
-    def _expand_a_unit(self, unit: Int32, stage: Int32, sub: cutlass.Constexpr[int], a16: Int32, a_row0: Int32,
-                       a_rows: Int32):
-        """One work unit of `_expand_a`: row unit % tile_m, half unit // tile_m (none past 1)."""
-        row = unit % self.tile_m
-        for h in cutlass.range_constexpr(2):  # tile_m is a multiple of 32: h is uniform in a warp
-            if unit // self.tile_m == h and row < a_rows:
-                swz = row % 8
-                packed = stage + self.off_a + row * ROW_BYTES
-                x0, x1, x2, x3 = ptx.ld_shared_v4(packed + (((2 * sub) ^ swz) * 16))
-                y0, y1, y2, y3 = ptx.ld_shared_v4(packed + (((2 * sub + 1) ^ swz) * 16))
-                scale_row = a_row0 + row
-                s0, s1, s2, s3 = ptx.ld_shared_scale_quad(
-                    stage + self.off_sfa + sub * SCALE_CHUNK + (scale_row % 32) * 16 + ((scale_row % 128) // 32) * 4,
-                    self.config.ablate != "no_fp16")
-                # block c's words h = 0, 1 are words 2c, 2c + 1 of the subtile's 32 bytes
-                block_words = (x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3)
-                d = [ptx.decode_word(w, sc, self.config.ablate not in ("no_scale", "no_fp16")) for w, sc in zip(block_words, (s0, s1, s2, s3))]
-                dst = a16 + row * (K_SUB * 2)
-                for s in cutlass.range_constexpr(K_SUB // 16):
-                    ptx.st_shared_v4(dst + (((2 * s + h) ^ swz) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
 
     @cute.jit
     def _expand_a_global(self, table: cute.Tensor, first: Int32, step: Int32):
