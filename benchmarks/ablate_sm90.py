@@ -34,7 +34,7 @@ def config_of(case, variant: str):
         elif token.startswith("slots"):
             slots = int(token[5:])
             config = replace(config, slots=slots, stages=gemm.stages_for(config.tile_m, slots))
-        elif token in ("no_mma", "no_expand", "no_scale", "no_fp16"):
+        elif token in gemm.ABLATIONS:
             config = replace(config, ablate=token)
         elif token != "full":
             raise SystemExit(f"unknown variant token {token!r}")

@@ -196,7 +196,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     a16_offsets = [sum(sizes[:i]) for i in range(len(groups))]
     a16 = torch.empty(sum(sizes), dtype=torch.float16, device=device)
     barrier = torch.zeros(2, dtype=torch.int32, device=device) if config.persistent else None
-    a_map = encode_tensor_map_f16(a16.data_ptr(), first.m, first.k, tile_m)
+    a_map = encode_tensor_map_f16(a16.data_ptr(), first.m, first.k, gemm.A16_BOX_ROWS)
     template = torch.tensor([a_map, encode_tensor_map(first.b.data_ptr(), first.n, first.k // 2, gemm.TILE_N)],
                             dtype=torch.int64).to(device)
     workspace = torch.zeros((ctas, 2, gemm.TENSORMAP_BYTES // 8), dtype=torch.int64, device=device)

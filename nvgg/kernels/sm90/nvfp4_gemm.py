@@ -85,6 +85,8 @@ K_STAGE = 256  # k per pipeline stage: 128 packed bytes a row, the tensor map bo
 K_SUB = 64  # k per fp16 subtile: one 128-byte swizzle atom of fp16
 SUBS_PER_STAGE = K_STAGE // K_SUB
 A16_SLOTS = 8  # fp16 A buffers the producer loads ahead (64 k each)
+A16_BOX_ROWS = 32  # rows of one fp16 A copy: a slot gets only the boxes that hold rows < m
+ABLATIONS = ("", "no_mma", "no_expand", "no_scale", "no_fp16", "a16_hot", "a16_oob")
 EXPAND_THREADS = 256  # threads per CTA of the expand kernel (the per-group launches' phase 0)
 SCALE_CHUNK = 512  # bytes of scales for 128 rows × 64 k
 SCALE_RUN = SCALE_CHUNK * SUBS_PER_STAGE  # bytes of scales for 128 rows × one stage
@@ -129,7 +131,8 @@ class GemmConfig:
     instrument: bool = False
     # benchmarks only (never the timed build): "no_mma" drops the wgmma, "no_expand" the expansion,
     # "no_scale" the scale multiply, "no_fp16" every fp16 multiply of the expansion (the scales'
-    # too), so that the parts can be timed apart; the results are garbage
+    # too), "a16_hot" loads one fp16 A box over and over, "a16_oob" loads zero fill only, so that
+    # the parts can be timed apart; the results are garbage
     ablate: str = ""
     # persistent kernel: each CTA takes a contiguous run of tiles (True) rather than every
     # grid-th tile; a run stays in one group for longer, so CTAs retarget their maps less often
@@ -173,10 +176,12 @@ class GemmConfig:
             return f"tile_m={self.tile_m} must be 32, 64 or 128 (one 128-row scale block holds whole tiles)"
         if self.tile_m not in WGMMA_N or self.tile_m > TMA_BOX_MAX:
             return f"tile_m={self.tile_m} is not a valid wgmma N / tensor-map box height"
-        if self.ablate not in ("", "no_mma", "no_expand", "no_scale", "no_fp16"):
-            return f"ablate={self.ablate!r} must be '', 'no_mma', 'no_expand', 'no_scale' or 'no_fp16'"
+        if self.ablate not in ABLATIONS:
+            return f"ablate={self.ablate!r} must be one of {', '.join(map(repr, ABLATIONS))}"
         if self.instrument and not self.persistent:
             return "instrument=True needs the persistent kernel (the phase buffer has one row per CTA)"
+        if self.tile_m % A16_BOX_ROWS:
+            return f"tile_m={self.tile_m} must be a multiple of the fp16 A box ({A16_BOX_ROWS} rows)"
         if self.slots < SUBS_PER_STAGE:
             return f"slots={self.slots}: the kernel needs at least {SUBS_PER_STAGE} (one stage of A)"
         if self.stages < 2:
@@ -245,6 +250,7 @@ class Nvfp4GemmSm90:
         self.evict_b, self.evict_a16 = ("first", "last") if hints else ("", "")
         self.stage_bytes = config.stage_bytes
         self.a16_bytes = self.tile_m * K_SUB * 2
+        self.box_bytes = A16_BOX_ROWS * K_SUB * 2
 
     @cute.jit
     def __call__(self, table_ptr: cute.Pointer, total_tiles: Int32, grid_ctas: Int32, stream):
@@ -389,6 +395,12 @@ class Nvfp4GemmSm90:
                     mapped = group
                 rest_k = k // 64
                 sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * rest_k * SCALE_CHUNK)
+                # fp16 A boxes holding rows < m (the rest of a slot keeps stale rows: they feed only
+                # columns of Cᵀ past m, which are never stored; zero-filling them was measured slower
+                # than loading real rows)
+                boxes = (cutlass.min(m - mt * self.tile_m, self.tile_m) + A16_BOX_ROWS - 1) // A16_BOX_ROWS
+                if cutlass.const_expr(self.config.ablate == "a16_oob"):
+                    boxes = Int32(self.tile_m // A16_BOX_ROWS)
                 for kt in cutlass.range(k // K_STAGE, unroll=1):
                     ring.producer_acquire(state)
                     mbar = ring.producer_get_barrier(state).toint()
@@ -397,10 +409,19 @@ class Nvfp4GemmSm90:
                     ptx.bulk_load(base + self.off_sfb, sfb + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
                     state.advance()
                     for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
-                        a16_pipe.producer_acquire(astate)
-                        ptx.tma_load_2d(a16_addr + astate.index * self.a16_bytes, desc_a,
-                                        kt * K_STAGE + sub * K_SUB, mt * self.tile_m,
-                                        a16_pipe.producer_get_barrier(astate).toint(), self.evict_a16)
+                        # the slot's expected bytes are those of the boxes actually copied
+                        a16_pipe.sync_object_empty.wait(astate.index, astate.phase)
+                        a16_pipe.sync_object_full.arrive_and_expect_tx(astate.index, boxes * self.box_bytes)
+                        a_x, a_y = kt * K_STAGE + sub * K_SUB, mt * self.tile_m
+                        if cutlass.const_expr(self.config.ablate == "a16_hot"):
+                            a_x, a_y = Int32(0), Int32(0)  # the same box every time: L2-resident
+                        if cutlass.const_expr(self.config.ablate == "a16_oob"):
+                            a_y = Int32(1 << 24)  # rows past m: zero fill, nothing read from L2
+                        mbar = a16_pipe.producer_get_barrier(astate).toint()
+                        for b in cutlass.range_constexpr(self.tile_m // A16_BOX_ROWS):
+                            if b < boxes:
+                                ptx.tma_load_2d(a16_addr + astate.index * self.a16_bytes + b * self.box_bytes, desc_a,
+                                                a_x, a_y + b * A16_BOX_ROWS, mbar, self.evict_a16)
                         astate.advance()
                 tile += stride
 
