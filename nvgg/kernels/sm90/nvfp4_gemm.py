@@ -31,8 +31,9 @@ the grid, which writes them to the copy in global memory (m × k per group, each
 row in the k order above, unswizzled) and fences its stores for the async proxy. The persistent
 kernel runs phase 0 itself and its grid meets at a barrier (ptx.grid_barrier; a persistent grid is
 resident at once); the per-group launches run it as a separate expand kernel just before (their
-grid may be larger than what is resident). The main loop then copies tile_m × 64 fp16 boxes of
-the copy (128-byte swizzle, rows past m zero-filled) into A16_SLOTS slots. A is the small operand
+grid may be larger than what is resident). The main loop then copies the copy's A16_BOX_ROWS × 64
+fp16 boxes that hold rows < m (128-byte swizzle) into A16_SLOTS slots of tile_m rows; a slot's
+other rows keep stale data, which feeds only columns of Cᵀ that are never stored. A is the small operand
 and every n tile reads it: expanding it once instead of once per n tile took the expansion off the
 main loop, at the price of fp16 reads from L2 (4x the packed bytes).
 
@@ -40,8 +41,8 @@ Warps:
 - the producer (warp 8): per stage of 256 k it copies the packed bytes of the B tile (128 × 128 B;
   2-D tensor map, 128-byte swizzle) and its 2 KB scale run (plain bulk copy) into a ring of
   `stages` buffers guarded by full/empty mbarriers, then the stage's four fp16 A boxes into the A
-  slots (their own full/empty mbarriers). Each CTA owns
-  one tensor-map pair (A, B) in a global workspace, copied once from the host's template; when
+  slots (their own full/empty mbarriers). Each CTA owns one tensor-map pair (A, B) in a global
+  workspace, copied once from the host's template; when
   its next tile belongs to another group, the producer waits for its loads in flight to land,
   rewrites the pair's address, dimensions and row stride in place from the group's table row
   (tensormap.replace) and fences it for the copy engine (ptx.retarget_tensormap,
@@ -50,8 +51,7 @@ Warps:
 - warps 0-7, two MMA warpgroups: for each 64-k subtile each decodes its 64 B rows straight into
   one of two register fragments, waits for the subtile's fp16 A, issues wgmma (B from registers,
   A from shared memory) and commits; wait_group(1) then retires the previous subtile's wgmma,
-  whose A slot goes back to the producer and whose B fragment the next subtile
-  may overwrite. After the tile's last wgmma, wait_group(0) retires both. A stage of packed B is
+  whose A slot goes back to the producer and whose B fragment the next subtile may overwrite. After the tile's last wgmma, wait_group(0) retires both. A stage of packed B is
   released as soon as its four subtiles are decoded.
 - the epilogue converts the fp32 accumulators to fp16 and stores the rows < m (2-byte stores
   straight from the accumulator registers; C is a small share of the bytes moved).
@@ -435,7 +435,7 @@ class Nvfp4GemmSm90:
     def _mma_role(self, table, total_tiles: Int32, tile: Int32, stride: Int32, group: Int32, tidx: Int32,
                   ring, a16_pipe, ring_addr: Int32, tiled_mma: cute.TiledMma, storage,
                   a16_layout: cute.ComposedLayout, phases, cta: Int32):
-        """The two MMA warpgroups: decode B into registers, multiply against the expanders' fp16 A,
+        """The two MMA warpgroups: decode B into registers, multiply against the fp16 A slots,
         and store every tile of this CTA."""
         wg = tidx // 128
         sA16 = storage.a16.get_tensor(a16_layout.outer, swizzle=a16_layout.inner)
@@ -473,7 +473,7 @@ class Nvfp4GemmSm90:
                    tiled_mma: cute.TiledMma, acc: cute.Tensor, frags, words, tCrB: cute.Tensor,
                    last: cutlass.Constexpr[bool], phases, cta: Int32):
         """Decode and multiply stage `kt` of a tile (4 subtiles of 64 k). An fp16 A buffer goes back
-        to the expanders once the wgmma that read it has retired: buffer q - 1 after the
+        to the producer once the wgmma that read it has retired: slot q - 1 after the
         wait_group(1) that follows wgmma q, and, after the tile's last wgmma and its wait_group(0),
         the last two. `last` marks the tile's last stage."""
         ring.consumer_wait(rstate)
@@ -506,7 +506,7 @@ class Nvfp4GemmSm90:
 
     @cute.jit
     def _release_previous(self, a16_pipe, astate):
-        """Hand the fp16 A buffer before `astate`'s back to the expanders."""
+        """Hand the fp16 A slot before `astate`'s back to the producer."""
         a16_pipe.consumer_release(pipeline.PipelineState(
             self.slots, astate.count - 1, (astate.index + self.slots - 1) % self.slots, astate.phase))
 
