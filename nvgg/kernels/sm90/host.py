@@ -125,41 +125,33 @@ def group_tensors(data, g: int) -> GroupTensors:
 
 def encode_tensor_map(ptr: int, rows: int, row_bytes: int, box_rows: int) -> list[int]:
     """The 128-byte tensor map of a (rows, row_bytes) uint8 matrix, box (box_rows, 128 bytes)."""
-    import cuda.bindings.driver as cu
-
-    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
-    err, tmap = cu.cuTensorMapEncodeTiled(
-        cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, ptr,
-        [u64(row_bytes), u64(rows)], [u64(row_bytes)],
-        [u32(gemm.ROW_BYTES), u32(box_rows)], [u32(1), u32(1)],
-        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-    )
-    if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuTensorMapEncodeTiled failed: {err} (rows={rows}, row_bytes={row_bytes})")
-    return [_signed64(int(x)) for x in tmap.opaque]
+    return _encode_2d("UINT8", ptr, rows, row_bytes, 1, gemm.ROW_BYTES, box_rows)
 
 
 def encode_tensor_map_f16(ptr: int, rows: int, cols: int, box_rows: int) -> list[int]:
     """The 128-byte tensor map of a (rows, cols) fp16 matrix, box (box_rows, 64 elements = 128
-    bytes), 128-byte swizzle, rows beyond the tensor filled with zeros: the layout wgmma reads a
-    K-major fp16 operand from (one 128-byte swizzle atom across 64 k)."""
+    bytes): the layout wgmma reads a K-major fp16 operand from (one 128-byte swizzle atom across
+    64 k)."""
+    return _encode_2d("FLOAT16", ptr, rows, cols, 2, gemm.K_SUB, box_rows)
+
+
+def _encode_2d(dtype: str, ptr: int, rows: int, cols: int, elem_bytes: int, box_cols: int, box_rows: int) -> list[int]:
+    """cuTensorMapEncodeTiled for a row-major (rows, cols) matrix of CU_TENSOR_MAP_DATA_TYPE_<dtype>:
+    128-byte swizzle, rows beyond the tensor filled with zeros."""
     import cuda.bindings.driver as cu
 
     u64, u32 = cu.cuuint64_t, cu.cuuint32_t
     err, tmap = cu.cuTensorMapEncodeTiled(
-        cu.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, ptr,
-        [u64(cols), u64(rows)], [u64(2 * cols)],
-        [u32(gemm.K_SUB), u32(box_rows)], [u32(1), u32(1)],
+        getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{dtype}"), 2, ptr,
+        [u64(cols), u64(rows)], [u64(cols * elem_bytes)],
+        [u32(box_cols), u32(box_rows)], [u32(1), u32(1)],
         cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
         cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
     )
     if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuTensorMapEncodeTiled (fp16) failed: {err} (rows={rows}, cols={cols})")
+        raise RuntimeError(f"cuTensorMapEncodeTiled ({dtype}) failed: {err} (rows={rows}, cols={cols})")
     return [_signed64(int(x)) for x in tmap.opaque]
 
 

@@ -36,12 +36,6 @@ def _ld_shared_vector(addr: Int32, width: int, loc, ip) -> tuple:
 
 
 @dsl_user_op
-def ld_shared_v4(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
-    """16-byte shared-memory load into four 32-bit registers."""
-    return _ld_shared_vector(addr, 4, loc, ip)
-
-
-@dsl_user_op
 def tma_load_2d(dst: Int32, desc: Int64, x: Int32, y: Int32, mbar: Int32, evict: str = "", *, loc=None,
                 ip=None) -> None:
     """Lane 0 of the warp copies the box at element coordinates (x, y) of the 2-D tensor map at
@@ -258,20 +252,6 @@ def decode_word(word: Int32, scale2: Int32, scaled: bool = True, *, loc=None, ip
 
 
 @dsl_user_op
-def st_shared_v4(addr: Int32, r0: Int32, r1: Int32, r2: Int32, r3: Int32, *, loc=None, ip=None) -> None:
-    """16-byte shared-memory store of four 32-bit registers."""
-    llvm.inline_asm(
-        None,
-        [Int32(addr).ir_value(loc=loc, ip=ip)] + [Int32(r).ir_value(loc=loc, ip=ip) for r in (r0, r1, r2, r3)],
-        "st.shared.v4.b32 [$0], {$1, $2, $3, $4};",
-        "r,r,r,r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
-
-
-@dsl_user_op
 def ld_shared_v2(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32]:
     """8-byte shared-memory load into two 32-bit registers."""
     return _ld_shared_vector(addr, 2, loc, ip)
@@ -301,15 +281,10 @@ def ld_shared_scale(addr: Int32, scaled: bool = True, *, loc=None, ip=None) -> I
 
 
 @dsl_user_op
-def ld_shared_scale_quad(addr: Int32, scaled: bool = True, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
-    """Four consecutive e4m3 scales (4 bytes at `addr`, the first in the low byte), each times 64
-    as fp16 broadcast to both halves of a register (see `ld_shared_scale`)."""
-    return _scale_quad(Int32(addr), "ld.shared.b32 w, [$4];", scaled, loc, ip)
-
-
-@dsl_user_op
 def ld_global_scale_quad(addr: Int64, scaled: bool = True, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
-    """`ld_shared_scale_quad` from global memory (read-only data: the non-coherent path)."""
+    """Four consecutive e4m3 scales (4 bytes at `addr` in read-only global memory, the first in the
+    low byte), each times 64 as fp16 broadcast to both halves of a register (see
+    `ld_shared_scale`)."""
     return _scale_quad(Int64(addr), "ld.global.nc.b32 w, [$4];", scaled, loc, ip)
 
 
