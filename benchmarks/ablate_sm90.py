@@ -44,12 +44,8 @@ def config_of(case, variant: str):
 def launcher(data, config):
     groups = [host.group_tensors(data, g) for g in range(len(data[3]))]
     entry = host.compile_gemm(config, None, "sm_90a")
-    res = host.resources(entry)
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    grid = gemm.grid_for(host.count_tiles(groups, config.tile_m), sms,
-                         gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads))
-    tables = host.build_tables(groups, config, grid)
-    return host.DirectLaunch(entry, tables, (grid, 1, 1)), res
+    grid = host.persistent_grid(groups, config, entry)
+    return host.DirectLaunch(entry, host.build_tables(groups, config, grid), (grid, 1, 1)), host.resources(entry)
 
 
 def main() -> None:
@@ -79,11 +75,7 @@ def main() -> None:
                 launch, res = launcher(data, config)
                 launches.append(launch)
                 if not ablate:
-                    want = reference.reference(data)
-                    reference.poison(data)
-                    launch()
-                    torch.cuda.synchronize()
-                    verdict = reference.check(inputs.outputs(data), want)
+                    verdict = reference.checked_call(data, launch)
                     if not verdict.ok:
                         raise SystemExit(f"case {case.id} {variant}: WRONG: {verdict.message}")
             stats = timing.EventTimer("cuda").batch(launches)

@@ -60,11 +60,7 @@ def cublas_pre_expanded(case) -> tuple[float, float]:
         def call(ops=ops):
             for ea, eb, out in ops:
                 torch.mm(ea, eb.T, out=out)
-        want = reference.reference(data)
-        reference.poison(data)
-        call()
-        torch.cuda.synchronize()
-        verdict = reference.check(inputs.outputs(data), want)
+        verdict = reference.checked_call(data, call)
         if not verdict.ok:
             raise RuntimeError(f"cuBLAS pre-expanded baseline wrong on case {case.id}: {verdict.message}")
         calls.append(call)

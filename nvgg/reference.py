@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .inputs import SF_VEC
+from .inputs import SF_VEC, outputs
 
 # e2m1 code -> value: bit 3 sign, bits 2..1 exponent (bias 1), bit 0 mantissa.
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
@@ -54,6 +54,17 @@ def poison(data) -> None:
     """Fill every output with NaN so an element the kernel never writes fails the check."""
     for _, _, c in data[0]:
         c.fill_(float("nan"))
+
+
+def checked_call(data, launch) -> "Check":
+    """Poison the outputs, run `launch` once and compare with the exact reference (float64): the
+    check every benchmark runs before it times a launch."""
+    expected = reference(data)
+    poison(data)
+    launch()
+    if expected and expected[0].is_cuda:
+        torch.cuda.synchronize()
+    return check(outputs(data), expected)
 
 
 @dataclass(frozen=True)

@@ -86,3 +86,16 @@ def test_poison_makes_unwritten_outputs_fail():
 def test_fp32_and_fp64_reference_agree(case_id):
     data = inputs.generate(cases.get(case_id), "cpu")
     assert reference.check(reference.reference(data, torch.float32), reference.reference(data, torch.float64)).ok
+
+
+def test_checked_call_fails_a_launch_that_writes_nothing_and_passes_one_that_does():
+    data = inputs.generate(cases.get("test-1"), "cpu")
+    assert not reference.checked_call(data, lambda: None).ok  # the outputs stay poisoned
+    want = reference.reference(data)
+
+    def write():
+        for c, w in zip(inputs.outputs(data), want):
+            c.copy_(w)
+
+    verdict = reference.checked_call(data, write)
+    assert verdict.ok and verdict.mismatches == 0

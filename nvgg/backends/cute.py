@@ -125,11 +125,8 @@ class CuteBackend(Backend):
         config = replace(config_for([t.m for t in groups], persistent=True), instrument=instrument)
         timed = host.compile_gemm(replace(config, instrument=False), None, ARCH)
         entry = host.compile_gemm(config, None, ARCH) if instrument else timed
-        res = host.resources(timed)  # the instrumented build runs on the timed build's grid
-        sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
-        grid = gemm.grid_for(host.count_tiles(groups, config.tile_m), sms,
-                             gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads))
-        return groups, config, entry, grid
+        # the instrumented build runs on the timed build's grid
+        return groups, config, entry, host.persistent_grid(groups, config, timed)
 
     @staticmethod
     def _launcher(entry, tables, grid) -> Launch:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import inputs, reference, runner, timing
+from .. import reference, runner, timing
 from ..cases import Case
 from ..errors import NvggError
 from . import cupti, phases
@@ -41,12 +41,7 @@ def run(case: Case, *, profile: str | None = None) -> PhaseRun:
     launches = [backend.phase_launcher(data) for data in session.batch]
     first, buffer = launches[0]
     data = session.batch[0]
-    expected = reference.reference(data)
-    reference.poison(data)
-    buffer.zero_()
-    first()
-    torch.cuda.synchronize()
-    verdict = reference.check(inputs.outputs(data), expected)
+    verdict = reference.checked_call(data, first)  # `first` zeroes the phase buffer itself
     if not verdict.ok:
         raise NvggError(f"the instrumented kernel is wrong on case {case.id}: {verdict.message}")
     report = phases.analyse(buffer.cpu())

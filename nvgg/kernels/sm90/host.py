@@ -168,6 +168,7 @@ class Tables:
     phases: torch.Tensor | None = None  # int64 [ctas, SLOTS]: the instrumented build's timestamps
     a16: torch.Tensor | None = None  # persistent kernel: every group's fp16 A, written by phase 0
     barrier: torch.Tensor | None = None  # persistent kernel: the grid barrier's (count, generation)
+    units: int = 0  # phase-0 work units (one row × 64 k of A) over all groups
 
 
 def count_tiles(groups: list[GroupTensors], tile_m: int) -> int:
@@ -214,7 +215,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     if barrier is not None:
         rows[0][gemm.COL_BARRIER] = barrier.data_ptr()
     table = torch.tensor(rows, dtype=torch.int64).to(device)
-    return Tables(table, template, workspace, total, phases, a16, barrier)
+    return Tables(table, template, workspace, total, phases, a16, barrier, units)
 
 
 class Launch:
@@ -286,6 +287,15 @@ def _driver_launch():
     return _LIBCUDA
 
 
+def persistent_grid(groups: list[GroupTensors], config: gemm.GemmConfig, entry: kcache.Entry) -> int:
+    """CTAs of the persistent kernel's launch: as many as are resident at once (its grid barrier
+    needs every CTA running), never more than there are tiles."""
+    res = resources(entry)
+    sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
+    return gemm.grid_for(count_tiles(groups, config.tile_m), sms,
+                         gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads))
+
+
 class DirectLaunch:
     """The same launch as `Launch`, through the driver (cuLaunchKernel on the compiled cubin)
     instead of the DSL's Python call path: the kernel's parameters are (table pointer, total
@@ -316,8 +326,7 @@ EXPAND_CONFIG = gemm.GemmConfig(expand_only=True)
 def expand_grid(tables: Tables, sm_count: int) -> int:
     """CTAs of the expand kernel for these tables: enough for one work unit a thread, at most
     8 waves of CTAs per SM (a grid-stride loop covers the rest)."""
-    units = int(tables.table[0, gemm.COL_UNITS].item())
-    return max(1, min(-(-units // gemm.EXPAND_THREADS), 8 * sm_count))
+    return max(1, min(-(-tables.units // gemm.EXPAND_THREADS), 8 * sm_count))
 
 
 class ExpandThenGemm:
