@@ -306,25 +306,10 @@ class Nvfp4GemmSm90:
 
         smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
-        ring = pipeline.PipelineTmaAsync.create(
-            barrier_storage=storage.barriers.data_ptr(),
-            num_stages=self.stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            # lane 0 of every MMA warp releases a stage
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_WARPS),
-            tx_count=self.stage_bytes,
-            cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
-        )
-        # fp16 A slots filled by the producer's bulk tensor copies from the phase-0 copy; lane 0
-        # of every MMA warp releases a slot once the wgmma that read it has retired
-        a16_pipe = pipeline.PipelineTmaAsync.create(
-            barrier_storage=storage.a16_barriers.data_ptr(),
-            num_stages=self.slots,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_WARPS),
-            tx_count=self.a16_bytes,
-            cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
-        )
+        # packed B stages, and the fp16 A slots filled from the phase-0 copy; lane 0 of every MMA
+        # warp releases a B stage once decoded, an A slot once the wgmma that read it has retired
+        ring = self._tma_pipeline(storage.barriers, self.stages, self.stage_bytes)
+        a16_pipe = self._tma_pipeline(storage.a16_barriers, self.slots, self.a16_bytes)
         ring_addr = storage.ring.data_ptr().toint()
         a16_addr = storage.a16.data_ptr().toint()
 
@@ -430,6 +415,19 @@ class Nvfp4GemmSm90:
                            tiled_mma, storage, a16_layout, phases, cta)
 
         self._stamp(phases, cta, tidx, phase_slots.EXIT)
+
+    @staticmethod
+    def _tma_pipeline(barriers, stages: int, tx_bytes: int):
+        """Full/empty mbarriers for `stages` buffers one producer thread fills with bulk copies of
+        `tx_bytes` each and the MMA warps release."""
+        return pipeline.PipelineTmaAsync.create(
+            barrier_storage=barriers.data_ptr(),
+            num_stages=stages,
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_WARPS),
+            tx_count=tx_bytes,
+            cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
+        )
 
     @cute.jit
     def _mma_role(self, table, total_tiles: Int32, tile: Int32, stride: Int32, group: Int32, tidx: Int32,

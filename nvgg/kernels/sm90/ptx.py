@@ -20,19 +20,34 @@ from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 from cutlass import Int32, Int64
 
+def _asm(text: str, constraints: str, operands, loc, ip, *, results: int = 0, result_type=None,
+         pure: bool = False):
+    """One inline-PTX block over `operands` (DSL integers, in $-order after the results): None, the
+    one `result_type` value (T.i32 or T.i64), or a tuple of `results` Int32. Side-effecting unless
+    `pure`, so the compiler keeps it in program order with the barriers around it."""
+    if results > 1:
+        rtype = llvm.StructType.get_literal([T.i32()] * results)
+    else:
+        rtype = result_type() if results == 1 else None
+    res = llvm.inline_asm(rtype, [v.ir_value(loc=loc, ip=ip) for v in operands], text, constraints,
+                          has_side_effects=not pure, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+    if results > 1:
+        return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(results))
+    return res
+
+
+def _lane0(body: str, decls: str = "") -> str:
+    """A PTX block whose `@p` instructions run on lane 0 only (see the module docstring); `decls`
+    are extra register declarations, `body` its instruction lines."""
+    return ("{\n    .reg .pred p;\n    .reg .b32 lane;\n" + decls
+            + "    mov.u32 lane, %laneid;\n    setp.eq.u32 p, lane, 0;\n" + body + "\n}")
+
+
 def _ld_shared_vector(addr: Int32, width: int, loc, ip) -> tuple:
     """`width` consecutive 32-bit words from shared memory in one vector load (width 2 or 4)."""
     regs = ", ".join(f"${i}" for i in range(width))
-    res = llvm.inline_asm(
-        llvm.StructType.get_literal([T.i32()] * width),
-        [Int32(addr).ir_value(loc=loc, ip=ip)],
-        f"ld.shared.v{width}.b32 {{{regs}}}, [${width}];",
-        ",".join(["=r"] * width + ["r", "~{memory}"]),
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
-    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(width))
+    return _asm(f"ld.shared.v{width}.b32 {{{regs}}}, [${width}];", ",".join(["=r"] * width + ["r", "~{memory}"]),
+                [Int32(addr)], loc, ip, results=width)
 
 
 @dsl_user_op
@@ -47,45 +62,15 @@ def tma_load_2d(dst: Int32, desc: Int64, x: Int32, y: Int32, mbar: Int32, evict:
     @p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.L2::cache_hint [$0], [$1, {{$2, $3}}], [$4], policy;"""
     else:
         copy = "    @p cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [$0], [$1, {$2, $3}], [$4];"
-    llvm.inline_asm(
-        None,
-        [Int32(dst).ir_value(loc=loc, ip=ip), Int64(desc).ir_value(loc=loc, ip=ip),
-         Int32(x).ir_value(loc=loc, ip=ip), Int32(y).ir_value(loc=loc, ip=ip),
-         Int32(mbar).ir_value(loc=loc, ip=ip)],
-        """{
-    .reg .pred p;
-    .reg .b32 lane;
-    mov.u32 lane, %laneid;
-    setp.eq.u32 p, lane, 0;
-""" + copy + """
-}""",
-        "r,l,r,r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
+    _asm(_lane0(copy), "r,l,r,r,r,~{memory}", [Int32(dst), Int64(desc), Int32(x), Int32(y), Int32(mbar)], loc, ip)
 
 
 @dsl_user_op
 def bulk_load(dst: Int32, src: Int64, nbytes: Int32, mbar: Int32, *, loc=None, ip=None) -> None:
     """Lane 0 of the warp copies `nbytes` (a multiple of 16, both addresses 16-byte aligned)
     from global `src` to shared `dst`; completion is counted on mbarrier `mbar`."""
-    llvm.inline_asm(
-        None,
-        [Int32(dst).ir_value(loc=loc, ip=ip), Int64(src).ir_value(loc=loc, ip=ip),
-         Int32(nbytes).ir_value(loc=loc, ip=ip), Int32(mbar).ir_value(loc=loc, ip=ip)],
-        """{
-    .reg .pred p;
-    .reg .b32 lane;
-    mov.u32 lane, %laneid;
-    setp.eq.u32 p, lane, 0;
-    @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];
-}""",
-        "r,l,r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
+    _asm(_lane0("    @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];"),
+         "r,l,r,r,~{memory}", [Int32(dst), Int64(src), Int32(nbytes), Int32(mbar)], loc, ip)
 
 
 TENSORMAP_BYTES = 128
@@ -95,12 +80,9 @@ def _copy_pair_ptx() -> str:
     # all loads first, then all stores: one round trip to global memory instead of sixteen
     chunks = 2 * TENSORMAP_BYTES // 16
     regs = ", ".join(f"a{i}, b{i}" for i in range(chunks))
-    lines = ["{", "    .reg .pred p;", "    .reg .b32 lane;", f"    .reg .b64 {regs};",
-             "    mov.u32 lane, %laneid;", "    setp.eq.u32 p, lane, 0;"]
-    lines += [f"    @p ld.global.v2.b64 {{a{i}, b{i}}}, [$1+{16 * i}];" for i in range(chunks)]
+    lines = [f"    @p ld.global.v2.b64 {{a{i}, b{i}}}, [$1+{16 * i}];" for i in range(chunks)]
     lines += [f"    @p st.global.v2.b64 [$0+{16 * i}], {{a{i}, b{i}}};" for i in range(chunks)]
-    lines.append("}")
-    return "\n".join(lines)
+    return _lane0("\n".join(lines), f"    .reg .b64 {regs};\n")
 
 
 _COPY_PAIR = _copy_pair_ptx()
@@ -111,15 +93,7 @@ def copy_tensormaps(dst: Int64, src: Int64, *, loc=None, ip=None) -> None:
     """Lane 0 copies a pair of 128-byte tensor maps (A then B) from `src` to `dst` with plain
     global loads and stores: the CTA's own descriptor pair, initialised from the host's template.
     The copy engine sees it only after `publish_tensormaps`."""
-    llvm.inline_asm(
-        None,
-        [Int64(dst).ir_value(loc=loc, ip=ip), Int64(src).ir_value(loc=loc, ip=ip)],
-        _COPY_PAIR,
-        "l,l,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
+    _asm(_COPY_PAIR, "l,l,~{memory}", [Int64(dst), Int64(src)], loc, ip)
 
 
 @dsl_user_op
@@ -131,28 +105,12 @@ def retarget_tensormap(desc: Int64, address: Int64, rows: Int32, cols: Int32, ro
     stride of dimension 1, in bytes). Box, swizzle, element type and fill mode stay those of the
     template. The writes are generic-proxy writes: the map must be published
     (`publish_tensormaps`) before a bulk tensor copy reads it."""
-    llvm.inline_asm(
-        None,
-        [Int64(desc).ir_value(loc=loc, ip=ip), Int64(address).ir_value(loc=loc, ip=ip),
-         Int32(rows).ir_value(loc=loc, ip=ip), Int32(cols).ir_value(loc=loc, ip=ip),
-         Int32(row_bytes).ir_value(loc=loc, ip=ip)],
-        """{
-    .reg .pred p;
-    .reg .b32 lane;
-    .reg .b64 stride;
-    mov.u32 lane, %laneid;
-    setp.eq.u32 p, lane, 0;
-    cvt.u64.u32 stride, $4;
+    _asm(_lane0("""    cvt.u64.u32 stride, $4;
     @p tensormap.replace.tile.global_address.global.b1024.b64 [$0], $1;
     @p tensormap.replace.tile.global_dim.global.b1024.b32 [$0], 0, $3;
     @p tensormap.replace.tile.global_dim.global.b1024.b32 [$0], 1, $2;
-    @p tensormap.replace.tile.global_stride.global.b1024.b64 [$0], 0, stride;
-}""",
-        "l,l,r,r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
+    @p tensormap.replace.tile.global_stride.global.b1024.b64 [$0], 0, stride;""", "    .reg .b64 stride;\n"),
+         "l,l,r,r,r,~{memory}", [Int64(desc), Int64(address), Int32(rows), Int32(cols), Int32(row_bytes)], loc, ip)
 
 
 @dsl_user_op
@@ -166,32 +124,16 @@ def publish_tensormaps(desc: Int64, *, loc=None, ip=None) -> None:
     issues the copies; here the same lane). The acquire also drops whatever the copy engine
     cached for these addresses, which matters because the workspace is reused across launches.
     """
-    llvm.inline_asm(
-        None,
-        [Int64(desc).ir_value(loc=loc, ip=ip)],
-        f"""{{
-    .reg .pred p;
-    .reg .b32 lane;
-    mov.u32 lane, %laneid;
-    setp.eq.u32 p, lane, 0;
-    @p fence.proxy.tensormap::generic.release.gpu;
+    _asm(_lane0(f"""    @p fence.proxy.tensormap::generic.release.gpu;
     @p fence.proxy.tensormap::generic.acquire.gpu [$0], {TENSORMAP_BYTES};
-    @p fence.proxy.tensormap::generic.acquire.gpu [$0+{TENSORMAP_BYTES}], {TENSORMAP_BYTES};
-}}""",
-        "l,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
+    @p fence.proxy.tensormap::generic.acquire.gpu [$0+{TENSORMAP_BYTES}], {TENSORMAP_BYTES};"""),
+         "l,~{memory}", [Int64(desc)], loc, ip)
 
 
 @dsl_user_op
 def globaltimer(*, loc=None, ip=None) -> Int64:
     """The GPU's global nanosecond timer (%globaltimer), for the instrumented build only."""
-    return Int64(llvm.inline_asm(
-        T.i64(), [], "mov.u64 $0, %globaltimer;", "=l",
-        has_side_effects=True, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT,
-    ))
+    return Int64(_asm("mov.u64 $0, %globaltimer;", "=l", [], loc, ip, results=1, result_type=T.i64))
 
 
 # fp16 64.0 in both halves of a register: undoes the 2^-6 of the e4m3 reading of an e2m1 code
@@ -239,16 +181,8 @@ def decode_word(word: Int32, scale2: Int32, scaled: bool = True, *, loc=None, ip
     2^-7); the even nibbles of each byte need their sign moved to bit 7, the odd ones have it there
     already. The hardware e4m3 -> fp16 conversion then does two values per instruction, and the
     multiply by 64 * scale is exact (see FACTS: e2m1 * e4m3 fits fp16; 448 * 64 < 65504)."""
-    res = llvm.inline_asm(
-        llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
-        [Int32(word).ir_value(loc=loc, ip=ip), Int32(scale2).ir_value(loc=loc, ip=ip)],
-        _DECODE_WORD if scaled else _DECODE_WORD_UNSCALED,
-        "=r,=r,=r,=r,r,r",
-        has_side_effects=False,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
-    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+    return _asm(_DECODE_WORD if scaled else _DECODE_WORD_UNSCALED, "=r,=r,=r,=r,r,r", [Int32(word), Int32(scale2)],
+                loc, ip, results=4, pure=True)
 
 
 @dsl_user_op
@@ -261,9 +195,7 @@ def ld_shared_v2(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32]:
 def ld_shared_scale(addr: Int32, scaled: bool = True, *, loc=None, ip=None) -> Int32:
     """One e4m3 scale (the byte at `addr`) times 64 as fp16, broadcast to both halves of a register
     (the scale `decode_word` takes). e4m3 -> fp16 is exact, and so is the power-of-two multiply."""
-    return Int32(llvm.inline_asm(
-        T.i32(),
-        [Int32(addr).ir_value(loc=loc, ip=ip)],
+    return Int32(_asm(
         f"""{{
     .reg .b16 h;
     .reg .b32 f, k;
@@ -273,11 +205,7 @@ def ld_shared_scale(addr: Int32, scaled: bool = True, *, loc=None, ip=None) -> I
     mov.b32 k, 0x{F16X2_SIXTY_FOUR:08X};
     {"mul.rn.f16x2 $0, f, k;" if scaled else "mov.b32 $0, f;"}
 }}""",
-        "=r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    ))
+        "=r,r,~{memory}", [Int32(addr)], loc, ip, results=1, result_type=T.i32))
 
 
 @dsl_user_op
@@ -290,9 +218,7 @@ def ld_global_scale_quad(addr: Int64, scaled: bool = True, *, loc=None, ip=None)
 
 def _scale_quad(addr, load: str, scaled: bool, loc, ip):
     constraint = "l" if isinstance(addr, Int64) else "r"
-    res = llvm.inline_asm(
-        llvm.StructType.get_literal([T.i32(), T.i32(), T.i32(), T.i32()]),
-        [addr.ir_value(loc=loc, ip=ip)],
+    return _asm(
         f"""{{
     .reg .b16 lo, hi;
     .reg .b32 w, f, g, k;
@@ -308,41 +234,21 @@ def _scale_quad(addr, load: str, scaled: bool, loc, ip):
     prmt.b32 $2, g, g, 0x1010;
     prmt.b32 $3, g, g, 0x3232;
 }}""",
-        f"=r,=r,=r,=r,{constraint},~{{memory}}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
-    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+        f"=r,=r,=r,=r,{constraint},~{{memory}}", [addr], loc, ip, results=4)
 
 
 @dsl_user_op
 def ld_global_v4(addr: Int64, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
     """16 bytes of read-only global memory (the non-coherent path) into four 32-bit registers."""
-    res = llvm.inline_asm(
-        llvm.StructType.get_literal([T.i32()] * 4),
-        [Int64(addr).ir_value(loc=loc, ip=ip)],
-        "ld.global.nc.v4.b32 {$0, $1, $2, $3}, [$4];",
-        "=r,=r,=r,=r,l,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
-    return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(4))
+    return _asm("ld.global.nc.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l,~{memory}", [Int64(addr)], loc, ip,
+                results=4)
 
 
 @dsl_user_op
 def st_global_v4(addr: Int64, r0: Int32, r1: Int32, r2: Int32, r3: Int32, *, loc=None, ip=None) -> None:
     """16-byte global store of four 32-bit registers."""
-    llvm.inline_asm(
-        None,
-        [Int64(addr).ir_value(loc=loc, ip=ip)] + [Int32(r).ir_value(loc=loc, ip=ip) for r in (r0, r1, r2, r3)],
-        "st.global.v4.b32 [$0], {$1, $2, $3, $4};",
-        "l,r,r,r,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
+    _asm("st.global.v4.b32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r,~{memory}",
+         [Int64(addr)] + [Int32(r) for r in (r0, r1, r2, r3)], loc, ip)
 
 
 @dsl_user_op
@@ -350,8 +256,7 @@ def fence_proxy_async_global(*, loc=None, ip=None) -> None:
     """fence.proxy.async.global: order this thread's generic-proxy global accesses with the async
     proxy (bulk tensor copies). The writer of data that another CTA's copies will read fences after
     its stores; the thread that issues those copies fences after it has seen the data published."""
-    llvm.inline_asm(None, [], "fence.proxy.async.global;", "~{memory}", has_side_effects=True,
-                    is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+    _asm("fence.proxy.async.global;", "~{memory}", [], loc, ip)
 
 
 @dsl_user_op
@@ -361,9 +266,7 @@ def grid_barrier(state: Int64, ctas: Int32, *, loc=None, ip=None) -> None:
     generation), zero before the first use: the last CTA to arrive resets the count and bumps the
     generation (release); the others spin until the generation moves (acquire). The state is left
     ready for the next launch, so it needs no reset between launches or graph replays."""
-    llvm.inline_asm(
-        None,
-        [Int64(state).ir_value(loc=loc, ip=ip), Int32(ctas).ir_value(loc=loc, ip=ip)],
+    _asm(
         """{
     .reg .u32 gen, old, now, last;
     .reg .u64 genaddr;
@@ -384,8 +287,4 @@ GB_WAIT_${:uid}:
     bra.uni GB_WAIT_${:uid};
 GB_DONE_${:uid}:
 }""",
-        "l,r,~{memory}",
-        has_side_effects=True,
-        is_align_stack=False,
-        asm_dialect=llvm.AsmDialect.AD_ATT,
-    )
+        "l,r,~{memory}", [Int64(state), Int32(ctas)], loc, ip)
