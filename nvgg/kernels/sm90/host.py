@@ -2,10 +2,11 @@
 the device group table both kernels read, and the launch closures.
 
 Tensor maps: the host encodes one template pair per launch (A, then B) with the driver's
-cuTensorMapEncodeTiled. A tensor map describes the packed bytes of one operand as a 2-D uint8
-tensor (k/2 bytes × rows), box 128 bytes × tile rows, 128-byte swizzle, rows beyond the tensor
-filled with zeros; the template's box, swizzle and fill are what every group uses, its address and
-dimensions are placeholders (group 0's). Each CTA copies the template into its own slot of the
+cuTensorMapEncodeTiled: A's describes the fp16 copy of A that phase 0 writes (k × m fp16, boxes of
+A16_BOX_ROWS rows × 64 k), B's the packed bytes of B as a 2-D uint8 tensor (k/2 bytes × n, boxes
+of 128 bytes × 128 rows); both with the 128-byte swizzle and rows beyond the tensor filled with
+zeros. The template's box, swizzle and fill are what every group uses, its address and dimensions
+are placeholders (group 0's). Each CTA copies the template into its own slot of the
 workspace (one pair per CTA), and its producer warp rewrites the address, dimensions and row
 stride in place (tensormap.replace) whenever its next tile belongs to another group, from the
 group's row of the table (see ptx.retarget_tensormap and ptx.publish_tensormaps).

@@ -108,9 +108,10 @@ COL_TILE_BEGIN, COL_TILE_END, COL_M_TILES = 8, 9, 10
 # workspace holding one pair per CTA (CTA c's at workspace + c * PAIR_BYTES), and the phase buffer
 # of the instrumented build ([ctas, phases.SLOTS] int64; 0 when not instrumented).
 COL_TEMPLATE, COL_WORKSPACE, COL_PHASES = 12, 13, 14
-# The persistent kernel's A, expanded once per launch (phase 0): per group the fp16 copy (m × k,
+# A expanded once per launch (phase 0): per group the fp16 copy (m × k,
 # row-major, each 64-k block in the k order of the B fragments) and its share of the phase-0 work
-# units (one unit: one row × 64 k); launch-wide, the unit count and the grid barrier's state.
+# units (one unit: one row × 64 k); launch-wide, the unit count and (persistent kernel) the grid
+# barrier's state.
 COL_A16, COL_UNIT_BEGIN, COL_UNIT_END = 11, 15, 16
 COL_UNITS, COL_BARRIER = 17, 18
 TABLE_COLS = 20
@@ -172,8 +173,9 @@ class GemmConfig:
     def problems(self) -> str | None:
         """Why this configuration cannot compile, or None."""
         if self.tile_m not in (32, 64, 128):
-            # a tile must stay inside one 128-row scale block (the 512-byte chunk), and be a wgmma N
-            return f"tile_m={self.tile_m} must be 32, 64 or 128 (one 128-row scale block holds whole tiles)"
+            # 256 (one wgmma over a whole group of m <= 256) was tried: at 288 threads ptxas caps the
+            # kernel at 168 registers, spills and serialises every wgmma (2026-11-26)
+            return f"tile_m={self.tile_m} must be 32, 64 or 128"
         if self.tile_m not in WGMMA_N or self.tile_m > TMA_BOX_MAX:
             return f"tile_m={self.tile_m} is not a valid wgmma N / tensor-map box height"
         if self.ablate not in ABLATIONS:
@@ -254,7 +256,7 @@ class Nvfp4GemmSm90:
 
     @cute.jit
     def __call__(self, table_ptr: cute.Pointer, total_tiles: Int32, grid_ctas: Int32, stream):
-        """Launch on `stream`. `table_ptr` points at the int64 group table ([G, 16] row-major, see
+        """Launch on `stream`. `table_ptr` points at the int64 group table ([G, TABLE_COLS] row-major, see
         the COL_ constants); `total_tiles` and `grid_ctas` matter only to the persistent kernel."""
         table = cute.make_tensor(table_ptr, cute.make_layout((TABLE_ROWS, TABLE_COLS), stride=(TABLE_COLS, 1)))
         if cutlass.const_expr(self.config.expand_only):
