@@ -3,14 +3,18 @@
 
     python benchmarks/ablate_sm90.py [--cases 1,2] [--variants full,no_mma,...]
 
-A variant is tokens joined by '+': `full`, `strided` (GemmConfig.chunked off), `no_l2_hints`, `slotsN` (N fp16 A slots) or an ablation (no_mma,
-no_expand, no_scale: GemmConfig.ablate). Unablated builds are checked against the exact reference before it is timed; ablated builds compute garbage
-by design and are only timed.
+A variant is tokens joined by '+': `full`, `strided` (GemmConfig.chunked off), `no_l2_hints`,
+`no_half` (GemmConfig.half_tiles off), `slotsN` (N fp16 A slots), `tileN` (tile_m N) or an
+ablation (no_mma, no_expand, no_scale: GemmConfig.ablate). Unablated builds are checked against
+the exact reference before they are timed; ablated builds compute garbage by design and are only
+timed. With --phases, each unablated variant's instrumented build also reports its device phases
+(profiling/phases.py): medians over CTAs, and the time from kernel start to the first MMA.
 """
 
 from __future__ import annotations
 
 import argparse
+import statistics
 from dataclasses import replace
 
 import torch
@@ -20,17 +24,23 @@ from nvgg import cases, env, inputs, reference, timing
 from nvgg.backends.cute import config_for
 from nvgg.kernels.sm90 import host
 from nvgg.kernels.sm90 import nvfp4_gemm as gemm
+from nvgg.profiling import phases
 
 
 def config_of(case, variant: str):
     """The persistent kernel's configuration for `case` with `variant`: tokens joined by '+', each
-    `full` (nothing), `strided` (every grid-th tile instead of a contiguous run) or an ablation (no_mma, no_expand, no_scale)."""
+    `full` (nothing), `strided` (every grid-th tile instead of the scheduled lists) or another token of the module docstring."""
     config = config_for(case.m, persistent=True)
     for token in variant.split("+"):
         if token == "strided":
             config = replace(config, chunked=False)
         elif token == "no_l2_hints":
             config = replace(config, l2_hints=False)
+        elif token == "no_half":
+            config = replace(config, half_tiles=False)
+        elif token.startswith("tile"):
+            tile_m = int(token[4:])
+            config = replace(config, tile_m=tile_m, stages=gemm.stages_for(tile_m, config.slots))
         elif token.startswith("slots"):
             slots = int(token[5:])
             config = replace(config, slots=slots, stages=gemm.stages_for(config.tile_m, slots))
@@ -48,10 +58,36 @@ def launcher(data, config):
     return host.DirectLaunch(entry, host.build_tables(groups, config, grid), (grid, 1, 1)), host.resources(entry)
 
 
+def phase_medians(batch, config, runs: int = 3) -> dict[str, float]:
+    """Median µs per phase (profiling/phases.py) of the instrumented build of `config`, on the timed
+    build's grid, over the first `runs` inputs (L2 flushed before each), plus its time to first MMA."""
+    inst = replace(config, instrument=True)
+    entry = host.compile_gemm(inst, None, "sm_90a")
+    flush = timing.L2Flush(torch.device("cuda"))
+    reports = []
+    for data in batch[:runs]:
+        groups = [host.group_tensors(data, g) for g in range(len(data[3]))]
+        grid = host.persistent_grid(groups, config, host.compile_gemm(config, None, "sm_90a"))
+        buffer = torch.zeros((grid, phases.SLOTS), dtype=torch.int64, device="cuda")
+        launch = host.DirectLaunch(entry, host.build_tables(groups, inst, grid, buffer), (grid, 1, 1))
+        flush()
+        launch()
+        torch.cuda.synchronize()
+        reports.append(phases.analyse(buffer.cpu()))
+    out = {"start to first MMA": statistics.median(r.time_to_first_mma_us for r in reports)}
+    for name, *_ in phases.PHASES:
+        spans = [p.median_us for r in reports for p in r.phases if p.name == name]
+        if spans:
+            out[name] = statistics.median(spans)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", default="1,2")
     parser.add_argument("--variants", default="full,no_mma,no_expand,no_scale")
+    parser.add_argument("--phases", action="store_true",
+                        help="also print each unablated variant's device phases (its instrumented build)")
     parser.add_argument("--once", default="", help="launch VARIANT on the first case 5 times and exit (for ncu)")
     args = parser.parse_args()
     print(f"card: {env.collect(torch.device('cuda'))['gpu']}")
@@ -81,6 +117,10 @@ def main() -> None:
             stats = timing.EventTimer("cuda").batch(launches)
             row.append(f"{stats.mean_us:.1f} ({res['registers']}r)")
             print(f"case {case.id} {variant}: {stats.mean_us:.1f} us, {res['registers']} registers", flush=True)
+            if args.phases and not ablate:
+                spans = phase_medians(batch, config)
+                print(f"case {case.id} {variant} phases (median us): "
+                      + ", ".join(f"{name} {us:.2f}" for name, us in spans.items()), flush=True)
         rows.append(row)
     print(tabulate(rows, headers=["case"] + args.variants.split(","), tablefmt="github", disable_numparse=True))
 

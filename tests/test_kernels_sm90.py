@@ -133,6 +133,7 @@ def store(tmp_path_factory):
 
 @pytest.mark.parametrize("config, shape", [
     (gemm.GemmConfig(tile_m=128, stages=3), (80, 4096, 7168)),
+    (gemm.GemmConfig(tile_m=128, stages=3), (176, 256, 512)),
     (gemm.GemmConfig(tile_m=64, stages=5), (40, 512, 256)),
     (gemm.GemmConfig(tile_m=32, stages=6), (1, 128, 256)),
     (gemm.GemmConfig(tile_m=128, stages=3, persistent=True), None),
@@ -145,6 +146,10 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
     assert ".target sm_90a" in ptx_text
     # each warpgroup: 64 rows of B x tile_m rows of A, 4 k16 steps per 64-k subtile
     assert f"wgmma.mma_async.sync.aligned.m64n{config.tile_m}k16.f32.f16.f16" in ptx_text
+    # tile_m 128: tiles of at most 64 rows run the half-width wgmma (a per-group kernel has one
+    # only when its static m leaves such a tile)
+    if config.tile_m == 128 and (shape is None or 0 < shape[0] % 128 <= 64):
+        assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx_text
     assert "cp.async.bulk.tensor.2d" in ptx_text and "cvt.rn.f16x2.e4m3x2" in ptx_text
     # each CTA's descriptor pair is retargeted in place, then released and acquired before use
     for field in ("global_address.global.b1024.b64", "global_dim.global.b1024.b32", "global_stride.global.b1024.b64"):
@@ -153,11 +158,13 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
     assert "fence.proxy.tensormap::generic.acquire.gpu" in ptx_text
     assert "%globaltimer" not in ptx_text  # only the instrumented build reads the timer
     if config.persistent:
-        # phase 0 reads packed A and writes the fp16 copy, the grid meets, and TMA loads the copy
+        # phase 0 reads packed A and writes the fp16 copy, the grid meets (the MMA warps arrive,
+        # the producer waits), and TMA loads the copy
         assert "ld.global.nc.v4.b32" in ptx_text and "st.global.v4.b32" in ptx_text
-        assert "fence.proxy.async.global" in ptx_text and "atom.acq_rel.gpu.global.add.u32" in ptx_text
+        assert "fence.proxy.async;" in ptx_text and "fence.proxy.async.global" in ptx_text
+        assert "red.release.gpu.global.add.u64" in ptx_text and "ld.acquire.gpu.global.u64" in ptx_text
     else:
-        assert "atom.acq_rel.gpu.global.add.u32" not in ptx_text  # no grid barrier: any grid size
+        assert "red.release.gpu.global.add.u64" not in ptx_text  # no grid barrier: any grid size
     res = host.resources(entry)
     assert 0 < res["registers"] <= MAX_REGS_PER_THREAD
     assert res["registers"] * config.threads <= REGS_PER_SM
@@ -215,7 +222,7 @@ def test_cache_hits_in_memory_and_on_disk(store, tmp_path):
 
 def test_key_names_every_ingredient():
     key = kcache.CacheKey.make("k", gemm.GemmConfig(), (1, 128, 256), "sm_90a", host.SOURCES)
-    assert key.config == (128, 3, False, False, "", True, 8, True, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
+    assert key.config == (128, 3, False, False, "", True, 8, True, False, True) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
     assert key.dsl and len(key.source) == 16
 
 
@@ -242,6 +249,43 @@ def test_backend_refuses_other_archs_and_bad_shapes():
     bad = cases.make_case("bad", [64], [256], [288])
     with pytest.raises(NvggError, match="k=288 is not a multiple of 256"):
         be.compile(bad, "sm_90a")
+
+
+def test_tile_costs_mark_the_half_width_tiles():
+    # case 1's second group (m = 176): per n tile a full tile (rows 0-127) and a half one (48 rows)
+    assert gemm.tile_costs([176], [256], 128, True) == [1.0, gemm.HALF_TILE_COST] * 2
+    assert gemm.tile_costs([176], [256], 128, False) == [1.0, 1.0] * 2
+    assert gemm.tile_costs([64, 65], [128, 128], 128, True) == [gemm.HALF_TILE_COST, 1.0]
+    assert gemm.tile_costs([40], [128], 64, True) == [1.0]  # only tile_m 128 has a half width
+
+
+def test_schedule_places_every_tile_once_and_pairs_half_tiles_with_full_ones():
+    ms, ns = [80, 176, 128, 72, 64, 248, 96, 160], [4096] * 8  # competition case 1
+    costs = gemm.tile_costs(ms, ns, 128, True)
+    runs, order = gemm.schedule(costs, 132)
+    assert len(runs) == 133 and runs[0] == 0 and runs[-1] == len(order) == 352
+    assert sorted(order) == list(range(352)) and runs == sorted(runs)
+    loads = [sum(costs[t] for t in order[a:b]) for a, b in zip(runs, runs[1:])]
+    fulls = [sum(costs[t] == 1.0 for t in order[a:b]) for a, b in zip(runs, runs[1:])]
+    # 256 full and 96 half tiles: 96 CTAs take 2 full + 1 half, 32 take 2 full; in kernel order
+    # no CTA would take fewer than 3 full tiles' worth
+    assert max(fulls) == 2 and max(loads) == pytest.approx(2 + gemm.HALF_TILE_COST)
+    assert sum(1 for x in loads if x > 0) == 128
+    # without half tiles: the even split, runs of ceil(352 / 132) = 3 in kernel order
+    runs, order = gemm.schedule([1.0] * 352, 132)
+    assert order == list(range(352)) and runs[:3] == [0, 3, 6] and runs[-1] == 352
+    # fewer tiles than CTAs: one each, the rest idle
+    runs, order = gemm.schedule([1.0, 0.6, 1.0], 5)
+    assert sorted(order) == [0, 1, 2] and runs[-1] == 3 and all(b - a <= 1 for a, b in zip(runs, runs[1:]))
+
+
+def test_persistent_kernel_refuses_more_groups_than_it_stages():
+    # the group count is checked before anything touches the (here absent) tensors
+    data = ([], [], [], [(1, 128, 256, 1)] * (gemm.MAX_GROUPS + 1))
+    with pytest.raises(NvggError, match=f"at most {gemm.MAX_GROUPS} groups, got {gemm.MAX_GROUPS + 1}"):
+        CuteBackend().grouped_launcher(data)
+    assert gemm.GemmConfig(tile_m=32, slots=4, persistent=True).problems().endswith("phase-0 columns")
+    assert gemm.GemmConfig(tile_m=32, slots=8, persistent=True).problems() is None
 
 
 def test_backend_check_without_a_gpu():
@@ -310,6 +354,8 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work():
     for r in worked:
         assert (r[phases.START] < r[phases.DESC_READY] <= r[phases.FIRST_MMA] < r[phases.MAINLOOP_DONE]
                 <= r[phases.EPILOGUE_DONE] <= r[phases.EXIT]), r[:phases.FIRST_SWITCH]
+        assert r[phases.START] < r[phases.PHASE0_DONE] <= r[phases.BARRIER_DONE] <= r[phases.FIRST_MMA], \
+            r[:phases.FIRST_SWITCH]
         switches = r[phases.SWITCHES]
         assert 0 <= switches < case.g
         stamps = r[phases.FIRST_SWITCH:phases.FIRST_SWITCH + switches]

@@ -5,9 +5,10 @@ import pytest
 from nvgg.profiling import phases as ph
 
 
-def _row(start, desc, mma, main, epi, end, switches=()):
+def _row(start, desc, p0, bar, mma, main, epi, end, switches=()):
     row = [0] * ph.SLOTS
     row[ph.START], row[ph.DESC_READY], row[ph.FIRST_MMA] = start, desc, mma
+    row[ph.PHASE0_DONE], row[ph.BARRIER_DONE] = p0, bar
     row[ph.MAINLOOP_DONE], row[ph.EPILOGUE_DONE], row[ph.EXIT] = main, epi, end
     row[ph.SWITCHES] = len(switches)
     for i, t in enumerate(switches):
@@ -16,8 +17,8 @@ def _row(start, desc, mma, main, epi, end, switches=()):
 
 
 BUFFER = [
-    _row(1_000, 3_000, 5_000, 95_000, 99_000, 100_000, switches=(40_000,)),
-    _row(2_000, 6_000, 12_000, 90_000, 96_000, 98_000),
+    _row(1_000, 3_000, 2_500, 4_000, 5_000, 95_000, 99_000, 100_000, switches=(40_000,)),
+    _row(2_000, 6_000, 4_000, 5_000, 12_000, 90_000, 96_000, 98_000),
     [1_500, 0, 0, 0, 0, 2_500] + [0] * (ph.SLOTS - 6),   # a CTA that found no tile
 ]
 
@@ -28,7 +29,10 @@ def test_phase_statistics_by_hand():
     assert rep.kernel_us == pytest.approx(99.0)
     by = {p.name: p for p in rep.phases}
     assert by["descriptor setup"].median_us == pytest.approx(3.0) and by["descriptor setup"].max_us == pytest.approx(4.0)
-    assert by["to first MMA"].median_us == pytest.approx(4.0) and by["to first MMA"].max_us == pytest.approx(6.0)
+    assert by["phase 0"].median_us == pytest.approx(1.75) and by["phase 0"].max_us == pytest.approx(2.0)
+    assert by["grid barrier"].median_us == pytest.approx(1.25) and by["grid barrier"].max_us == pytest.approx(1.5)
+    # from the later of the descriptors and the grid barrier: 4.0 -> 5.0 and 6.0 -> 12.0
+    assert by["to first MMA"].median_us == pytest.approx(3.5) and by["to first MMA"].max_us == pytest.approx(6.0)
     assert by["mainloops"].max_us == pytest.approx(90.0)
     assert rep.time_to_first_mma_us == pytest.approx((4.0 + 10.0) / 2)
     assert rep.setup_share == pytest.approx((4 / 99 + 10 / 96) / 2)
@@ -48,5 +52,5 @@ def test_chrome_trace_has_one_track_per_cta_and_the_switches():
 
 
 def test_a_buffer_too_narrow_is_refused():
-    with pytest.raises(ValueError, match="at least 7 slots"):
+    with pytest.raises(ValueError, match="at least 9 slots"):
         ph.analyse([[1, 2, 3]])

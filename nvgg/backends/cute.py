@@ -121,6 +121,9 @@ class CuteBackend(Backend):
         return launch, buffer
 
     def _persistent(self, data, *, instrument: bool):
+        if len(data[3]) > gemm.MAX_GROUPS:
+            raise NvggError(f"the persistent cute kernel takes at most {gemm.MAX_GROUPS} groups, got {len(data[3])}: "
+                            "use --strategy graph or multistream")
         groups = [self._group(data, g) for g in range(len(data[3]))]
         config = replace(config_for([t.m for t in groups], persistent=True), instrument=instrument)
         timed = host.compile_gemm(replace(config, instrument=False), None, ARCH)

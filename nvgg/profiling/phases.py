@@ -9,8 +9,10 @@ buffer of shape [ctas, SLOTS], one row per CTA:
     slot 3 MAINLOOP_DONE  last tile's mainloop finished (first consumer warpgroup)
     slot 4 EPILOGUE_DONE  last tile's epilogue finished (first consumer warpgroup)
     slot 5 EXIT           just before the CTA exits (first thread)
-    slot 6 SWITCHES       how many group switches the producer made (a count, not a time)
-    slot 7..              the time each switch's descriptor update and fence were done
+    slot 6 PHASE0_DONE    the CTA's share of phase 0 done (every warp past the CTA barrier)
+    slot 7 BARRIER_DONE   the grid barrier passed (first thread)
+    slot 8 SWITCHES       how many group switches the producer made (a count, not a time)
+    slot 9..              the time each switch's descriptor update and fence were done
 
 A slot a CTA never reached holds 0 (a CTA with no tile has only START and EXIT). This module turns
 the buffer into per-phase medians and maxima over CTAs, the setup share of kernel time, and a
@@ -23,14 +25,19 @@ import statistics
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-START, DESC_READY, FIRST_MMA, MAINLOOP_DONE, EPILOGUE_DONE, EXIT, SWITCHES, FIRST_SWITCH = range(8)
+START, DESC_READY, FIRST_MMA, MAINLOOP_DONE, EPILOGUE_DONE, EXIT = range(6)
+PHASE0_DONE, BARRIER_DONE, SWITCHES, FIRST_SWITCH = range(6, 10)
 MAX_SWITCHES = 56
 SLOTS = FIRST_SWITCH + MAX_SWITCHES
 
-# (name, from slot, to slot): the phases reported, in kernel order
+# (name, from slot, to slot): the phases reported, in kernel order. The producer's descriptor setup
+# runs beside phase 0 (or, in the build without early B loads, after the grid barrier); "to first
+# MMA" runs from the later of the barrier and the descriptors.
 PHASES = (
     ("descriptor setup", START, DESC_READY),
-    ("to first MMA", DESC_READY, FIRST_MMA),
+    ("phase 0", START, PHASE0_DONE),
+    ("grid barrier", PHASE0_DONE, BARRIER_DONE),
+    ("to first MMA", (DESC_READY, BARRIER_DONE), FIRST_MMA),
     ("mainloops", FIRST_MMA, MAINLOOP_DONE),
     ("last epilogue", MAINLOOP_DONE, EPILOGUE_DONE),
     ("exit", EPILOGUE_DONE, EXIT),
@@ -68,6 +75,14 @@ def _rows(buffer) -> list[list[int]]:
     return rows
 
 
+def _at(row, slot) -> int:
+    """The reading of `slot`, or the latest of a tuple of slots (0 if any is missing)."""
+    if isinstance(slot, tuple):
+        values = [row[s] for s in slot]
+        return 0 if min(values) <= 0 else max(values)
+    return row[slot]
+
+
 def analyse(buffer) -> PhaseReport:
     rows = _rows(buffer)
     worked = [r for r in rows if r[FIRST_MMA] > 0]
@@ -75,7 +90,7 @@ def analyse(buffer) -> PhaseReport:
     kernel_ns = max(r[EXIT] for r in rows) - start0
     phases = []
     for name, a, b in PHASES:
-        spans = [(r[b] - r[a]) / 1e3 for r in worked if r[a] > 0 and r[b] > 0]
+        spans = [(r[b] - _at(r, a)) / 1e3 for r in worked if _at(r, a) > 0 and r[b] > 0]
         if spans:
             phases.append(PhaseStats(name, len(spans), statistics.median(spans), max(spans)))
     first_mma = [(r[FIRST_MMA] - r[START]) / 1e3 for r in worked]
@@ -99,9 +114,9 @@ def chrome_trace(buffer, *, name: str = "nvgg persistent kernel") -> dict:
     for cta, r in enumerate(rows):
         events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": cta, "args": {"name": f"CTA {cta}"}})
         for phase, a, b in PHASES:
-            if r[a] > 0 and r[b] > 0:
-                events.append({"name": phase, "ph": "X", "pid": 0, "tid": cta, "ts": (r[a] - t0) / 1e3,
-                               "dur": (r[b] - r[a]) / 1e3})
+            if _at(r, a) > 0 and r[b] > 0:
+                events.append({"name": phase, "ph": "X", "pid": 0, "tid": cta, "ts": (_at(r, a) - t0) / 1e3,
+                               "dur": (r[b] - _at(r, a)) / 1e3})
         count = min(int(r[SWITCHES]), MAX_SWITCHES, len(r) - FIRST_SWITCH)
         for i in range(count):
             events.append({"name": "group switch", "ph": "i", "s": "t", "pid": 0, "tid": cta,

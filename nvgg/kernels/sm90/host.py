@@ -35,6 +35,7 @@ def kernel_name(config: gemm.GemmConfig, shape) -> str:
         suffix += "" if config.chunked else ",strided"
         suffix += "" if config.slots == gemm.A16_SLOTS else f",slots={config.slots}"
         suffix += "" if config.l2_hints else ",no_l2_hints"
+        suffix += "" if config.half_tiles else ",no_half_tiles"
         suffix += f",ablate={config.ablate}" if config.ablate else ""
         return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
     m, n, k = shape
@@ -64,7 +65,7 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
                 "dynamic_smem_bytes": 0 if config.expand_only else kernel.shared_storage.size_in_bytes(),
                 "config": {"tile_m": config.tile_m, "stages": config.stages, "persistent": config.persistent,
                            "instrument": config.instrument, "ablate": config.ablate, "chunked": config.chunked,
-                           "slots": config.slots, "l2_hints": config.l2_hints,
+                           "slots": config.slots, "l2_hints": config.l2_hints, "half_tiles": config.half_tiles,
                            "expand_only": config.expand_only},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx}
         return kcache.Built(fn, ptx, bytes(fn.artifacts.CUBIN), meta)
@@ -168,8 +169,9 @@ class Tables:
     total_tiles: int
     phases: torch.Tensor | None = None  # int64 [ctas, SLOTS]: the instrumented build's timestamps
     a16: torch.Tensor | None = None  # persistent kernel: every group's fp16 A, written by phase 0
-    barrier: torch.Tensor | None = None  # persistent kernel: the grid barrier's (count, generation)
+    barrier: torch.Tensor | None = None  # persistent kernel: the grid barrier's arrival count (u64; one grid size)
     units: int = 0  # phase-0 work units (one row × 64 k of A) over all groups
+    runs: torch.Tensor | None = None  # persistent kernel: int32 [ctas + 1 + tiles], each CTA's tiles (gemm.schedule)
 
 
 def count_tiles(groups: list[GroupTensors], tile_m: int) -> int:
@@ -189,7 +191,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     sizes = [g.m * g.k for g in groups]
     a16_offsets = [sum(sizes[:i]) for i in range(len(groups))]
     a16 = torch.empty(sum(sizes), dtype=torch.float16, device=device)
-    barrier = torch.zeros(2, dtype=torch.int32, device=device) if config.persistent else None
+    barrier = torch.zeros(1, dtype=torch.int64, device=device) if config.persistent else None
     a_map = encode_tensor_map_f16(a16.data_ptr(), first.m, first.k, gemm.A16_BOX_ROWS)
     template = torch.tensor([a_map, encode_tensor_map(first.b.data_ptr(), first.n, first.k // 2, gemm.TILE_N)],
                             dtype=torch.int64).to(device)
@@ -212,11 +214,17 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     rows[0][gemm.COL_WORKSPACE] = workspace.data_ptr()
     if phases is not None:
         rows[0][gemm.COL_PHASES] = phases.data_ptr()
+    runs = None
+    if config.persistent:
+        bounds, order = gemm.schedule(gemm.tile_costs(ms, ns, tile_m, config.half_tiles), ctas)
+        runs = torch.tensor(bounds + order, dtype=torch.int32).to(device)
+        rows[0][gemm.COL_RUNS] = runs.data_ptr()
     rows[0][gemm.COL_UNITS] = units
+    rows[0][gemm.COL_GROUPS] = len(groups)
     if barrier is not None:
         rows[0][gemm.COL_BARRIER] = barrier.data_ptr()
     table = torch.tensor(rows, dtype=torch.int64).to(device)
-    return Tables(table, template, workspace, total, phases, a16, barrier, units)
+    return Tables(table, template, workspace, total, phases, a16, barrier, units, runs)
 
 
 class Launch:
@@ -297,10 +305,19 @@ def persistent_grid(groups: list[GroupTensors], config: gemm.GemmConfig, entry: 
                          gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads))
 
 
+def entry_params(ptx_text: str) -> list[str]:
+    """The declared parameters (".param ..." lines, in order) of the one kernel entry in `ptx_text`."""
+    head = ptx_text[ptx_text.index(".entry "):]
+    head = head[head.index("(") + 1:head.index(")")]
+    return [line.strip().rstrip(",") for line in head.splitlines() if line.strip().startswith(".param")]
+
+
 class DirectLaunch:
     """The same launch as `Launch`, through the driver (cuLaunchKernel on the compiled cubin)
     instead of the DSL's Python call path: the kernel's parameters are (table pointer, total
-    tiles, an empty placeholder for the tiled MMA), prepared once as a C array."""
+    tiles, then one empty placeholder byte for each static argument the DSL still declares: the
+    tiled MMAs, the shared-memory layout), prepared once as a C array of exactly the entry's
+    parameter count, read from its PTX."""
 
     def __init__(self, entry: kcache.Entry, tables: Tables, grid: tuple[int, int, int]):
         self.tables = tables
@@ -308,9 +325,15 @@ class DirectLaunch:
         self.smem = entry.info["dynamic_smem_bytes"]
         self.threads = entry.info["threads"]
         self._fn = ctypes.c_void_p(int(_function(entry)))
-        self._values = (ctypes.c_uint64(tables.table.data_ptr()), ctypes.c_uint32(tables.total_tiles),
-                        ctypes.c_uint8(0))
-        self._params = (ctypes.c_void_p * 3)(*(ctypes.addressof(v) for v in self._values))
+        # the GEMM kernels: (table, tiles, placeholders); the expand kernel: (table) alone
+        params = entry_params((entry.directory / "kernel.ptx").read_text())
+        if (not params or not params[0].startswith(".param .align 8 .b8") or params[1:2] and ".u32" not in params[1]
+                or any(not p.startswith(".param .align 1 .b8") for p in params[2:])):
+            raise RuntimeError(f"unexpected kernel parameters {params}: expected (table pointer[, u32 tiles, "
+                               "empty placeholders])")
+        values = [ctypes.c_uint64(tables.table.data_ptr()), ctypes.c_uint32(tables.total_tiles)]
+        self._values = tuple(values[:len(params)]) + tuple(ctypes.c_uint8(0) for _ in params[2:])
+        self._params = (ctypes.c_void_p * len(self._values))(*(ctypes.addressof(v) for v in self._values))
         self._launch = _driver_launch()
 
     def __call__(self) -> None:

@@ -26,14 +26,17 @@ s of word h of block c. A is stored in the same order: the 16-byte chunk 2s + h 
 holds register s of word h of blocks c = 0..3.
 
 A reaches shared memory as fp16 by the bulk tensor copy, from an fp16 copy expanded once per
-launch ("phase 0"): work units (one row × 64 k: 32 packed bytes, 4 scales) go to every thread of
-the grid, which writes them to the copy in global memory (m × k per group, each 64-k block of a
-row in the k order above, unswizzled) and fences its stores for the async proxy. The persistent
-kernel runs phase 0 itself and its grid meets at a barrier (ptx.grid_barrier; a persistent grid is
-resident at once); the per-group launches run it as a separate expand kernel just before (their
-grid may be larger than what is resident). The main loop then copies the copy's A16_BOX_ROWS × 64
-fp16 boxes that hold rows < m (128-byte swizzle) into A16_SLOTS slots of tile_m rows; a slot's
-other rows keep stale data, which feeds only columns of Cᵀ that are never stored. A is the small operand
+launch ("phase 0"): work units (one row × 64 k: 32 packed bytes, 4 scales) go to every expanding
+thread of the grid, which writes them to the copy in global memory (m × k per group, each 64-k
+block of a row in the k order above, unswizzled) and fences its stores for the async proxy. In the
+persistent kernel the MMA warps run phase 0 (looking groups up in a copy of the table's phase-0
+columns they stage in shared memory first) and arrive at a grid barrier (ptx.grid_arrive; a
+persistent grid is resident at once), while the producer warp prepares its tensor maps and then
+waits at the barrier (ptx.grid_wait) before its first fp16 A load. The per-group launches run
+phase 0 as a separate expand kernel just before (their grid may be larger than what is
+resident). The main loop then copies the copy's A16_BOX_ROWS × 64 fp16 boxes that hold rows < m
+(128-byte swizzle) into A16_SLOTS slots of tile_m rows; a slot's other rows keep stale data, which
+feeds only columns of Cᵀ that are never stored. A is the small operand
 and every n tile reads it: expanding it once instead of once per n tile took the expansion off the
 main loop, at the price of fp16 reads from L2 (4x the packed bytes).
 
@@ -46,13 +49,17 @@ Warps:
   its next tile belongs to another group, the producer waits for its loads in flight to land,
   rewrites the pair's address, dimensions and row stride in place from the group's table row
   (tensormap.replace) and fences it for the copy engine (ptx.retarget_tensormap,
-  ptx.publish_tensormaps). Nothing of this happens per tile. The persistent kernel hands each CTA
-  a contiguous run of tiles, so a CTA changes group at most a few times.
+  ptx.publish_tensormaps). Nothing of this happens per tile. The persistent kernel gives each
+  CTA a list of tiles from the host's cost-balanced `schedule`: a contiguous run of full tiles,
+  then a run of half-width ones (below), so a CTA changes group at most a few times.
 - warps 0-7, two MMA warpgroups: for each 64-k subtile each decodes its 64 B rows straight into
   one of two register fragments, waits for the subtile's fp16 A, issues wgmma (B from registers,
   A from shared memory) and commits; wait_group(1) then retires the previous subtile's wgmma,
-  whose A slot goes back to the producer and whose B fragment the next subtile may overwrite. After the tile's last wgmma, wait_group(0) retires both. A stage of packed B is
-  released as soon as its four subtiles are decoded.
+  whose A slot goes back to the producer and whose B fragment the next subtile may overwrite.
+  After the tile's last wgmma, wait_group(0) retires both. A stage of packed B is released as
+  soon as its four subtiles are decoded. With tile_m 128, a tile of at most 64 rows of A (a
+  group's last, or a whole small group) issues wgmma N = 64 instead of 128 (half_tiles): the
+  same B fragments, the first 64 rows of each A slot, the first half of the accumulators.
 - the epilogue converts the fp32 accumulators to fp16 and stores the rows < m (2-byte stores
   straight from the accumulator registers; C is a small share of the bytes moved).
 
@@ -93,6 +100,8 @@ SCALE_RUN = SCALE_CHUNK * SUBS_PER_STAGE  # bytes of scales for 128 rows × one 
 ROW_BYTES = K_STAGE // 2
 MMA_THREADS = 256  # warps 0-7: the two MMA warpgroups (64 rows of B each)
 MMA_WARPS = MMA_THREADS // 32
+BAR_MMA = 1  # named CTA barrier of the MMA warps alone (phase 0)
+HALF_ROWS = 64  # rows of A up to which a tile of tile_m 128 runs the half-width wgmma
 # Sources of the limits below:
 SMEM_LIMIT = 232448  # bytes per block, CUDA C Programming Guide, compute capability 9.0 table
 REG_LIMIT = 255  # registers per thread, same table
@@ -113,8 +122,15 @@ COL_TEMPLATE, COL_WORKSPACE, COL_PHASES = 12, 13, 14
 # units (one unit: one row × 64 k); launch-wide, the unit count and (persistent kernel) the grid
 # barrier's state.
 COL_A16, COL_UNIT_BEGIN, COL_UNIT_END = 11, 15, 16
-COL_UNITS, COL_BARRIER = 17, 18
-TABLE_COLS = 20
+COL_UNITS, COL_BARRIER, COL_GROUPS = 17, 18, 19
+# launch-wide (persistent kernel): int32 [ctas + 1 + tiles], each CTA's list of tiles (`schedule`):
+# the ctas + 1 run boundaries, then the tile order
+COL_RUNS = 20
+TABLE_COLS = 21
+# the columns phase 0 reads per group, staged in shared memory (the fp16 A slots, unused until the
+# grid barrier) by the persistent kernel, which therefore takes at most MAX_GROUPS groups
+INFO_COLS = (COL_UNIT_END, COL_UNIT_BEGIN, COL_K, COL_A, COL_SFA, COL_A16)
+MAX_GROUPS = 512
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
 TENSORMAP_BYTES = ptx.TENSORMAP_BYTES
 PAIR_BYTES = 2 * TENSORMAP_BYTES
@@ -135,8 +151,9 @@ class GemmConfig:
     # too), "a16_hot" loads one fp16 A box over and over, "a16_oob" loads zero fill only, so that
     # the parts can be timed apart; the results are garbage
     ablate: str = ""
-    # persistent kernel: each CTA takes a contiguous run of tiles (True) rather than every
-    # grid-th tile; a run stays in one group for longer, so CTAs retarget their maps less often
+    # persistent kernel: each CTA takes the list of tiles `schedule` gives it (contiguous runs,
+    # balanced by cost; True) rather than every grid-th tile; a run stays in one group for longer,
+    # so CTAs retarget their maps less often
     chunked: bool = True
     # fp16 A slots (64 k each) the producer may load ahead
     slots: int = A16_SLOTS
@@ -146,6 +163,9 @@ class GemmConfig:
     # the expand kernel alone: phase 0 over the table's groups, for the per-group launches (which
     # cannot meet at a grid barrier: their grid may exceed what is resident)
     expand_only: bool = False
+    # tile_m 128: a tile of at most HALF_ROWS rows (a group's last, or a group of m <= 64) runs a
+    # wgmma half as wide (N = 64), at about half the tensor work
+    half_tiles: bool = True
 
     @property
     def threads(self) -> int:
@@ -188,6 +208,8 @@ class GemmConfig:
             return f"slots={self.slots}: the kernel needs at least {SUBS_PER_STAGE} (one stage of A)"
         if self.stages < 2:
             return f"stages={self.stages}: the load ring needs at least 2 stages to overlap"
+        if self.persistent and self.a16_slots * self.tile_m * K_SUB * 2 < MAX_GROUPS * len(INFO_COLS) * 8:
+            return f"slots={self.slots}, tile_m={self.tile_m}: the fp16 A slots cannot stage {MAX_GROUPS} groups' phase-0 columns"
         if self.smem_bytes > SMEM_LIMIT:
             return (f"tile_m={self.tile_m}, stages={self.stages} needs {self.smem_bytes} bytes of shared "
                     f"memory, over sm_90's {SMEM_LIMIT}")
@@ -252,6 +274,7 @@ class Nvfp4GemmSm90:
         self.evict_b, self.evict_a16 = ("first", "last") if hints else ("", "")
         self.stage_bytes = config.stage_bytes
         self.a16_bytes = self.tile_m * K_SUB * 2
+        self.half = config.half_tiles and self.tile_m == 2 * HALF_ROWS
         self.box_bytes = A16_BOX_ROWS * K_SUB * 2
 
     @cute.jit
@@ -267,6 +290,12 @@ class Nvfp4GemmSm90:
             Float16, Float16,
             cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.K,
             Float32, (2, 1, 1), tiler_mn=(64, self.tile_m), a_source=cute.nvgpu.warpgroup.OperandSource.RMEM,
+        )
+        # the same for tiles of at most HALF_ROWS rows (see GemmConfig.half_tiles)
+        tiled_mma_half = sm90_utils.make_trivial_tiled_mma(
+            Float16, Float16,
+            cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.K,
+            Float32, (2, 1, 1), tiler_mn=(64, HALF_ROWS), a_source=cute.nvgpu.warpgroup.OperandSource.RMEM,
         )
         mma_tiler = (TILE_N, self.tile_m, K_SUB)
         k_major = LayoutEnum.ROW_MAJOR  # K-major for both wgmma operands
@@ -285,7 +314,7 @@ class Nvfp4GemmSm90:
         else:
             m, n, _ = self.shape
             grid = (n // TILE_N, (m + self.tile_m - 1) // self.tile_m, 1)
-        self.kernel(table, total_tiles, tiled_mma, a16_layout).launch(
+        self.kernel(table, total_tiles, tiled_mma, tiled_mma_half, a16_layout).launch(
             grid=grid, block=[self.config.threads, 1, 1], min_blocks_per_mp=1, stream=stream,
         )
 
@@ -300,7 +329,7 @@ class Nvfp4GemmSm90:
 
     @cute.kernel
     def kernel(self, table: cute.Tensor, total_tiles: Int32, tiled_mma: cute.TiledMma,
-               a16_layout: cute.ComposedLayout):
+               tiled_mma_half: cute.TiledMma, a16_layout: cute.ComposedLayout):
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         bidx, bidy, _ = cute.arch.block_idx()
@@ -324,11 +353,16 @@ class Nvfp4GemmSm90:
             tile = bidy + bidx * m_tiles
             stride = m_tiles * (self.shape[1] // TILE_N)  # one tile per CTA
             cta = tile
+        order = None  # tile positions are tile numbers, except in the scheduled persistent kernel
         if cutlass.const_expr(self.config.persistent and self.config.chunked):
-            run = (total_tiles + gdimx - 1) // gdimx
-            tile = bidx * run
+            # this CTA's list of tiles, from the host's cost-balanced schedule: `tile` walks the
+            # positions runs[c] .. runs[c + 1] of the order, which names the tiles
+            runs = cute.make_tensor(cute.make_ptr(Int32, table[(0, COL_RUNS)], cute.AddressSpace.gmem, assumed_align=4),
+                                    cute.make_layout(gdimx + 1 + total_tiles))
+            order = cute.make_tensor(runs.iterator + (gdimx + 1), cute.make_layout(total_tiles))
+            tile = runs[bidx]
             stride = 1
-            total_tiles = cutlass.min(total_tiles, tile + run)  # this CTA's end
+            total_tiles = runs[bidx + 1]  # this CTA's end
         group = Int32(0)
         phases = None
         if cutlass.const_expr(self.config.instrument):
@@ -338,50 +372,76 @@ class Nvfp4GemmSm90:
             if tidx == 0:
                 phases[(cta, phase_slots.START)] = ptx.globaltimer()
 
+        # the producer's state, shared by its prologue and its main loop
+        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+        astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
+        # this CTA's own descriptor pair, initialised from the template and retargeted in place
+        desc_a = Int64(table[(0, COL_WORKSPACE)]) + Int64(cta) * Int64(PAIR_BYTES)
+        desc_b = desc_a + Int64(TENSORMAP_BYTES)
+        mapped = Int32(-1)  # the group the descriptor pair describes
+
         if cutlass.const_expr(self.config.persistent):
-            # phase 0: every thread of the grid expands its share of every group's A into the
-            # fp16 copy, then the grid meets: from here on every CTA's copies may read any of it
-            self._expand_a_global(table, bidx * self.config.threads + tidx, gdimx * self.config.threads)
-            ptx.fence_proxy_async_global()
-            cute.arch.barrier()
-            if tidx == 0:
-                ptx.grid_barrier(Int64(table[(0, COL_BARRIER)]), gdimx)
-            cute.arch.barrier()
+            # phase 0: the MMA warps of the grid expand every group's A into the fp16 copy and
+            # arrive at the grid barrier; the producer warp meanwhile prepares its tensor maps, and
+            # only then waits for the barrier: its fp16 A loads may read any of the copy. The MMA
+            # warps never wait at the barrier; their first fp16 A slot fills after it. (Issuing the
+            # first tile's packed-B loads before the barrier too, during phase 0 or after this
+            # CTA's share of it, brought the first MMA earlier but made the main loops slower, by
+            # more: H200, 2026-11-26, case 1 155-158 against 147-150 µs, case 2 95-96.5 against
+            # 92-93; see NOTES.md.)
+            barrier_state = Int64(table[(0, COL_BARRIER)])
+            target = Int64(0)
+            if warp_idx == self.config.producer_warp:
+                target = ptx.grid_target(barrier_state)
+            cute.arch.barrier()  # the count is read before any thread of this CTA arrives
+            if warp_idx == self.config.producer_warp:
+                ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
+                if self._more(tile, total_tiles):
+                    group = self._find_group(table, self._tile_id(order, tile), group)
+                    self._retarget(table, group, desc_a, desc_b)
+                    mapped = group
+                    self._stamp_lane0(phases, cta, phase_slots.DESC_READY)
+                ptx.grid_wait(barrier_state, target)
+                self._stamp_lane0(phases, cta, phase_slots.BARRIER_DONE)
+            else:
+                # the group table's phase-0 columns, staged in the (still unused) fp16 A slots
+                info = cute.make_tensor(cute.recast_ptr(storage.a16.data_ptr(), dtype=Int64),
+                                        cute.make_layout((MAX_GROUPS, len(INFO_COLS)), stride=(len(INFO_COLS), 1)))
+                self._stage_group_info(table, info, tidx)
+                self._expand_a_global(table, bidx * MMA_THREADS + tidx, gdimx * MMA_THREADS, info)
+                # the fp16 copy (global) and the staged columns (shared memory, which bulk copies
+                # overwrite after the barrier), both ordered before the async proxy's accesses
+                ptx.fence_proxy_async()
+                cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
+                self._stamp(phases, cta, tidx, phase_slots.PHASE0_DONE)
+                if tidx == 0:
+                    ptx.grid_arrive(barrier_state, gdimx, bidx)
 
         if warp_idx == self.config.producer_warp:
-            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-            astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
             if cutlass.const_expr(self.config.persistent):
                 ptx.fence_proxy_async_global()  # the phase-0 copy, seen through the grid barrier
-            # this CTA's own descriptor pair, initialised from the template and retargeted in place
-            desc_a = Int64(table[(0, COL_WORKSPACE)]) + Int64(cta) * Int64(PAIR_BYTES)
-            desc_b = desc_a + Int64(TENSORMAP_BYTES)
-            ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
-            mapped = Int32(-1)  # the group the descriptor pair describes
+            if mapped < 0:
+                ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
             switches = Int32(0)
             while self._more(tile, total_tiles):
-                group = self._find_group(table, tile, group)
-                m, n, k, mt, nt = self._tile_coords(table, tile, group)
+                t = self._tile_id(order, tile)
+                group = self._find_group(table, t, group)
+                m, n, k, mt, nt = self._tile_coords(table, t, group)
                 if group != mapped:
                     if mapped >= 0:
                         self._wait_loads_landed(ring, state, self.stages)
                         self._wait_loads_landed(a16_pipe, astate, self.slots)
-                    row_bytes = k // 2
-                    ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A16)]), m, k, 2 * k)
-                    ptx.retarget_tensormap(desc_b, Int64(table[(group, COL_B)]), n, row_bytes, row_bytes)
-                    ptx.publish_tensormaps(desc_a)
+                    self._retarget(table, group, desc_a, desc_b)
                     if cutlass.const_expr(self.config.instrument):
-                        if cute.arch.lane_idx() == 0:
-                            if mapped < 0:
-                                phases[(cta, phase_slots.DESC_READY)] = ptx.globaltimer()
-                            else:
-                                if switches < phase_slots.MAX_SWITCHES:
-                                    phases[(cta, phase_slots.FIRST_SWITCH + switches)] = ptx.globaltimer()
-                                switches += 1
+                        if mapped < 0:
+                            self._stamp_lane0(phases, cta, phase_slots.DESC_READY)
+                        else:
+                            if switches < phase_slots.MAX_SWITCHES:
+                                self._stamp_lane0(phases, cta, phase_slots.FIRST_SWITCH + switches)
+                            switches += 1
+                            if cute.arch.lane_idx() == 0:
                                 phases[(cta, phase_slots.SWITCHES)] = Int64(switches)
                     mapped = group
-                rest_k = k // 64
-                sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * rest_k * SCALE_CHUNK)
                 # fp16 A boxes holding rows < m (the rest of a slot keeps stale rows: they feed only
                 # columns of Cᵀ past m, which are never stored; zero-filling them was measured slower
                 # than loading real rows)
@@ -389,12 +449,7 @@ class Nvfp4GemmSm90:
                 if cutlass.const_expr(self.config.ablate == "a16_oob"):
                     boxes = Int32(self.tile_m // A16_BOX_ROWS)
                 for kt in cutlass.range(k // K_STAGE, unroll=1):
-                    ring.producer_acquire(state)
-                    mbar = ring.producer_get_barrier(state).toint()
-                    base = ring_addr + state.index * self.stage_bytes
-                    ptx.tma_load_2d(base + self.off_b, desc_b, kt * ROW_BYTES, nt * TILE_N, mbar, self.evict_b)
-                    ptx.bulk_load(base + self.off_sfb, sfb + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
-                    state.advance()
+                    state = self._load_b_stage(ring, state, ring_addr, desc_b, table, group, k, nt, kt)
                     for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
                         # the slot's expected bytes are those of the boxes actually copied
                         a16_pipe.sync_object_empty.wait(astate.index, astate.phase)
@@ -413,10 +468,36 @@ class Nvfp4GemmSm90:
                 tile += stride
 
         if warp_idx < MMA_WARPS:
-            self._mma_role(table, total_tiles, tile, stride, group, tidx, ring, a16_pipe, ring_addr,
-                           tiled_mma, storage, a16_layout, phases, cta)
+            self._mma_role(table, order, total_tiles, tile, stride, group, tidx, ring, a16_pipe, ring_addr,
+                           tiled_mma, tiled_mma_half, storage, a16_layout, phases, cta)
 
         self._stamp(phases, cta, tidx, phase_slots.EXIT)
+
+    @cute.jit
+    def _retarget(self, table: cute.Tensor, group: Int32, desc_a: Int64, desc_b: Int64):
+        """Point this CTA's tensor-map pair at `group` (its fp16 A copy and its packed B) and fence
+        the pair for the copy engine."""
+        k = Int32(table[(group, COL_K)])
+        row_bytes = k // 2
+        ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A16)]), Int32(table[(group, COL_M)]), k, 2 * k)
+        ptx.retarget_tensormap(desc_b, Int64(table[(group, COL_B)]), Int32(table[(group, COL_N)]), row_bytes,
+                               row_bytes)
+        ptx.publish_tensormaps(desc_a)
+
+    @cute.jit
+    def _load_b_stage(self, ring, state, ring_addr: Int32, desc_b: Int64, table: cute.Tensor, group: Int32,
+                      k: Int32, nt: Int32, kt: Int32):
+        """Acquire the next ring stage and copy stage `kt` of B tile `nt` into it: the packed bytes
+        (tensor map) and their 2 KB scale run (plain bulk copy), one mbarrier for both. Returns
+        the advanced state."""
+        ring.producer_acquire(state)
+        mbar = ring.producer_get_barrier(state).toint()
+        base = ring_addr + state.index * self.stage_bytes
+        ptx.tma_load_2d(base + self.off_b, desc_b, kt * ROW_BYTES, nt * TILE_N, mbar, self.evict_b)
+        sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)
+        ptx.bulk_load(base + self.off_sfb, sfb + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
+        state.advance()
+        return state
 
     @staticmethod
     def _tma_pipeline(barriers, stages: int, tx_bytes: int):
@@ -432,11 +513,14 @@ class Nvfp4GemmSm90:
         )
 
     @cute.jit
-    def _mma_role(self, table, total_tiles: Int32, tile: Int32, stride: Int32, group: Int32, tidx: Int32,
-                  ring, a16_pipe, ring_addr: Int32, tiled_mma: cute.TiledMma, storage,
-                  a16_layout: cute.ComposedLayout, phases, cta: Int32):
+    def _mma_role(self, table, order, total_tiles: Int32, tile: Int32, stride: Int32, group: Int32, tidx: Int32,
+                  ring, a16_pipe, ring_addr: Int32, tiled_mma: cute.TiledMma, tiled_mma_half: cute.TiledMma,
+                  storage, a16_layout: cute.ComposedLayout, phases, cta: Int32):
         """The two MMA warpgroups: decode B into registers, multiply against the fp16 A slots,
-        and store every tile of this CTA."""
+        and store every tile of this CTA. A tile of at most HALF_ROWS rows (half_tiles) runs the
+        narrower wgmma over the first HALF_ROWS rows of each slot into the first half of the
+        accumulators (wgmma's accumulator fragment lists its 8-column chunks in order, so the
+        first half of an N = 128 fragment is the N = 64 fragment)."""
         wg = tidx // 128
         sA16 = storage.a16.get_tensor(a16_layout.outer, swizzle=a16_layout.inner)
         thr_mma = tiled_mma.get_slice(wg * 128)
@@ -448,25 +532,52 @@ class Nvfp4GemmSm90:
         coords = tiled_mma.get_slice(tidx).partition_C(cute.make_identity_tensor((TILE_N, self.tile_m)))
         acc = cute.make_rmem_tensor(coords.shape, Float32)
         tiled_mma.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+        half = None
+        if cutlass.const_expr(self.half):
+            thr_half = tiled_mma_half.get_slice(wg * 128)
+            sA16_half = cute.local_tile(sA16, (HALF_ROWS, K_SUB), (0, 0, None))
+            tCrB_half = tiled_mma_half.make_fragment_B(thr_half.partition_B(sA16_half))
+            half_shape = tiled_mma_half.get_slice(tidx).partition_C(
+                cute.make_identity_tensor((TILE_N, HALF_ROWS))).shape
+            acc_half = cute.make_tensor(acc.iterator, cute.make_layout(half_shape))
+            tiled_mma_half.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
+            half = (tiled_mma_half, acc_half, tCrB_half)
         rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.slots)
         while self._more(tile, total_tiles):
-            group = self._find_group(table, tile, group)
-            m, n, k, mt, nt = self._tile_coords(table, tile, group)
+            t = self._tile_id(order, tile)
+            group = self._find_group(table, t, group)
+            m, n, k, mt, nt = self._tile_coords(table, t, group)
             acc.fill(0.0)
-            # the last stage is peeled so that its last wgmma is followed directly by
-            # wait_group(0): with a wait_group(1) in between, ptxas was seen (nvdisasm of the
-            # per-group kernel, 2026-11-26) hoisting the epilogue's reads of the accumulators
-            # above the final WARPGROUP.DEPBAR, losing part of the last 64-k block at random
-            for kt in cutlass.range(k // K_STAGE - 1, unroll=1):
-                rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, kt, tidx, ring_addr, tiled_mma,
-                                                 acc, frags, words, tCrB, False, phases, cta)
-            rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, k // K_STAGE - 1, tidx, ring_addr,
-                                             tiled_mma, acc, frags, words, tCrB, True, phases, cta)
+            if cutlass.const_expr(self.half):
+                if m - mt * self.tile_m <= HALF_ROWS:
+                    rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr, *half,
+                                                    frags, words, phases, cta)
+                else:
+                    rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr, tiled_mma,
+                                                    acc, tCrB, frags, words, phases, cta)
+            else:
+                rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr, tiled_mma, acc,
+                                                tCrB, frags, words, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.MAINLOOP_DONE)
             self._store(table, group, acc, coords, m, n, mt, nt)
             self._stamp(phases, cta, tidx, phase_slots.EPILOGUE_DONE)
             tile += stride
+
+    @cute.jit
+    def _mma_tile(self, ring, a16_pipe, rstate, astate, k: Int32, tidx: Int32, ring_addr: Int32,
+                  tiled_mma: cute.TiledMma, acc: cute.Tensor, tCrB: cute.Tensor, frags, words, phases, cta: Int32):
+        """The main loop of one tile: every stage of its k, through `tiled_mma` into `acc`."""
+        # the last stage is peeled so that its last wgmma is followed directly by
+        # wait_group(0): with a wait_group(1) in between, ptxas was seen (nvdisasm of the
+        # per-group kernel, 2026-11-26) hoisting the epilogue's reads of the accumulators
+        # above the final WARPGROUP.DEPBAR, losing part of the last 64-k block at random
+        for kt in cutlass.range(k // K_STAGE - 1, unroll=1):
+            rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, kt, tidx, ring_addr, tiled_mma,
+                                             acc, frags, words, tCrB, False, phases, cta)
+        rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, k // K_STAGE - 1, tidx, ring_addr,
+                                         tiled_mma, acc, frags, words, tCrB, True, phases, cta)
+        return rstate, astate
 
     @cute.jit
     def _mma_stage(self, ring, a16_pipe, rstate, astate, kt: Int32, tidx: Int32, ring_addr: Int32,
@@ -540,32 +651,55 @@ class Nvfp4GemmSm90:
                 words[s * 4 + half] = Uint32(lo[s])
                 words[s * 4 + 2 + half] = Uint32(hi[s])
 
+    @staticmethod
+    def _field(table: cute.Tensor, info, g: Int32, col: int):
+        """Column `col` of group g: from the staged `info` when there is one, else the table."""
+        if info is None:
+            return table[(g, col)]
+        return info[(g, INFO_COLS.index(col))]
+
     @cute.jit
-    def _expand_a_global(self, table: cute.Tensor, first: Int32, step: Int32):
+    def _stage_group_info(self, table: cute.Tensor, info: cute.Tensor, tidx: Int32):
+        """The MMA warps copy the table's INFO_COLS of every group into `info` (shared memory, one
+        row a group) in one round of loads, so that phase 0 looks groups up there: a search over
+        the table in global memory was a chain of dependent loads, each a trip to DRAM after the
+        L2 flush."""
+        groups = Int32(table[(0, COL_GROUPS)])
+        r = tidx
+        while r < groups:
+            for j, col in enumerate(INFO_COLS):
+                info[(r, j)] = table[(r, col)]
+            r += MMA_THREADS
+        cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
+
+    @cute.jit
+    def _expand_a_global(self, table: cute.Tensor, first: Int32, step: Int32, info=None):
         """Phase 0 of the persistent kernel: work units first, first + step, .. of all groups' A,
         one unit being one row × 64 k (32 packed bytes, 4 scales) expanded into the group's fp16
-        copy exactly as `_expand_a_row` writes shared memory, less the swizzle (which the bulk
-        tensor copy applies). Consecutive threads take consecutive 64-k blocks of a row."""
+        copy in the k order of the module docstring, unswizzled (the bulk tensor copy applies the
+        swizzle). Consecutive threads take consecutive 64-k blocks of a row. Group
+        columns come from `info` (INFO_COLS, staged by `_stage_group_info`) when given, else from
+        the table."""
         units = Int32(table[(0, COL_UNITS)])
         g = Int32(0)
         u = first
         while u < units:
-            while u >= Int32(table[(g, COL_UNIT_END)]):
+            while u >= Int32(self._field(table, info, g, COL_UNIT_END)):
                 g += 1
-            k = Int32(table[(g, COL_K)])
+            k = Int32(self._field(table, info, g, COL_K))
             blocks = k // K_SUB
-            local = u - Int32(table[(g, COL_UNIT_BEGIN)])
+            local = u - Int32(self._field(table, info, g, COL_UNIT_BEGIN))
             row = local // blocks
             kb = local % blocks
-            src = Int64(table[(g, COL_A)]) + Int64(row) * Int64(k // 2) + Int64(kb * 32)
+            src = Int64(self._field(table, info, g, COL_A)) + Int64(row) * Int64(k // 2) + Int64(kb * 32)
             x0, x1, x2, x3 = ptx.ld_global_v4(src)
             y0, y1, y2, y3 = ptx.ld_global_v4(src + Int64(16))
             scales = ptx.ld_global_scale_quad(
-                Int64(table[(g, COL_SFA)])
+                Int64(self._field(table, info, g, COL_SFA))
                 + Int64(((row // 128) * blocks + kb) * SCALE_CHUNK + (row % 32) * 16 + ((row % 128) // 32) * 4),
                 self.config.ablate != "no_fp16")
             scaled = self.config.ablate not in ("no_scale", "no_fp16")
-            dst = Int64(table[(g, COL_A16)]) + Int64(row) * Int64(2 * k) + Int64(kb * (K_SUB * 2))
+            dst = Int64(self._field(table, info, g, COL_A16)) + Int64(row) * Int64(2 * k) + Int64(kb * (K_SUB * 2))
             for h in cutlass.range_constexpr(2):
                 block_words = (x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3)
                 d = [ptx.decode_word(w, sc, scaled) for w, sc in zip(block_words, scales)]
@@ -579,6 +713,13 @@ class Nvfp4GemmSm90:
         time of `slot`; a later write of the same slot (the next tile) replaces it."""
         if cutlass.const_expr(self.config.instrument):
             if tidx == 0:
+                phases[(cta, slot)] = ptx.globaltimer()
+
+    @cute.jit
+    def _stamp_lane0(self, phases, cta: Int32, slot):
+        """Instrumented build: lane 0 of the calling warp (the producer) records the time of `slot`."""
+        if cutlass.const_expr(self.config.instrument):
+            if cute.arch.lane_idx() == 0:
                 phases[(cta, slot)] = ptx.globaltimer()
 
     @cute.jit
@@ -600,11 +741,21 @@ class Nvfp4GemmSm90:
             m, n, _ = self.shape
             return tile < (n // TILE_N) * ((m + self.tile_m - 1) // self.tile_m)
 
+    @staticmethod
+    def _tile_id(order, position: Int32) -> Int32:
+        """The tile at `position` of this CTA's walk: the scheduled order's entry, or the position."""
+        if order is None:
+            return position
+        return order[position]
+
     @cute.jit
     def _find_group(self, table: cute.Tensor, tile: Int32, group: Int32) -> Int32:
-        """The group holding `tile`; tiles only grow, so the search resumes where it stopped."""
+        """The group holding `tile`. A CTA's tiles mostly grow, so the search resumes at `group`;
+        it restarts from group 0 when the schedule moves back (to its half-width tiles)."""
         found = group
         if cutlass.const_expr(self.config.persistent):
+            if tile < Int32(table[(found, COL_TILE_BEGIN)]):
+                found = Int32(0)
             while tile >= Int32(table[(found, COL_TILE_END)]):
                 found += 1
         return found
@@ -648,6 +799,62 @@ def table_tiles(ms, ns, tile_m: int) -> tuple[list[int], list[int], int]:
         m_tiles.append(mt)
         total += mt * (n // TILE_N)
     return begins, m_tiles, total
+
+
+# A half-width tile's time against a full tile's: its wgmma work halves, its B loads and B decode
+# do not. Measured from per-CTA main-loop times and each CTA's mix of tiles (H200, 2026-11-26):
+# 0.71 on case 2 (k 2048), about 0.8 on case 1 (k 7168).
+HALF_TILE_COST = 0.75
+
+
+def tile_costs(ms, ns, tile_m: int, half_tiles: bool) -> list[float]:
+    """Each tile's relative cost, in the persistent kernel's tile order (group by group; in a group
+    n tile by n tile, m fastest): 1, or HALF_TILE_COST for a half-width tile."""
+    costs = []
+    for m, n in zip(ms, ns):
+        m_tiles = -(-m // tile_m)
+        per_n = [HALF_TILE_COST if half_tiles and tile_m == 2 * HALF_ROWS and m - mt * tile_m <= HALF_ROWS else 1.0
+                 for mt in range(m_tiles)]
+        costs += per_n * (n // TILE_N)
+    return costs
+
+
+def schedule(costs: list[float], ctas: int) -> tuple[list[int], list[int]]:
+    """Each CTA's list of tiles, as (runs, order): CTA c takes tiles order[runs[c]:runs[c + 1]].
+
+    Full tiles and half-width tiles are dealt out separately, each in kernel order: CTA c gets the
+    next run of full tiles that fits a cost limit L and then as many of the next half tiles as the
+    rest of L holds; L is the smallest limit (bisection) that places every tile on at most `ctas`
+    CTAs. Without half tiles this is the even split into runs of ceil(tiles / ctas). Mixing the
+    two kinds is what lets the cheaper tiles shorten the longest CTA: contiguous runs in kernel
+    order could not pair them (case 1: a limit of 3 full tiles either way, 2.6 mixed)."""
+    full = [t for t, c in enumerate(costs) if c >= 1.0]
+    half = [t for t, c in enumerate(costs) if c < 1.0]
+    small = min((costs[t] for t in half), default=1.0)
+
+    def deal(limit: float):
+        lists, fi, hi = [], 0, 0
+        for _ in range(ctas):
+            f = min(int(limit + 1e-9), len(full) - fi)
+            h = min(int((limit - f) / small + 1e-9), len(half) - hi)
+            lists.append(full[fi:fi + f] + half[hi:hi + h])
+            fi, hi = fi + f, hi + h
+        return lists if (fi, hi) == (len(full), len(half)) else None
+
+    lo, hi = 0.0, float(len(costs)) + 1.0
+    best = deal(hi)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        lists = deal(mid)
+        if lists is None:
+            lo = mid
+        else:
+            best, hi = lists, mid
+    runs, order = [0], []
+    for tiles in best:
+        order += tiles
+        runs.append(len(order))
+    return runs, order
 
 
 SM_SMEM = 233472  # shared memory per SM (228 KB), CUDA C Programming Guide, compute capability 9.0

@@ -260,31 +260,65 @@ def fence_proxy_async_global(*, loc=None, ip=None) -> None:
 
 
 @dsl_user_op
-def grid_barrier(state: Int64, ctas: Int32, *, loc=None, ip=None) -> None:
-    """One thread per CTA: wait until all `ctas` CTAs of the grid have arrived (they must all be
-    resident, as a persistent grid is). `state` points at two u32 in global memory, (count,
-    generation), zero before the first use: the last CTA to arrive resets the count and bumps the
-    generation (release); the others spin until the generation moves (acquire). The state is left
-    ready for the next launch, so it needs no reset between launches or graph replays."""
+def fence_proxy_async(*, loc=None, ip=None) -> None:
+    """fence.proxy.async (every state space): as `fence_proxy_async_global`, and also for this
+    thread's shared-memory accesses that later bulk copies into the same bytes must not overtake."""
+    _asm("fence.proxy.async;", "~{memory}", [], loc, ip)
+
+
+# A grid barrier for a grid that is resident at once (the persistent kernel's), split in two so
+# that the threads that arrive (one a CTA, after the CTA's writes and a CTA-level barrier over the
+# writers) and those that wait may differ. `state` points at a u64 in global memory, zero before
+# the first launch, that only grows: the CTAs of one launch add 2^32 between them (CTA 0 the
+# remainder of an even split), so a launch's target is the next multiple of 2^32 above the count
+# that a CTA finds before any of its threads arrives (a CTA barrier in between). Arrival is a
+# fire-and-forget release add, the wait an acquire poll; nothing is reset, so launches and graph
+# replays need no reset, whatever their grid sizes (2^32 launches before the count wraps). No
+# 64-bit division: ptxas makes that a subroutine call.
+
+@dsl_user_op
+def grid_target(state: Int64, *, loc=None, ip=None) -> Int64:
+    """The count at which every CTA of this launch has arrived, read before this CTA arrives."""
+    return Int64(_asm("""{
+    .reg .u64 now;
+    ld.relaxed.gpu.global.u64 now, [$1];
+    and.b64 now, now, 0xFFFFFFFF00000000;
+    add.u64 $0, now, 0x100000000;
+}""", "=l,l,~{memory}", [Int64(state)], loc, ip, results=1, result_type=T.i64))
+
+
+@dsl_user_op
+def grid_arrive(state: Int64, ctas: Int32, cta: Int32, *, loc=None, ip=None) -> None:
+    """One thread per CTA, after the CTA's writes and a CTA barrier over the writers: count CTA
+    `cta` of `ctas` in (release)."""
+    _asm("""{
+    .reg .u32 q, all, rest;
+    .reg .u64 share, part;
+    .reg .pred p;
+    mov.u32 all, 0xFFFFFFFF;
+    div.u32 q, all, $1;
+    cvt.u64.u32 share, q;
+    setp.eq.u32 p, $2, 0;
+    sub.u32 rest, $1, 1;
+    mul.wide.u32 part, rest, q;
+    @p sub.u64 share, 0x100000000, part;
+    red.release.gpu.global.add.u64 [$0], share;
+}""", "l,r,r,~{memory}", [Int64(state), Int32(ctas), Int32(cta)], loc, ip)
+
+
+@dsl_user_op
+def grid_wait(state: Int64, target: Int64, *, loc=None, ip=None) -> None:
+    """Spin (acquire) until the count reaches `target` (from `grid_target`): every CTA has arrived."""
     _asm(
         """{
-    .reg .u32 gen, old, now, last;
-    .reg .u64 genaddr;
-    .reg .pred p, q;
-    add.u64 genaddr, $0, 4;
-    ld.acquire.gpu.global.u32 gen, [genaddr];
-    atom.acq_rel.gpu.global.add.u32 old, [$0], 1;
-    sub.u32 last, $1, 1;
-    setp.eq.u32 p, old, last;
-    @p st.relaxed.gpu.global.u32 [$0], 0;
-    @p red.release.gpu.global.add.u32 [genaddr], 1;
-    @p bra.uni GB_DONE_${:uid};
-GB_WAIT_${:uid}:
-    ld.acquire.gpu.global.u32 now, [genaddr];
-    setp.eq.u32 q, now, gen;
-    @!q bra.uni GB_DONE_${:uid};
-    nanosleep.u32 64;
-    bra.uni GB_WAIT_${:uid};
-GB_DONE_${:uid}:
+    .reg .u64 now;
+    .reg .pred q;
+GW_WAIT_${:uid}:
+    ld.acquire.gpu.global.u64 now, [$0];
+    setp.ge.u64 q, now, $1;
+    @q bra.uni GW_DONE_${:uid};
+    nanosleep.u32 32;
+    bra.uni GW_WAIT_${:uid};
+GW_DONE_${:uid}:
 }""",
-        "l,r,~{memory}", [Int64(state), Int32(ctas)], loc, ip)
+        "l,l,~{memory}", [Int64(state), Int64(target)], loc, ip)
