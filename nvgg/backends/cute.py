@@ -8,7 +8,8 @@
 Both read NVFP4, expand it to fp16 exactly (the persistent kernel expands A once per launch into an
 fp16 copy that it then loads by TMA) and multiply with wgmma; see kernels/sm90/nvfp4_gemm.py.
 
-Shape rules (both kernels): k a multiple of 256, n a multiple of 128, any m ≥ 1.
+Shape rules (both kernels): k a multiple of 256, n a multiple of 128, any m ≥ 1; the persistent kernel
+takes at most 512 groups (gemm.MAX_GROUPS).
 """
 
 from __future__ import annotations

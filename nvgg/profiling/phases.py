@@ -31,8 +31,8 @@ MAX_SWITCHES = 56
 SLOTS = FIRST_SWITCH + MAX_SWITCHES
 
 # (name, from slot, to slot): the phases reported, in kernel order. The producer's descriptor setup
-# runs beside phase 0 (or, in the build without early B loads, after the grid barrier); "to first
-# MMA" runs from the later of the barrier and the descriptors.
+# runs beside phase 0; "to first MMA" runs from the later of the barrier and the descriptors (the
+# barrier, in the current kernel: its producer sets up the maps before it waits).
 PHASES = (
     ("descriptor setup", START, DESC_READY),
     ("phase 0", START, PHASE0_DONE),

@@ -169,7 +169,7 @@ class Tables:
     total_tiles: int
     phases: torch.Tensor | None = None  # int64 [ctas, SLOTS]: the instrumented build's timestamps
     a16: torch.Tensor | None = None  # persistent kernel: every group's fp16 A, written by phase 0
-    barrier: torch.Tensor | None = None  # persistent kernel: the grid barrier's arrival count (u64; one grid size)
+    barrier: torch.Tensor | None = None  # persistent kernel: the grid barrier's arrival count (u64, see ptx.grid_target)
     units: int = 0  # phase-0 work units (one row × 64 k of A) over all groups
     runs: torch.Tensor | None = None  # persistent kernel: int32 [ctas + 1 + tiles], each CTA's tiles (gemm.schedule)
 

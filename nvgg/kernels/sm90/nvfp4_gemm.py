@@ -186,8 +186,8 @@ class GemmConfig:
 
     @property
     def smem_bytes(self) -> int:
-        fp16 = self.a16_slots * self.tile_m * K_SUB * 2  # A only: B goes to registers
-        barriers = 2 * (self.stages + self.a16_slots) * 8
+        fp16 = self.slots * self.tile_m * K_SUB * 2  # A only: B goes to registers
+        barriers = 2 * (self.stages + self.slots) * 8
         return self.stages * self.stage_bytes + fp16 + barriers + 2 * 1024  # 1 KB alignment of 2 regions
 
     def problems(self) -> str | None:
@@ -208,7 +208,7 @@ class GemmConfig:
             return f"slots={self.slots}: the kernel needs at least {SUBS_PER_STAGE} (one stage of A)"
         if self.stages < 2:
             return f"stages={self.stages}: the load ring needs at least 2 stages to overlap"
-        if self.persistent and self.a16_slots * self.tile_m * K_SUB * 2 < MAX_GROUPS * len(INFO_COLS) * 8:
+        if self.persistent and self.slots * self.tile_m * K_SUB * 2 < MAX_GROUPS * len(INFO_COLS) * 8:
             return f"slots={self.slots}, tile_m={self.tile_m}: the fp16 A slots cannot stage {MAX_GROUPS} groups' phase-0 columns"
         if self.smem_bytes > SMEM_LIMIT:
             return (f"tile_m={self.tile_m}, stages={self.stages} needs {self.smem_bytes} bytes of shared "
@@ -269,12 +269,12 @@ class Nvfp4GemmSm90:
         # byte offsets inside one stage of the load ring (each a multiple of 1024: the swizzle atom)
         self.off_b = 0
         self.off_sfb = TILE_N * ROW_BYTES
-        self.slots = config.a16_slots
+        self.slots = config.slots
         hints = config.l2_hints
         self.evict_b, self.evict_a16 = ("first", "last") if hints else ("", "")
         self.stage_bytes = config.stage_bytes
         self.a16_bytes = self.tile_m * K_SUB * 2
-        self.half = config.half_tiles and self.tile_m == 2 * HALF_ROWS
+        self.half = has_half_width(self.tile_m, config.half_tiles)
         self.box_bytes = A16_BOX_ROWS * K_SUB * 2
 
     @cute.jit
@@ -372,75 +372,56 @@ class Nvfp4GemmSm90:
             if tidx == 0:
                 phases[(cta, phase_slots.START)] = ptx.globaltimer()
 
-        # the producer's state, shared by its prologue and its main loop
-        state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-        astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
-        # this CTA's own descriptor pair, initialised from the template and retargeted in place
-        desc_a = Int64(table[(0, COL_WORKSPACE)]) + Int64(cta) * Int64(PAIR_BYTES)
-        desc_b = desc_a + Int64(TENSORMAP_BYTES)
-        mapped = Int32(-1)  # the group the descriptor pair describes
-
+        # phase 0 (persistent kernel): the MMA warps of the grid expand every group's A into the
+        # fp16 copy and arrive at the grid barrier; the producer warp meanwhile prepares its tensor
+        # maps, and only then waits for the barrier: its fp16 A loads may read any of the copy. The
+        # MMA warps never wait at the barrier; their first fp16 A slot fills after it. (Issuing the
+        # first tile's packed-B loads before the barrier too, during phase 0 or after this CTA's
+        # share of it, brought the first MMA earlier but made the main loops slower, by more:
+        # H200, 2026-11-26, case 1 155-158 against 147-150 µs, case 2 95-96.5 against 92-93; see
+        # NOTES.md.)
+        barrier_state = Int64(0)
+        target = Int64(0)
         if cutlass.const_expr(self.config.persistent):
-            # phase 0: the MMA warps of the grid expand every group's A into the fp16 copy and
-            # arrive at the grid barrier; the producer warp meanwhile prepares its tensor maps, and
-            # only then waits for the barrier: its fp16 A loads may read any of the copy. The MMA
-            # warps never wait at the barrier; their first fp16 A slot fills after it. (Issuing the
-            # first tile's packed-B loads before the barrier too, during phase 0 or after this
-            # CTA's share of it, brought the first MMA earlier but made the main loops slower, by
-            # more: H200, 2026-11-26, case 1 155-158 against 147-150 µs, case 2 95-96.5 against
-            # 92-93; see NOTES.md.)
             barrier_state = Int64(table[(0, COL_BARRIER)])
-            target = Int64(0)
             if warp_idx == self.config.producer_warp:
                 target = ptx.grid_target(barrier_state)
             cute.arch.barrier()  # the count is read before any thread of this CTA arrives
-            if warp_idx == self.config.producer_warp:
-                ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
-                if self._more(tile, total_tiles):
-                    group = self._find_group(table, self._tile_id(order, tile), group)
-                    self._retarget(table, group, desc_a, desc_b)
-                    mapped = group
-                    self._stamp_lane0(phases, cta, phase_slots.DESC_READY)
-                ptx.grid_wait(barrier_state, target)
-                self._stamp_lane0(phases, cta, phase_slots.BARRIER_DONE)
-            else:
-                # the group table's phase-0 columns, staged in the (still unused) fp16 A slots
-                info = cute.make_tensor(cute.recast_ptr(storage.a16.data_ptr(), dtype=Int64),
-                                        cute.make_layout((MAX_GROUPS, len(INFO_COLS)), stride=(len(INFO_COLS), 1)))
-                self._stage_group_info(table, info, tidx)
-                self._expand_a_global(table, bidx * MMA_THREADS + tidx, gdimx * MMA_THREADS, info)
-                # the fp16 copy (global) and the staged columns (shared memory, which bulk copies
-                # overwrite after the barrier), both ordered before the async proxy's accesses
-                ptx.fence_proxy_async()
-                cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
-                self._stamp(phases, cta, tidx, phase_slots.PHASE0_DONE)
-                if tidx == 0:
-                    ptx.grid_arrive(barrier_state, gdimx, bidx)
 
         if warp_idx == self.config.producer_warp:
+            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+            astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
+            # this CTA's own descriptor pair, initialised from the template and retargeted in place
+            # for the first tile's group here, then on every switch of group
+            desc_a = Int64(table[(0, COL_WORKSPACE)]) + Int64(cta) * Int64(PAIR_BYTES)
+            desc_b = desc_a + Int64(TENSORMAP_BYTES)
+            mapped = Int32(-1)  # the group the descriptor pair describes
+            ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
+            if self._more(tile, total_tiles):
+                group = self._find_group(table, self._tile_id(order, tile), group)
+                self._retarget(table, group, desc_a, desc_b)
+                mapped = group
+                self._stamp_lane0(phases, cta, phase_slots.DESC_READY)
             if cutlass.const_expr(self.config.persistent):
+                ptx.grid_wait(barrier_state, target)
+                self._stamp_lane0(phases, cta, phase_slots.BARRIER_DONE)
                 ptx.fence_proxy_async_global()  # the phase-0 copy, seen through the grid barrier
-            if mapped < 0:
-                ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
             switches = Int32(0)
             while self._more(tile, total_tiles):
                 t = self._tile_id(order, tile)
                 group = self._find_group(table, t, group)
                 m, n, k, mt, nt = self._tile_coords(table, t, group)
                 if group != mapped:
-                    if mapped >= 0:
-                        self._wait_loads_landed(ring, state, self.stages)
-                        self._wait_loads_landed(a16_pipe, astate, self.slots)
+                    # the maps describe the first tile's group already: this is a switch
+                    self._wait_loads_landed(ring, state, self.stages)
+                    self._wait_loads_landed(a16_pipe, astate, self.slots)
                     self._retarget(table, group, desc_a, desc_b)
                     if cutlass.const_expr(self.config.instrument):
-                        if mapped < 0:
-                            self._stamp_lane0(phases, cta, phase_slots.DESC_READY)
-                        else:
-                            if switches < phase_slots.MAX_SWITCHES:
-                                self._stamp_lane0(phases, cta, phase_slots.FIRST_SWITCH + switches)
-                            switches += 1
-                            if cute.arch.lane_idx() == 0:
-                                phases[(cta, phase_slots.SWITCHES)] = Int64(switches)
+                        if switches < phase_slots.MAX_SWITCHES:
+                            self._stamp_lane0(phases, cta, phase_slots.FIRST_SWITCH + switches)
+                        switches += 1
+                        if cute.arch.lane_idx() == 0:
+                            phases[(cta, phase_slots.SWITCHES)] = Int64(switches)
                     mapped = group
                 # fp16 A boxes holding rows < m (the rest of a slot keeps stale rows: they feed only
                 # columns of Cᵀ past m, which are never stored; zero-filling them was measured slower
@@ -466,6 +447,20 @@ class Nvfp4GemmSm90:
                                                 a_x, a_y + b * A16_BOX_ROWS, mbar, self.evict_a16)
                         astate.advance()
                 tile += stride
+        else:
+            if cutlass.const_expr(self.config.persistent):
+                # the group table's phase-0 columns, staged in the (still unused) fp16 A slots
+                info = cute.make_tensor(cute.recast_ptr(storage.a16.data_ptr(), dtype=Int64),
+                                        cute.make_layout((MAX_GROUPS, len(INFO_COLS)), stride=(len(INFO_COLS), 1)))
+                self._stage_group_info(table, info, tidx)
+                self._expand_a_global(table, bidx * MMA_THREADS + tidx, gdimx * MMA_THREADS, info)
+                # the fp16 copy (global) and the staged columns (shared memory, which bulk copies
+                # overwrite after the barrier), both ordered before the async proxy's accesses
+                ptx.fence_proxy_async()
+                cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
+                self._stamp(phases, cta, tidx, phase_slots.PHASE0_DONE)
+                if tidx == 0:
+                    ptx.grid_arrive(barrier_state, gdimx, bidx)
 
         if warp_idx < MMA_WARPS:
             self._mma_role(table, order, total_tiles, tile, stride, group, tidx, ring, a16_pipe, ring_addr,
@@ -807,13 +802,18 @@ def table_tiles(ms, ns, tile_m: int) -> tuple[list[int], list[int], int]:
 HALF_TILE_COST = 0.75
 
 
+def has_half_width(tile_m: int, half_tiles: bool) -> bool:
+    """Whether tiles of at most HALF_ROWS rows run the half-width wgmma: only tile_m 128 has one."""
+    return half_tiles and tile_m == 2 * HALF_ROWS
+
+
 def tile_costs(ms, ns, tile_m: int, half_tiles: bool) -> list[float]:
     """Each tile's relative cost, in the persistent kernel's tile order (group by group; in a group
     n tile by n tile, m fastest): 1, or HALF_TILE_COST for a half-width tile."""
     costs = []
     for m, n in zip(ms, ns):
         m_tiles = -(-m // tile_m)
-        per_n = [HALF_TILE_COST if half_tiles and tile_m == 2 * HALF_ROWS and m - mt * tile_m <= HALF_ROWS else 1.0
+        per_n = [HALF_TILE_COST if has_half_width(tile_m, half_tiles) and m - mt * tile_m <= HALF_ROWS else 1.0
                  for mt in range(m_tiles)]
         costs += per_n * (n // TILE_N)
     return costs
@@ -833,13 +833,13 @@ def schedule(costs: list[float], ctas: int) -> tuple[list[int], list[int]]:
     small = min((costs[t] for t in half), default=1.0)
 
     def deal(limit: float):
-        lists, fi, hi = [], 0, 0
+        lists, next_full, next_half = [], 0, 0
         for _ in range(ctas):
-            f = min(int(limit + 1e-9), len(full) - fi)
-            h = min(int((limit - f) / small + 1e-9), len(half) - hi)
-            lists.append(full[fi:fi + f] + half[hi:hi + h])
-            fi, hi = fi + f, hi + h
-        return lists if (fi, hi) == (len(full), len(half)) else None
+            f = min(int(limit + 1e-9), len(full) - next_full)
+            h = min(int((limit - f) / small + 1e-9), len(half) - next_half)
+            lists.append(full[next_full:next_full + f] + half[next_half:next_half + h])
+            next_full, next_half = next_full + f, next_half + h
+        return lists if (next_full, next_half) == (len(full), len(half)) else None
 
     lo, hi = 0.0, float(len(costs)) + 1.0
     best = deal(hi)
