@@ -364,3 +364,27 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work():
         assert r[phases.START] > 0 and r[phases.EXIT] >= r[phases.START]
     report = phases.analyse(buffer)
     assert report.ctas_with_work == len(worked) and report.kernel_us > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case_id", ["3", "test-4"])
+def test_repeated_launches_wait_for_their_own_phase_0(case_id):
+    """The grid barrier's count is never reset: each launch must wait for its own fp16 copy, not
+    pass on the previous launch's count. The copy is poisoned (NaN) before every launch, so a main
+    loop that read it early would put NaN into C."""
+    if not _sm90():
+        pytest.skip("needs an sm_90 GPU")
+    case = cases.get(case_id)
+    data = inputs.generate(case, "cuda")
+    want = reference.reference(data)
+    launch = CuteBackend().grouped_launcher(data)
+    tables = launch.tables
+    launches = 5
+    for _ in range(launches):
+        reference.poison(data)
+        tables.a16.fill_(float("nan"))
+        launch()
+        torch.cuda.synchronize()
+        result = reference.check(inputs.outputs(data), want)
+        assert result.ok, result.message
+    assert tables.barrier.cpu().tolist() == [launches << 32]  # 2^32 a launch, whatever the grid

@@ -429,8 +429,9 @@ class Nvfp4GemmSm90:
                 boxes = (cutlass.min(m - mt * self.tile_m, self.tile_m) + A16_BOX_ROWS - 1) // A16_BOX_ROWS
                 if cutlass.const_expr(self.config.ablate == "a16_oob"):
                     boxes = Int32(self.tile_m // A16_BOX_ROWS)
+                sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)  # the B tile's scales
                 for kt in cutlass.range(k // K_STAGE, unroll=1):
-                    state = self._load_b_stage(ring, state, ring_addr, desc_b, table, group, k, nt, kt)
+                    state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
                     for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
                         # the slot's expected bytes are those of the boxes actually copied
                         a16_pipe.sync_object_empty.wait(astate.index, astate.phase)
@@ -480,16 +481,14 @@ class Nvfp4GemmSm90:
         ptx.publish_tensormaps(desc_a)
 
     @cute.jit
-    def _load_b_stage(self, ring, state, ring_addr: Int32, desc_b: Int64, table: cute.Tensor, group: Int32,
-                      k: Int32, nt: Int32, kt: Int32):
+    def _load_b_stage(self, ring, state, ring_addr: Int32, desc_b: Int64, sfb: Int64, nt: Int32, kt: Int32):
         """Acquire the next ring stage and copy stage `kt` of B tile `nt` into it: the packed bytes
-        (tensor map) and their 2 KB scale run (plain bulk copy), one mbarrier for both. Returns
-        the advanced state."""
+        (tensor map) and their 2 KB scale run (plain bulk copy from the tile's scales at `sfb`),
+        one mbarrier for both. Returns the advanced state."""
         ring.producer_acquire(state)
         mbar = ring.producer_get_barrier(state).toint()
         base = ring_addr + state.index * self.stage_bytes
         ptx.tma_load_2d(base + self.off_b, desc_b, kt * ROW_BYTES, nt * TILE_N, mbar, self.evict_b)
-        sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)
         ptx.bulk_load(base + self.off_sfb, sfb + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
         state.advance()
         return state
