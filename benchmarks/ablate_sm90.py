@@ -4,7 +4,7 @@
     python benchmarks/ablate_sm90.py [--cases 1,2] [--variants full,no_mma,...]
 
 A variant is tokens joined by '+': `full`, `strided` (GemmConfig.chunked off), `no_l2_hints`,
-`no_half` (GemmConfig.half_tiles off), `slotsN` (N fp16 A slots), `tileN` (tile_m N) or an
+`no_half` (GemmConfig.half_tiles off), `wide` / `no_wide` (the wide-tile build or the plain one, where `full` is the backend's own choice), `slotsN` (N fp16 A slots), `tileN` (tile_m N) or an
 ablation (no_mma, no_expand, no_scale: GemmConfig.ablate). Unablated builds are checked against
 the exact reference before they are timed; ablated builds compute garbage by design and are only
 timed. With --phases, each unablated variant's instrumented build also reports its device phases
@@ -21,7 +21,7 @@ import torch
 from tabulate import tabulate
 
 from nvgg import cases, env, inputs, reference, timing
-from nvgg.backends.cute import config_for
+from nvgg.backends.cute import NOMINAL_SMS, config_for, persistent_config, wide_config
 from nvgg.kernels.sm90 import host
 from nvgg.kernels.sm90 import nvfp4_gemm as gemm
 from nvgg.profiling import phases
@@ -30,20 +30,25 @@ from nvgg.profiling import phases
 def config_of(case, variant: str):
     """The persistent kernel's configuration for `case` with `variant`: tokens joined by '+', each
     `full` (nothing), `strided` (every grid-th tile instead of the scheduled lists) or another token of the module docstring."""
-    config = config_for(case.m, persistent=True)
+    sms = torch.cuda.get_device_properties(0).multi_processor_count if torch.cuda.is_available() else NOMINAL_SMS
+    config = persistent_config(case.m, case.n, sms)  # what the backend runs
     for token in variant.split("+"):
         if token == "strided":
             config = replace(config, chunked=False)
         elif token == "no_l2_hints":
             config = replace(config, l2_hints=False)
         elif token == "no_half":
-            config = replace(config, half_tiles=False)
+            config = replace(config_for(case.m, persistent=True), half_tiles=False)
+        elif token == "no_wide":
+            config = config_for(case.m, persistent=True)
+        elif token == "wide":
+            config = wide_config(config_for(case.m, persistent=True)) or config
         elif token.startswith("tile"):
             tile_m = int(token[4:])
             config = replace(config, tile_m=tile_m, stages=gemm.stages_for(tile_m, config.slots))
         elif token.startswith("slots"):
             slots = int(token[5:])
-            config = replace(config, slots=slots, stages=gemm.stages_for(config.tile_m, slots))
+            config = replace(config, slots=slots, stages=gemm.stages_for(config.tile_m, slots, config.wide_tiles))
         elif token in gemm.ABLATIONS:
             config = replace(config, ablate=token)
         elif token != "full":

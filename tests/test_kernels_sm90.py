@@ -139,6 +139,7 @@ def store(tmp_path_factory):
     (gemm.GemmConfig(tile_m=128, stages=3, persistent=True), None),
     (gemm.GemmConfig(tile_m=128, stages=4, persistent=True), None),
     (gemm.GemmConfig(tile_m=64, stages=5, persistent=True), None),
+    (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True), None),
 ])
 def test_compiles_for_sm90a_within_limits(store, config, shape):
     entry = host.compile_gemm(config, shape, "sm_90a", store=store)
@@ -165,6 +166,10 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
         assert "red.release.gpu.global.add.u64" in ptx_text and "ld.acquire.gpu.global.u64" in ptx_text
     else:
         assert "red.release.gpu.global.add.u64" not in ptx_text  # no grid barrier: any grid size
+    # only the wide-tile build moves registers from its producer warpgroup to the MMA warpgroups
+    regs = re.findall(r"setmaxnreg\.(dec|inc)\.sync\.aligned\.u32\s+(\d+);", ptx_text)
+    assert sorted(set(regs)) == ([("dec", str(gemm.PRODUCER_REGS)), ("inc", str(gemm.MMA_REGS))] if config.wide_tiles else [])
+    assert 2 * 128 * gemm.MMA_REGS + 128 * gemm.PRODUCER_REGS <= 384 * 168  # what the launch allocates
     res = host.resources(entry)
     assert 0 < res["registers"] <= MAX_REGS_PER_THREAD
     assert res["registers"] * config.threads <= REGS_PER_SM
@@ -182,6 +187,7 @@ def _nvdisasm() -> str | None:
     (gemm.GemmConfig(tile_m=64, stages=5), (33, 384, 768)),
     (gemm.GemmConfig(tile_m=128, stages=3), (76, 7168, 2048)),
     (gemm.GemmConfig(tile_m=128, stages=3, persistent=True), None),
+    (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True), None),
 ])
 def test_sass_waits_for_the_last_wgmma_before_reading_accumulators(store, config, shape):
     """ptxas once hoisted the epilogue's fp32->fp16 conversions above the final wgmma wait (seen in
@@ -198,6 +204,25 @@ def test_sass_waits_for_the_last_wgmma_before_reading_accumulators(store, config
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x0" in sass[wait]
     # between the last wgmma and its wait only independent work (no accumulator conversions)
     assert all(i > wait for i, line in enumerate(sass) if "F2FP.F16.F32" in line)
+
+
+@pytest.mark.parametrize("config, wgmma, groups", [
+    (gemm.GemmConfig(tile_m=128, stages=5, persistent=True), 64, 16),
+    # the wide tile's N = 64 wgmma joins the N = 128 one's group: 8 a subtile
+    (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True), 128, 24),
+])
+def test_sass_keeps_the_wgmma_pipelined(store, config, wgmma, groups):
+    """ptxas serialises every wgmma (one WARPGROUP.ARRIVE and DEPBAR each) when it runs short of
+    registers (C7511/C7512): the wide-tile build did at 288 threads, capped at 168 registers,
+    until its producer warpgroup gave registers away (setmaxnreg). Pipelined, a warpgroup
+    arrives once per 64-k subtile: 4 wgmma of k 16 (8 in a wide tile) between arrivals."""
+    tool = _nvdisasm()
+    if not tool:
+        pytest.skip("nvdisasm not found (set NVDISASM)")
+    entry = host.compile_gemm(config, None, "sm_90a", store=store)
+    sass = subprocess.run([tool, "-c", str(entry.directory / "kernel.cubin")], capture_output=True, text=True,
+                          check=True).stdout
+    assert (sass.count("HGMMA"), sass.count("WARPGROUP.ARRIVE")) == (wgmma, groups)
 
 
 def test_instrumented_build_reads_the_timer_only_when_asked(store):
@@ -222,7 +247,7 @@ def test_cache_hits_in_memory_and_on_disk(store, tmp_path):
 
 def test_key_names_every_ingredient():
     key = kcache.CacheKey.make("k", gemm.GemmConfig(), (1, 128, 256), "sm_90a", host.SOURCES)
-    assert key.config == (128, 3, False, False, "", True, 8, True, False, True) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
+    assert key.config == (128, 3, False, False, "", True, 8, True, False, True, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
     assert key.dsl and len(key.source) == 16
 
 
@@ -240,6 +265,11 @@ def test_backend_compile_reports_each_distinct_kernel():
     grouped = be.compile(case, "sm_90a", grouped=True)
     assert len(grouped) == 1 and grouped[0].threads == gemm.GemmConfig(persistent=True).threads == 288
     assert grouped[0].extra["cache_hit"] in ("cold", "memory", "disk") and grouped[0].extra["wgmma"]
+    # case 2 merges tiles on 132 SMs: the wide-tile build, a producer warpgroup beside the MMA ones
+    (wide,) = be.compile(cases.get("2"), "sm_90a", grouped=True)
+    assert wide.name == "nvfp4_grouped_gemm_sm90[tile_m=128,stages=4,slots=6,wide_tiles]"
+    assert (wide.threads, wide.registers) == (384, 168) and wide.extra["frame_bytes"] == 0
+    assert be.tiles(cases.get("2"), grouped=True) == [504] and be.tiles(cases.get("1"), grouped=True) == [352]
 
 
 def test_backend_refuses_other_archs_and_bad_shapes():
@@ -257,6 +287,32 @@ def test_tile_costs_mark_the_half_width_tiles():
     assert gemm.tile_costs([176], [256], 128, False) == [1.0, 1.0] * 2
     assert gemm.tile_costs([64, 65], [128, 128], 128, True) == [gemm.HALF_TILE_COST, 1.0]
     assert gemm.tile_costs([40], [128], 64, True) == [1.0]  # only tile_m 128 has a half width
+    # wide: a group's last full tile and the at most 64 rows after it, as one tile
+    assert gemm.tile_costs([176], [256], 128, True, wide=True) == [gemm.WIDE_TILE_COST] * 2
+    assert gemm.HALF_TILE_COST < 1.0 < gemm.WIDE_TILE_COST < 2 * gemm.HALF_TILE_COST  # merging saves work
+    assert gemm.tile_costs([196, 64, 300], [128] * 3, 128, True, wide=True) == [
+        1.0, 1.0, gemm.HALF_TILE_COST, 1.0, gemm.WIDE_TILE_COST]  # 68 rows over: no merge; alone: half
+    assert [gemm.m_tiles_of(m, 128, True) for m in (1, 64, 128, 129, 192, 193, 320, 512)] == [1, 1, 1, 1, 1, 2, 2, 4]
+    assert [gemm.m_tiles_of(m, 128) for m in (129, 192, 320)] == [2, 2, 3]
+
+
+@pytest.mark.parametrize("case_id, merged, spans", [
+    ("1", False, (2.75, 2.75)),  # 64 wide, 192 full, 32 half tiles pack no better on 132 CTAs
+    ("2", True, (5.25, 4.39)),   # 728 tiles -> 504: 2 wide + 1 full + 1 half on the longest CTAs
+    ("3", False, (1.0, 1.32)),   # 120 tiles on 132 CTAs: merging would only lengthen the longest
+    ("4", False, (1.0, 1.0)),    # nothing to merge
+])
+def test_tile_plan_merges_only_where_the_longest_cta_shortens(case_id, merged, spans):
+    case = cases.get(case_id)
+    wide = gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True)
+    assert gemm.tile_plan(case.m, case.n, wide, 132) == merged
+    got = []
+    for w in (False, True):
+        costs = gemm.tile_costs(case.m, case.n, 128, True, w)
+        runs, order = gemm.schedule(costs, gemm.grid_for(len(costs), 132))
+        assert sorted(order) == list(range(len(costs)))
+        got.append(gemm.makespan(costs, runs, order))
+    assert tuple(got) == pytest.approx(spans)
 
 
 def test_schedule_places_every_tile_once_and_pairs_half_tiles_with_full_ones():
@@ -277,6 +333,20 @@ def test_schedule_places_every_tile_once_and_pairs_half_tiles_with_full_ones():
     # fewer tiles than CTAs: one each, the rest idle
     runs, order = gemm.schedule([1.0, 0.6, 1.0], 5)
     assert sorted(order) == [0, 1, 2] and runs[-1] == 3 and all(b - a <= 1 for a, b in zip(runs, runs[1:]))
+
+
+def test_schedule_places_any_mix_of_tile_costs():
+    import random
+    rng = random.Random(3)
+    for _ in range(300):
+        costs = [rng.choice([gemm.HALF_TILE_COST, 1.0, gemm.WIDE_TILE_COST]) for _ in range(rng.randint(0, 90))]
+        ctas = rng.randint(1, 40)
+        runs, order = gemm.schedule(costs, ctas)
+        assert len(runs) == ctas + 1 and runs[0] == 0 and runs == sorted(runs) and runs[-1] == len(costs)
+        assert sorted(order) == list(range(len(costs)))
+        # never worse than the even split by count, never better than the mean
+        span = gemm.makespan(costs, runs, order)
+        assert sum(costs) / ctas - 1e-9 <= span <= max(costs, default=0.0) * -(-len(costs) // ctas) + 1e-9
 
 
 def test_persistent_kernel_refuses_more_groups_than_it_stages():

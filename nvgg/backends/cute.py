@@ -35,6 +35,30 @@ def config_for(ms, *, persistent: bool) -> gemm.GemmConfig:
     return gemm.GemmConfig(tile_m=tile_m, stages=gemm.stages_for(tile_m), persistent=persistent)
 
 
+WIDE_SLOTS = 6  # fp16 A slots of 192 rows: 4 stages of the packed-B ring still fit beside them
+# SMs the persistent kernel's choice assumes where no GPU is present (`nvgg compile`): the H100
+# SXM's and the H200's (profiles/h100.toml, h200.toml)
+NOMINAL_SMS = 132
+
+
+def wide_config(base: gemm.GemmConfig) -> gemm.GemmConfig | None:
+    """The wide-tile build of a persistent configuration (GemmConfig.wide_tiles), or None where it
+    has none (tile_m below 128). Its fp16 A slots are larger, so it has fewer of them."""
+    if not gemm.has_half_width(base.tile_m, base.half_tiles):
+        return None
+    return replace(base, wide_tiles=True, slots=WIDE_SLOTS, stages=gemm.stages_for(base.tile_m, WIDE_SLOTS, True))
+
+
+def persistent_config(ms, ns, sms: int) -> gemm.GemmConfig:
+    """The persistent kernel the backend launches for these groups on `sms` SMs (one CTA each):
+    the wide-tile build where merging tiles shortens the longest CTA's list (gemm.tile_plan),
+    else the plain one, whose eight fp16 A slots are faster where nothing merges (H200,
+    2026-11-26: case 1 139.1 against 142.7 µs with six; NOTES.md)."""
+    base = config_for(ms, persistent=True)
+    wide = wide_config(base)
+    return wide if wide is not None and gemm.tile_plan(ms, ns, wide, sms) else base
+
+
 def _shape_problem(case: Case, config: gemm.GemmConfig) -> str | None:
     for i, (m, n, k) in enumerate(case.groups):
         reason = config.is_valid(m, n, k)
@@ -67,7 +91,7 @@ class CuteBackend(Backend):
         if reason:
             raise NvggError(reason)
         if grouped:
-            builds = [(config_for(case.m, persistent=True), None)]
+            builds = [(persistent_config(case.m, case.n, NOMINAL_SMS), None)]
         else:  # every per-group launch runs the expand kernel first
             builds = [(config_for([m], persistent=False), (m, n, k)) for m, n, k in dict.fromkeys(case.groups)]
             builds.append((host.EXPAND_CONFIG, None))
@@ -87,7 +111,8 @@ class CuteBackend(Backend):
 
     def tiles(self, case: Case, *, grouped: bool = False) -> list[int]:
         if grouped:
-            return [gemm.table_tiles(case.m, case.n, config_for(case.m, persistent=True).tile_m)[2]]
+            config = persistent_config(case.m, case.n, NOMINAL_SMS)
+            return [gemm.table_tiles(case.m, case.n, config.tile_m, config.wide_tiles)[2]]
         return [gemm.table_tiles([m], [n], config_for([m], persistent=False).tile_m)[2] for m, n, _ in case.groups]
 
     def group_launcher(self, data, g: int) -> Launch:
@@ -126,7 +151,8 @@ class CuteBackend(Backend):
             raise NvggError(f"the persistent cute kernel takes at most {gemm.MAX_GROUPS} groups, got {len(data[3])}: "
                             "use --strategy graph or multistream")
         groups = [self._group(data, g) for g in range(len(data[3]))]
-        config = replace(config_for([t.m for t in groups], persistent=True), instrument=instrument)
+        sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
+        config = replace(persistent_config([t.m for t in groups], [t.n for t in groups], sms), instrument=instrument)
         timed = host.compile_gemm(replace(config, instrument=False), None, ARCH)
         entry = host.compile_gemm(config, None, ARCH) if instrument else timed
         # the instrumented build runs on the timed build's grid

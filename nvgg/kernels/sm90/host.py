@@ -36,6 +36,7 @@ def kernel_name(config: gemm.GemmConfig, shape) -> str:
         suffix += "" if config.slots == gemm.A16_SLOTS else f",slots={config.slots}"
         suffix += "" if config.l2_hints else ",no_l2_hints"
         suffix += "" if config.half_tiles else ",no_half_tiles"
+        suffix += ",wide_tiles" if config.wide_tiles else ""
         suffix += f",ablate={config.ablate}" if config.ablate else ""
         return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
     m, n, k = shape
@@ -66,7 +67,7 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
                 "config": {"tile_m": config.tile_m, "stages": config.stages, "persistent": config.persistent,
                            "instrument": config.instrument, "ablate": config.ablate, "chunked": config.chunked,
                            "slots": config.slots, "l2_hints": config.l2_hints, "half_tiles": config.half_tiles,
-                           "expand_only": config.expand_only},
+                           "expand_only": config.expand_only, "wide_tiles": config.wide_tiles},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx}
         return kcache.Built(fn, ptx, bytes(fn.artifacts.CUBIN), meta)
 
@@ -174,19 +175,21 @@ class Tables:
     runs: torch.Tensor | None = None  # persistent kernel: int32 [ctas + 1 + tiles], each CTA's tiles (gemm.schedule)
 
 
-def count_tiles(groups: list[GroupTensors], tile_m: int) -> int:
-    return gemm.table_tiles([g.m for g in groups], [g.n for g in groups], tile_m)[2]
+def count_tiles(groups: list[GroupTensors], tile_m: int, wide: bool = False) -> int:
+    return gemm.table_tiles([g.m for g in groups], [g.n for g in groups], tile_m, wide)[2]
 
 
 def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
                  phases: torch.Tensor | None = None) -> Tables:
     """The device table for `groups` and a launch of `config` over `ctas` CTAs (and, for the
     instrumented build, the phase buffer the kernel fills), with the fp16 copy of A (m × k per
-    group) that phase 0 fills, and for the persistent kernel its grid barrier's state."""
+    group) that phase 0 fills, and for the persistent kernel its grid barrier's state. A kernel
+    built with wide tiles gets them: the table merges every group's last tiles that can be."""
+    wide = config.wide_tiles
     device = groups[0].c.device
     tile_m = config.tile_m
     ms, ns = [g.m for g in groups], [g.n for g in groups]
-    begins, m_tiles, total = gemm.table_tiles(ms, ns, tile_m)
+    begins, m_tiles, total = gemm.table_tiles(ms, ns, tile_m, wide)
     first = groups[0]
     sizes = [g.m * g.k for g in groups]
     a16_offsets = [sum(sizes[:i]) for i in range(len(groups))]
@@ -216,7 +219,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         rows[0][gemm.COL_PHASES] = phases.data_ptr()
     runs = None
     if config.persistent:
-        bounds, order = gemm.schedule(gemm.tile_costs(ms, ns, tile_m, config.half_tiles), ctas)
+        bounds, order = gemm.schedule(gemm.tile_costs(ms, ns, tile_m, config.half_tiles, wide), ctas)
         runs = torch.tensor(bounds + order, dtype=torch.int32).to(device)
         rows[0][gemm.COL_RUNS] = runs.data_ptr()
     rows[0][gemm.COL_UNITS] = units
@@ -301,7 +304,7 @@ def persistent_grid(groups: list[GroupTensors], config: gemm.GemmConfig, entry: 
     needs every CTA running), never more than there are tiles."""
     res = resources(entry)
     sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
-    return gemm.grid_for(count_tiles(groups, config.tile_m), sms,
+    return gemm.grid_for(count_tiles(groups, config.tile_m, config.wide_tiles), sms,
                          gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads))
 
 

@@ -50,8 +50,8 @@ Warps:
   rewrites the pair's address, dimensions and row stride in place from the group's table row
   (tensormap.replace) and fences it for the copy engine (ptx.retarget_tensormap,
   ptx.publish_tensormaps). Nothing of this happens per tile. The persistent kernel gives each
-  CTA a list of tiles from the host's cost-balanced `schedule`: a contiguous run of full tiles,
-  then a run of half-width ones (below), so a CTA changes group at most a few times.
+  CTA a list of tiles from the host's cost-balanced `schedule`: a few consecutive tiles of each
+  cost class (wide, full, half-width; below), so a CTA changes group at most a few times.
 - warps 0-7, two MMA warpgroups: for each 64-k subtile each decodes its 64 B rows straight into
   one of two register fragments, waits for the subtile's fp16 A, issues wgmma (B from registers,
   A from shared memory) and commits; wait_group(1) then retires the previous subtile's wgmma,
@@ -59,7 +59,12 @@ Warps:
   After the tile's last wgmma, wait_group(0) retires both. A stage of packed B is released as
   soon as its four subtiles are decoded. With tile_m 128, a tile of at most 64 rows of A (a
   group's last, or a whole small group) issues wgmma N = 64 instead of 128 (half_tiles): the
-  same B fragments, the first 64 rows of each A slot, the first half of the accumulators.
+  same B fragments, the first 64 rows of each A slot, the first half of the accumulators. A
+  wide tile (wide_tiles: a group's last full tile and the at most 64 rows after it, where the
+  host merges them) issues both, N = 128 over rows 0-127 of its 192-row A slots and N = 64 over
+  rows 128-191 into 32 more accumulators a thread, on one B decode. Its 96 accumulators need more
+  than the 168 registers a thread ptxas allows at 288 threads, so that build has a whole
+  producer warpgroup (warp 8 works, warps 9-11 only give their registers away: setmaxnreg).
 - the epilogue converts the fp32 accumulators to fp16 and stores the rows < m (2-byte stores
   straight from the accumulator registers; C is a small share of the bytes moved).
 
@@ -102,6 +107,9 @@ MMA_THREADS = 256  # warps 0-7: the two MMA warpgroups (64 rows of B each)
 MMA_WARPS = MMA_THREADS // 32
 BAR_MMA = 1  # named CTA barrier of the MMA warps alone (phase 0)
 HALF_ROWS = 64  # rows of A up to which a tile of tile_m 128 runs the half-width wgmma
+# registers a thread after setmaxnreg (wide tiles, 384 threads): 168 each at launch (64 K registers
+# over 384 threads, in steps of 8) = 2 × 128 × MMA_REGS + 128 × PRODUCER_REGS
+PRODUCER_REGS, MMA_REGS = 40, 232
 # Sources of the limits below:
 SMEM_LIMIT = 232448  # bytes per block, CUDA C Programming Guide, compute capability 9.0 table
 REG_LIMIT = 255  # registers per thread, same table
@@ -166,11 +174,26 @@ class GemmConfig:
     # tile_m 128: a tile of at most HALF_ROWS rows (a group's last, or a group of m <= 64) runs a
     # wgmma half as wide (N = 64), at about half the tensor work
     half_tiles: bool = True
+    # persistent kernel, tile_m 128 with half tiles: a group's last full tile and the at most
+    # HALF_ROWS rows after it may run as one wide tile (the N = 128 and the N = 64 wgmma over the
+    # same B fragments, so B is loaded and decoded once for both); the fp16 A slots hold
+    # tile_m + HALF_ROWS rows. Whether a launch merges its tiles is the host's choice
+    # (`tile_plan`), told to the kernel through the table's m-tile counts.
+    wide_tiles: bool = False
+
+    @property
+    def slot_rows(self) -> int:
+        """Rows of one fp16 A slot: tile_m, or tile_m + HALF_ROWS with wide tiles."""
+        return self.tile_m + HALF_ROWS if self.wide_tiles else self.tile_m
 
     @property
     def threads(self) -> int:
-        """MMA warpgroups and one producer warp (the expand kernel: EXPAND_THREADS)."""
-        return EXPAND_THREADS if self.expand_only else MMA_THREADS + 32
+        """MMA warpgroups and one producer warp, or with wide tiles a whole producer warpgroup
+        (three of its warps idle) so that setmaxnreg can move registers to the MMA warpgroups
+        (the expand kernel: EXPAND_THREADS)."""
+        if self.expand_only:
+            return EXPAND_THREADS
+        return MMA_THREADS + (128 if self.wide_tiles else 32)
 
     @property
     def a16_slots(self) -> int:
@@ -178,7 +201,7 @@ class GemmConfig:
 
     @property
     def producer_warp(self) -> int:
-        return self.threads // 32 - 1
+        return MMA_WARPS
 
     @property
     def stage_bytes(self) -> int:
@@ -186,7 +209,7 @@ class GemmConfig:
 
     @property
     def smem_bytes(self) -> int:
-        fp16 = self.slots * self.tile_m * K_SUB * 2  # A only: B goes to registers
+        fp16 = self.slots * self.slot_rows * K_SUB * 2  # A only: B goes to registers
         barriers = 2 * (self.stages + self.slots) * 8
         return self.stages * self.stage_bytes + fp16 + barriers + 2 * 1024  # 1 KB alignment of 2 regions
 
@@ -208,7 +231,9 @@ class GemmConfig:
             return f"slots={self.slots}: the kernel needs at least {SUBS_PER_STAGE} (one stage of A)"
         if self.stages < 2:
             return f"stages={self.stages}: the load ring needs at least 2 stages to overlap"
-        if self.persistent and self.slots * self.tile_m * K_SUB * 2 < MAX_GROUPS * len(INFO_COLS) * 8:
+        if self.wide_tiles and not (self.persistent and has_half_width(self.tile_m, self.half_tiles)):
+            return "wide_tiles needs the persistent kernel with tile_m 128 and half tiles"
+        if self.persistent and self.slots * self.slot_rows * K_SUB * 2 < MAX_GROUPS * len(INFO_COLS) * 8:
             return f"slots={self.slots}, tile_m={self.tile_m}: the fp16 A slots cannot stage {MAX_GROUPS} groups' phase-0 columns"
         if self.smem_bytes > SMEM_LIMIT:
             return (f"tile_m={self.tile_m}, stages={self.stages} needs {self.smem_bytes} bytes of shared "
@@ -240,10 +265,11 @@ def pick_tile_m(ms) -> int:
     return 128
 
 
-def stages_for(tile_m: int, slots: int = A16_SLOTS) -> int:
+def stages_for(tile_m: int, slots: int = A16_SLOTS, wide_tiles: bool = False) -> int:
     """Deepest load ring that fits next to the fp16 buffers."""
     stages = 2
-    while (GemmConfig(tile_m=tile_m, stages=stages + 1, slots=slots).smem_bytes
+    while (GemmConfig(tile_m=tile_m, stages=stages + 1, slots=slots, persistent=wide_tiles,
+                      wide_tiles=wide_tiles).smem_bytes
            <= SMEM_LIMIT and stages < 6):
         stages += 1
     return stages
@@ -273,8 +299,10 @@ class Nvfp4GemmSm90:
         hints = config.l2_hints
         self.evict_b, self.evict_a16 = ("first", "last") if hints else ("", "")
         self.stage_bytes = config.stage_bytes
-        self.a16_bytes = self.tile_m * K_SUB * 2
+        self.slot_rows = config.slot_rows
+        self.a16_bytes = self.slot_rows * K_SUB * 2
         self.half = has_half_width(self.tile_m, config.half_tiles)
+        self.wide = config.wide_tiles
         self.box_bytes = A16_BOX_ROWS * K_SUB * 2
 
     @cute.jit
@@ -297,7 +325,7 @@ class Nvfp4GemmSm90:
             cute.nvgpu.OperandMajorMode.K, cute.nvgpu.OperandMajorMode.K,
             Float32, (2, 1, 1), tiler_mn=(64, HALF_ROWS), a_source=cute.nvgpu.warpgroup.OperandSource.RMEM,
         )
-        mma_tiler = (TILE_N, self.tile_m, K_SUB)
+        mma_tiler = (TILE_N, self.slot_rows, K_SUB)
         k_major = LayoutEnum.ROW_MAJOR  # K-major for both wgmma operands
         a16_layout = sm90_utils.make_smem_layout_b(k_major, mma_tiler, Float16, self.slots)
 
@@ -387,68 +415,77 @@ class Nvfp4GemmSm90:
             if warp_idx == self.config.producer_warp:
                 target = ptx.grid_target(barrier_state)
             cute.arch.barrier()  # the count is read before any thread of this CTA arrives
-
-        if warp_idx == self.config.producer_warp:
-            state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
-            astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
-            # this CTA's own descriptor pair, initialised from the template and retargeted in place
-            # for the first tile's group here, then on every switch of group
-            desc_a = Int64(table[(0, COL_WORKSPACE)]) + Int64(cta) * Int64(PAIR_BYTES)
-            desc_b = desc_a + Int64(TENSORMAP_BYTES)
-            mapped = Int32(-1)  # the group the descriptor pair describes
-            ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
-            if self._more(tile, total_tiles):
-                group = self._find_group(table, self._tile_id(order, tile), group)
-                self._retarget(table, group, desc_a, desc_b)
-                mapped = group
-                self._stamp_lane0(phases, cta, phase_slots.DESC_READY)
-            if cutlass.const_expr(self.config.persistent):
-                ptx.grid_wait(barrier_state, target)
-                self._stamp_lane0(phases, cta, phase_slots.BARRIER_DONE)
-                ptx.fence_proxy_async_global()  # the phase-0 copy, seen through the grid barrier
-            switches = Int32(0)
-            while self._more(tile, total_tiles):
-                t = self._tile_id(order, tile)
-                group = self._find_group(table, t, group)
-                m, n, k, mt, nt = self._tile_coords(table, t, group)
-                if group != mapped:
-                    # the maps describe the first tile's group already: this is a switch
-                    self._wait_loads_landed(ring, state, self.stages)
-                    self._wait_loads_landed(a16_pipe, astate, self.slots)
+        # the producer warp (its warpgroup with wide tiles) and the MMA warpgroups part here for
+        # good: ptxas honours setmaxnreg only where no path leads from one side's code to the other's
+        if warp_idx >= MMA_WARPS:
+            if cutlass.const_expr(self.config.wide_tiles):
+                # a wide tile's accumulators (96 a thread) do not fit the 168 registers ptxas allows
+                # each of 384 threads (it serialised every wgmma, C7512): the producer warpgroup
+                # gives registers to the MMA warpgroups
+                cute.arch.setmaxregister_decrease(PRODUCER_REGS)
+            if warp_idx == self.config.producer_warp:
+                state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
+                astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
+                # this CTA's own descriptor pair, initialised from the template and retargeted in place
+                # for the first tile's group here, then on every switch of group
+                desc_a = Int64(table[(0, COL_WORKSPACE)]) + Int64(cta) * Int64(PAIR_BYTES)
+                desc_b = desc_a + Int64(TENSORMAP_BYTES)
+                mapped = Int32(-1)  # the group the descriptor pair describes
+                ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
+                if self._more(tile, total_tiles):
+                    group = self._find_group(table, self._tile_id(order, tile), group)
                     self._retarget(table, group, desc_a, desc_b)
-                    if cutlass.const_expr(self.config.instrument):
-                        if switches < phase_slots.MAX_SWITCHES:
-                            self._stamp_lane0(phases, cta, phase_slots.FIRST_SWITCH + switches)
-                        switches += 1
-                        if cute.arch.lane_idx() == 0:
-                            phases[(cta, phase_slots.SWITCHES)] = Int64(switches)
                     mapped = group
-                # fp16 A boxes holding rows < m (the rest of a slot keeps stale rows: they feed only
-                # columns of Cᵀ past m, which are never stored; zero-filling them was measured slower
-                # than loading real rows)
-                boxes = (cutlass.min(m - mt * self.tile_m, self.tile_m) + A16_BOX_ROWS - 1) // A16_BOX_ROWS
-                if cutlass.const_expr(self.config.ablate == "a16_oob"):
-                    boxes = Int32(self.tile_m // A16_BOX_ROWS)
-                sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)  # the B tile's scales
-                for kt in cutlass.range(k // K_STAGE, unroll=1):
-                    state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
-                    for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
-                        # the slot's expected bytes are those of the boxes actually copied
-                        a16_pipe.sync_object_empty.wait(astate.index, astate.phase)
-                        a16_pipe.sync_object_full.arrive_and_expect_tx(astate.index, boxes * self.box_bytes)
-                        a_x, a_y = kt * K_STAGE + sub * K_SUB, mt * self.tile_m
-                        if cutlass.const_expr(self.config.ablate == "a16_hot"):
-                            a_x, a_y = Int32(0), Int32(0)  # the same box every time: L2-resident
-                        if cutlass.const_expr(self.config.ablate == "a16_oob"):
-                            a_y = Int32(1 << 24)  # rows past m: zero fill, nothing read from L2
-                        mbar = a16_pipe.producer_get_barrier(astate).toint()
-                        for b in cutlass.range_constexpr(self.tile_m // A16_BOX_ROWS):
-                            if b < boxes:
-                                ptx.tma_load_2d(a16_addr + astate.index * self.a16_bytes + b * self.box_bytes, desc_a,
-                                                a_x, a_y + b * A16_BOX_ROWS, mbar, self.evict_a16)
-                        astate.advance()
-                tile += stride
+                    self._stamp_lane0(phases, cta, phase_slots.DESC_READY)
+                if cutlass.const_expr(self.config.persistent):
+                    ptx.grid_wait(barrier_state, target)
+                    self._stamp_lane0(phases, cta, phase_slots.BARRIER_DONE)
+                    ptx.fence_proxy_async_global()  # the phase-0 copy, seen through the grid barrier
+                switches = Int32(0)
+                while self._more(tile, total_tiles):
+                    t = self._tile_id(order, tile)
+                    group = self._find_group(table, t, group)
+                    m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
+                    if group != mapped:
+                        # the maps describe the first tile's group already: this is a switch
+                        self._wait_loads_landed(ring, state, self.stages)
+                        self._wait_loads_landed(a16_pipe, astate, self.slots)
+                        self._retarget(table, group, desc_a, desc_b)
+                        if cutlass.const_expr(self.config.instrument):
+                            if switches < phase_slots.MAX_SWITCHES:
+                                self._stamp_lane0(phases, cta, phase_slots.FIRST_SWITCH + switches)
+                            switches += 1
+                            if cute.arch.lane_idx() == 0:
+                                phases[(cta, phase_slots.SWITCHES)] = Int64(switches)
+                        mapped = group
+                    # fp16 A boxes holding rows < m (the rest of a slot keeps stale rows: they feed only
+                    # columns of Cᵀ past m, which are never stored; zero-filling them was measured slower
+                    # than loading real rows)
+                    boxes = (rows + A16_BOX_ROWS - 1) // A16_BOX_ROWS
+                    if cutlass.const_expr(self.config.ablate == "a16_oob"):
+                        boxes = Int32(self.slot_rows // A16_BOX_ROWS)
+                    sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)  # the B tile's scales
+                    for kt in cutlass.range(k // K_STAGE, unroll=1):
+                        state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
+                        for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
+                            # the slot's expected bytes are those of the boxes actually copied
+                            a16_pipe.sync_object_empty.wait(astate.index, astate.phase)
+                            a16_pipe.sync_object_full.arrive_and_expect_tx(astate.index, boxes * self.box_bytes)
+                            a_x, a_y = kt * K_STAGE + sub * K_SUB, mt * self.tile_m
+                            if cutlass.const_expr(self.config.ablate == "a16_hot"):
+                                a_x, a_y = Int32(0), Int32(0)  # the same box every time: L2-resident
+                            if cutlass.const_expr(self.config.ablate == "a16_oob"):
+                                a_y = Int32(1 << 24)  # rows past m: zero fill, nothing read from L2
+                            mbar = a16_pipe.producer_get_barrier(astate).toint()
+                            for b in cutlass.range_constexpr(self.slot_rows // A16_BOX_ROWS):
+                                if b < boxes:
+                                    ptx.tma_load_2d(a16_addr + astate.index * self.a16_bytes + b * self.box_bytes, desc_a,
+                                                    a_x, a_y + b * A16_BOX_ROWS, mbar, self.evict_a16)
+                            astate.advance()
+                    tile += stride
         else:
+            if cutlass.const_expr(self.config.wide_tiles):
+                cute.arch.setmaxregister_increase(MMA_REGS)
             if cutlass.const_expr(self.config.persistent):
                 # the group table's phase-0 columns, staged in the (still unused) fp16 A slots
                 info = cute.make_tensor(cute.recast_ptr(storage.a16.data_ptr(), dtype=Int64),
@@ -462,12 +499,9 @@ class Nvfp4GemmSm90:
                 self._stamp(phases, cta, tidx, phase_slots.PHASE0_DONE)
                 if tidx == 0:
                     ptx.grid_arrive(barrier_state, gdimx, bidx)
-
-        if warp_idx < MMA_WARPS:
             self._mma_role(table, order, total_tiles, tile, stride, group, tidx, ring, a16_pipe, ring_addr,
                            tiled_mma, tiled_mma_half, storage, a16_layout, phases, cta)
-
-        self._stamp(phases, cta, tidx, phase_slots.EXIT)
+            self._stamp(phases, cta, tidx, phase_slots.EXIT)
 
     @cute.jit
     def _retarget(self, table: cute.Tensor, group: Int32, desc_a: Int64, desc_b: Int64):
@@ -514,11 +548,13 @@ class Nvfp4GemmSm90:
         and store every tile of this CTA. A tile of at most HALF_ROWS rows (half_tiles) runs the
         narrower wgmma over the first HALF_ROWS rows of each slot into the first half of the
         accumulators (wgmma's accumulator fragment lists its 8-column chunks in order, so the
-        first half of an N = 128 fragment is the N = 64 fragment)."""
+        first half of an N = 128 fragment is the N = 64 fragment). A wide tile (wide_tiles: more
+        than tile_m rows) adds the narrower wgmma over rows tile_m .. tile_m + HALF_ROWS of each
+        slot, into accumulators of its own, on the same B fragments."""
         wg = tidx // 128
         sA16 = storage.a16.get_tensor(a16_layout.outer, swizzle=a16_layout.inner)
         thr_mma = tiled_mma.get_slice(wg * 128)
-        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(sA16))
+        tCrB = tiled_mma.make_fragment_B(thr_mma.partition_B(cute.local_tile(sA16, (self.tile_m, K_SUB), (0, 0, None))))
         # two register fragments of B (64 rows × 64 k per warpgroup), alternating by subtile: a
         # fragment is rewritten only after wait_group(1) retired the wgmma that read it
         frags = [tiled_mma.make_fragment_A(thr_mma.partition_shape_A((TILE_N, K_SUB))) for _ in range(2)]
@@ -536,47 +572,68 @@ class Nvfp4GemmSm90:
             acc_half = cute.make_tensor(acc.iterator, cute.make_layout(half_shape))
             tiled_mma_half.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
             half = (tiled_mma_half, acc_half, tCrB_half)
+        extra = None
+        if cutlass.const_expr(self.wide):
+            sA16_extra = cute.local_tile(sA16, (HALF_ROWS, K_SUB), (self.tile_m // HALF_ROWS, 0, None))
+            tCrB_extra = tiled_mma_half.make_fragment_B(thr_half.partition_B(sA16_extra))
+            acc_extra = cute.make_rmem_tensor(half_shape, Float32)
+            coords_extra = tiled_mma_half.get_slice(tidx).partition_C(cute.make_identity_tensor((TILE_N, HALF_ROWS)))
+            extra = (tiled_mma_half, acc_extra, tCrB_extra)
         rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.slots)
         while self._more(tile, total_tiles):
             t = self._tile_id(order, tile)
             group = self._find_group(table, t, group)
-            m, n, k, mt, nt = self._tile_coords(table, t, group)
+            m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
             acc.fill(0.0)
             if cutlass.const_expr(self.half):
-                if m - mt * self.tile_m <= HALF_ROWS:
+                if rows <= HALF_ROWS:
                     rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr, *half,
                                                     frags, words, phases, cta)
                 else:
-                    rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr, tiled_mma,
-                                                    acc, tCrB, frags, words, phases, cta)
+                    if cutlass.const_expr(self.wide):
+                        if rows > self.tile_m:
+                            extra[1].fill(0.0)
+                            rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr,
+                                                            tiled_mma, acc, tCrB, frags, words, phases, cta, extra)
+                        else:
+                            rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr,
+                                                            tiled_mma, acc, tCrB, frags, words, phases, cta)
+                    else:
+                        rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr,
+                                                        tiled_mma, acc, tCrB, frags, words, phases, cta)
             else:
                 rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr, tiled_mma, acc,
                                                 tCrB, frags, words, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.MAINLOOP_DONE)
-            self._store(table, group, acc, coords, m, n, mt, nt)
+            self._store(table, group, acc, coords, m, n, mt * self.tile_m, nt)
+            if cutlass.const_expr(self.wide):
+                if rows > self.tile_m:
+                    self._store(table, group, extra[1], coords_extra, m, n, mt * self.tile_m + self.tile_m, nt)
             self._stamp(phases, cta, tidx, phase_slots.EPILOGUE_DONE)
             tile += stride
 
     @cute.jit
     def _mma_tile(self, ring, a16_pipe, rstate, astate, k: Int32, tidx: Int32, ring_addr: Int32,
-                  tiled_mma: cute.TiledMma, acc: cute.Tensor, tCrB: cute.Tensor, frags, words, phases, cta: Int32):
-        """The main loop of one tile: every stage of its k, through `tiled_mma` into `acc`."""
+                  tiled_mma: cute.TiledMma, acc: cute.Tensor, tCrB: cute.Tensor, frags, words, phases, cta: Int32,
+                  extra=None):
+        """The main loop of one tile: every stage of its k, through `tiled_mma` into `acc` (and,
+        for a wide tile, through `extra` = (MMA, accumulators, A operand) as well)."""
         # the last stage is peeled so that its last wgmma is followed directly by
         # wait_group(0): with a wait_group(1) in between, ptxas was seen (nvdisasm of the
         # per-group kernel, 2026-11-26) hoisting the epilogue's reads of the accumulators
         # above the final WARPGROUP.DEPBAR, losing part of the last 64-k block at random
         for kt in cutlass.range(k // K_STAGE - 1, unroll=1):
             rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, kt, tidx, ring_addr, tiled_mma,
-                                             acc, frags, words, tCrB, False, phases, cta)
+                                             acc, frags, words, tCrB, False, phases, cta, extra)
         rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, k // K_STAGE - 1, tidx, ring_addr,
-                                         tiled_mma, acc, frags, words, tCrB, True, phases, cta)
+                                         tiled_mma, acc, frags, words, tCrB, True, phases, cta, extra)
         return rstate, astate
 
     @cute.jit
     def _mma_stage(self, ring, a16_pipe, rstate, astate, kt: Int32, tidx: Int32, ring_addr: Int32,
                    tiled_mma: cute.TiledMma, acc: cute.Tensor, frags, words, tCrB: cute.Tensor,
-                   last: cutlass.Constexpr[bool], phases, cta: Int32):
+                   last: cutlass.Constexpr[bool], phases, cta: Int32, extra=None):
         """Decode and multiply stage `kt` of a tile (4 subtiles of 64 k). An fp16 A buffer goes back
         to the producer once the wgmma that read it has retired: slot q - 1 after the
         wait_group(1) that follows wgmma q, and, after the tile's last wgmma and its wait_group(0),
@@ -588,7 +645,7 @@ class Nvfp4GemmSm90:
             if cutlass.const_expr(self.config.ablate != "no_expand"):
                 self._decode_b(tidx, base, sub, words[sub % 2])
             if cutlass.const_expr(self.config.ablate != "no_mma"):
-                self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, astate.index)
+                self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, astate.index, extra)
             if cutlass.const_expr(self.config.instrument and sub == 0):
                 if astate.count == 0:
                     self._stamp(phases, cta, tidx, phase_slots.FIRST_MMA)
@@ -617,12 +674,16 @@ class Nvfp4GemmSm90:
 
     @cute.jit
     def _mma_subtile(self, tiled_mma: cute.TiledMma, acc: cute.Tensor, frag: cute.Tensor, tCrB: cute.Tensor,
-                     buf: Int32):
+                     buf: Int32, extra=None):
         """Issue and commit the wgmma of one 64-k subtile: B from the register fragment `frag`, A
-        from fp16 buffer `buf`."""
+        from fp16 buffer `buf` (a wide tile's `extra` wgmma too, in the same commit group)."""
         cute.nvgpu.warpgroup.fence()
         for kb in cutlass.range_constexpr(K_SUB // 16):
             cute.gemm(tiled_mma, acc, frag[(None, None, kb)], tCrB[(None, None, kb, buf)], acc)
+        if cutlass.const_expr(extra is not None):
+            mma_x, acc_x, tCrB_x = extra
+            for kb in cutlass.range_constexpr(K_SUB // 16):
+                cute.gemm(mma_x, acc_x, frag[(None, None, kb)], tCrB_x[(None, None, kb, buf)], acc_x)
         cute.nvgpu.warpgroup.commit_group()
 
     @cute.jit
@@ -756,39 +817,54 @@ class Nvfp4GemmSm90:
 
     @cute.jit
     def _tile_coords(self, table: cute.Tensor, tile: Int32, group: Int32):
-        """(m, n, k, A tile index, B tile index) of `tile`; tiles of one group run m-fastest, so the
-        CTAs that share a B tile (the large operand) run side by side and share it through L2."""
+        """(m, n, k, A tile index, B tile index, rows of A) of `tile`; tiles of one group run
+        m-fastest, so the CTAs that share a B tile (the large operand) run side by side and share
+        it through L2. A tile has tile_m rows, the group's last one the rest of m: at most
+        HALF_ROWS more than tile_m where the table merged it into a wide tile (m_tiles_of)."""
         if cutlass.const_expr(self.config.persistent):
             m = Int32(table[(group, COL_M)])
             n = Int32(table[(group, COL_N)])
             k = Int32(table[(group, COL_K)])
             m_tiles = Int32(table[(group, COL_M_TILES)])
             local = tile - Int32(table[(group, COL_TILE_BEGIN)])
-            return m, n, k, local % m_tiles, local // m_tiles
+            mt = local % m_tiles
+            rows = cutlass.min(m - mt * self.tile_m, self.tile_m)
+            if mt + 1 == m_tiles:
+                rows = m - mt * self.tile_m
+            return m, n, k, mt, local // m_tiles, rows
         else:
             m, n, k = self.shape
             m_tiles = (m + self.tile_m - 1) // self.tile_m
-            return m, n, k, tile % m_tiles, tile // m_tiles
+            mt = tile % m_tiles
+            return m, n, k, mt, tile // m_tiles, cutlass.min(m - mt * self.tile_m, self.tile_m)
 
     @cute.jit
     def _store(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor,
-               m: Int32, n: Int32, mt: Int32, nt: Int32):
-        """Write the accumulator tile (Cᵀ rows = n, columns = m) to C[m, n], rows < m only."""
+               m: Int32, n: Int32, m0: Int32, nt: Int32):
+        """Write the accumulator tile (Cᵀ rows = n, columns = m from m0 on) to C[m, n], rows < m only."""
         c_ptr = cute.make_ptr(Float16, table[(group, COL_C)], cute.AddressSpace.gmem, assumed_align=16)
         ct = cute.make_tensor(c_ptr, cute.make_layout((n, m), stride=(1, n)))
         n0 = nt * TILE_N
-        m0 = mt * self.tile_m
         for i in cutlass.range(cute.size(acc), unroll_full=True):
             nn, mm = coords[i]
             if m0 + mm < m:
                 ct[(n0 + nn, m0 + mm)] = acc[i].to(Float16)
 
 
-def table_tiles(ms, ns, tile_m: int) -> tuple[list[int], list[int], int]:
+def m_tiles_of(m: int, tile_m: int, wide: bool = False) -> int:
+    """Tiles across a group's m: ceil(m / tile_m), one fewer where `wide` merges the last full tile
+    with the at most HALF_ROWS rows after it (a wide tile, see GemmConfig.wide_tiles)."""
+    tiles = -(-m // tile_m)
+    if wide and m > tile_m and 0 < m % tile_m <= HALF_ROWS:
+        tiles -= 1
+    return tiles
+
+
+def table_tiles(ms, ns, tile_m: int, wide: bool = False) -> tuple[list[int], list[int], int]:
     """Per-group first tile and m-tile count, and the total, in the persistent kernel's order."""
     begins, m_tiles, total = [], [], 0
     for m, n in zip(ms, ns):
-        mt = -(-m // tile_m)
+        mt = m_tiles_of(m, tile_m, wide)
         begins.append(total)
         m_tiles.append(mt)
         total += mt * (n // TILE_N)
@@ -799,6 +875,10 @@ def table_tiles(ms, ns, tile_m: int) -> tuple[list[int], list[int], int]:
 # do not. Measured from per-CTA main-loop times and each CTA's mix of tiles (H200, 2026-11-26):
 # 0.71 on case 2 (k 2048), about 0.8 on case 1 (k 7168).
 HALF_TILE_COST = 0.75
+# A wide tile's (a full and a half tile's rows over one B decode), measured the same way on case 2
+# (H200, 2026-11-26: 18.6 µs against 14.1 for a full tile and 11.0 for a half one in the same
+# build); a fixed part plus a part in proportion to the rows would have made it 1.25
+WIDE_TILE_COST = 1.32
 
 
 def has_half_width(tile_m: int, half_tiles: bool) -> bool:
@@ -806,14 +886,22 @@ def has_half_width(tile_m: int, half_tiles: bool) -> bool:
     return half_tiles and tile_m == 2 * HALF_ROWS
 
 
-def tile_costs(ms, ns, tile_m: int, half_tiles: bool) -> list[float]:
+def tile_costs(ms, ns, tile_m: int, half_tiles: bool, wide: bool = False) -> list[float]:
     """Each tile's relative cost, in the persistent kernel's tile order (group by group; in a group
-    n tile by n tile, m fastest): 1, or HALF_TILE_COST for a half-width tile."""
+    n tile by n tile, m fastest): 1, HALF_TILE_COST for a half-width tile, WIDE_TILE_COST for a
+    wide one (`wide`: merged, see m_tiles_of)."""
     costs = []
     for m, n in zip(ms, ns):
-        m_tiles = -(-m // tile_m)
-        per_n = [HALF_TILE_COST if has_half_width(tile_m, half_tiles) and m - mt * tile_m <= HALF_ROWS else 1.0
-                 for mt in range(m_tiles)]
+        per_n = []
+        m_tiles = m_tiles_of(m, tile_m, wide)
+        for mt in range(m_tiles):
+            rows = m - mt * tile_m if mt == m_tiles - 1 else tile_m
+            if rows > tile_m:
+                per_n.append(WIDE_TILE_COST)
+            elif has_half_width(tile_m, half_tiles) and rows <= HALF_ROWS:
+                per_n.append(HALF_TILE_COST)
+            else:
+                per_n.append(1.0)
         costs += per_n * (n // TILE_N)
     return costs
 
@@ -821,39 +909,84 @@ def tile_costs(ms, ns, tile_m: int, half_tiles: bool) -> list[float]:
 def schedule(costs: list[float], ctas: int) -> tuple[list[int], list[int]]:
     """Each CTA's list of tiles, as (runs, order): CTA c takes tiles order[runs[c]:runs[c + 1]].
 
-    Full tiles and half-width tiles are dealt out separately, each in kernel order: CTA c gets the
-    next run of full tiles that fits a cost limit L and then as many of the next half tiles as the
-    rest of L holds; L is the smallest limit (bisection) that places every tile on at most `ctas`
-    CTAs. Without half tiles this is the even split into runs of ceil(tiles / ctas). Mixing the
-    two kinds is what lets the cheaper tiles shorten the longest CTA: contiguous runs in kernel
-    order could not pair them (case 1: a limit of 3 full tiles either way, 2.6 mixed)."""
-    full = [t for t, c in enumerate(costs) if c >= 1.0]
-    half = [t for t, c in enumerate(costs) if c < 1.0]
-    small = min((costs[t] for t in half), default=1.0)
+    Tiles are dealt out by cost class (wide, full, half), each class in kernel order: CTA c takes
+    the next few of each class, choosing the counts that fill a cost limit L best (ties: more of
+    the costlier tiles); L is the smallest sum of tile costs that places every tile on at most
+    `ctas` CTAs that way. With full tiles alone this is the even split into runs of ceil(tiles / ctas).
+    Mixing the classes is what lets cheaper tiles shorten the longest CTA: contiguous runs in
+    kernel order could not pair them (case 1: a limit of 3 full tiles either way, 2.75 mixed), and
+    filling each CTA to the limit, not class by class, is what packs wide tiles (case 2 with wide
+    tiles: 4.42 against 4.74 at the measured costs)."""
+    classes = sorted({c for c in costs}, reverse=True)
+    queues = [[t for t, c in enumerate(costs) if c == cost] for cost in classes]
+
+    def fill(limit: float, left: list[int]) -> tuple[int, ...]:
+        best, best_key = (0,) * len(classes), (0.0,)
+        def walk(i: int, load: float, taken: tuple[int, ...]):
+            nonlocal best, best_key
+            if i == len(classes):
+                key = (round(load, 9),) + taken
+                if key > best_key:
+                    best, best_key = taken, key
+                return
+            most = min(left[i], int((limit - load) / classes[i] + 1e-9))
+            for n in range(most, -1, -1):
+                walk(i + 1, load + n * classes[i], taken + (n,))
+        walk(0, 0.0, ())
+        return best
 
     def deal(limit: float):
-        lists, next_full, next_half = [], 0, 0
+        lists, heads, fills = [], [0] * len(classes), {}
+        caps = [int(limit / cost + 1e-9) for cost in classes]
         for _ in range(ctas):
-            f = min(int(limit + 1e-9), len(full) - next_full)
-            h = min(int((limit - f) / small + 1e-9), len(half) - next_half)
-            lists.append(full[next_full:next_full + f] + half[next_half:next_half + h])
-            next_full, next_half = next_full + f, next_half + h
-        return lists if (next_full, next_half) == (len(full), len(half)) else None
+            # only the counts the limit can use matter: most CTAs ask the same question
+            left = tuple(min(len(q) - h, cap) for q, h, cap in zip(queues, heads, caps))
+            if left not in fills:
+                fills[left] = fill(limit, list(left))
+            counts = fills[left]
+            mine = []
+            for i, n in enumerate(counts):
+                mine += queues[i][heads[i]:heads[i] + n]
+                heads[i] += n
+            lists.append(mine)
+        return lists if heads == [len(q) for q in queues] else None
 
-    lo, hi = 0.0, float(len(costs)) + 1.0
-    best = deal(hi)
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        lists = deal(mid)
-        if lists is None:
-            lo = mid
-        else:
-            best, hi = lists, mid
+    # the limit that matters is some CTA's load: try every sum of tile costs between the mean (no
+    # CTA list can be shorter) and the even split by count (which always fits), smallest first.
+    # (A bisection would not do: with mixed classes a deal may fail at a limit above one it meets.)
+    lo, hi = sum(costs) / ctas - 1e-9, max(costs, default=0.0) * -(-len(costs) // ctas) + 1e-9
+    sums = {0.0}
+    for cost in classes:
+        sums = {round(x + n * cost, 9) for x in sums for n in range(int((hi - x) / cost + 1e-9) + 1)}
+    best = None
+    for limit in sorted(x for x in sums if x >= lo):
+        best = deal(limit + 1e-9)
+        if best is not None:
+            break
+    if best is None:
+        best = deal(hi)
     runs, order = [0], []
     for tiles in best:
         order += tiles
         runs.append(len(order))
     return runs, order
+
+
+def makespan(costs: list[float], runs: list[int], order: list[int]) -> float:
+    """The cost of the longest CTA's list in a schedule."""
+    return max((sum(costs[t] for t in order[a:b]) for a, b in zip(runs, runs[1:])), default=0.0)
+
+
+def tile_plan(ms, ns, config: GemmConfig, resident: int) -> bool:
+    """Whether a persistent launch on `resident` CTAs gains by merging tiles into wide ones
+    (`config`, with wide_tiles, against the same tiles unmerged): only where that shortens the
+    longest CTA's list (fewer, costlier tiles leave CTAs idle where the tiles are already fewer
+    than the CTAs)."""
+    spans = []
+    for wide in (False, True):
+        costs = tile_costs(ms, ns, config.tile_m, config.half_tiles, wide)
+        spans.append(makespan(costs, *schedule(costs, grid_for(len(costs), resident))))
+    return spans[1] < spans[0] - 1e-9
 
 
 SM_SMEM = 233472  # shared memory per SM (228 KB), CUDA C Programming Guide, compute capability 9.0
