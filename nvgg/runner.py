@@ -127,11 +127,12 @@ def setup(case: Case, *, strategy=None, backend=None, device: torch.device | Non
     result.sol_b200 = solmod.sol(case, get_profile("b200"))
 
     if device.type == "cuda":
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
         t0 = time.perf_counter()
-        result.kernels = [k.to_dict() for k in be.compile(case, arch_of(device), grouped=st.grouped)]
+        result.kernels = [k.to_dict() for k in be.compile(case, arch_of(device), grouped=st.grouped, sms=sms)]
         result.setup_us["compile"] = (time.perf_counter() - t0) * 1e6
         t0 = time.perf_counter()
-        be.compile(case, arch_of(device), grouped=st.grouped)  # again: what a cache hit costs
+        be.compile(case, arch_of(device), grouped=st.grouped, sms=sms)  # again: what a cache hit costs
         result.setup_us["compile_warm"] = (time.perf_counter() - t0) * 1e6
 
     count = batch or (inputs.BATCH if device.type == "cuda" else CPU_BATCH)

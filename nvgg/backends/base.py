@@ -52,10 +52,12 @@ class Backend:
     def check(self, case: Case, device: torch.device) -> None:
         raise NotImplementedError
 
-    def compile(self, case: Case, arch: str, *, grouped: bool = False) -> list[KernelInfo]:
+    def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None) -> list[KernelInfo]:
+        """The kernels the launches would run, compiled (`sms`: the GPU's SM count where a choice
+        of kernel depends on it; None for a nominal one)."""
         return []
 
-    def tiles(self, case: Case, *, grouped: bool = False) -> list[int]:
+    def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None) -> list[int]:
         """Output tiles each launch covers (one entry a launch: a group's, or all groups' for a
         grouped launch); [] where the backend cannot say (library kernels)."""
         return []

@@ -84,14 +84,14 @@ class CuteBackend(Backend):
         if reason:
             raise NvggError(reason)
 
-    def compile(self, case: Case, arch: str, *, grouped: bool = False) -> list[KernelInfo]:
+    def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None) -> list[KernelInfo]:
         if arch not in host.SUPPORTED_ARCHS:
             raise NvggError(f"the cute backend has only sm_90a kernels so far; --arch {arch} has none")
         reason = _shape_problem(case, config_for(case.m, persistent=grouped))
         if reason:
             raise NvggError(reason)
         if grouped:
-            builds = [(persistent_config(case.m, case.n, NOMINAL_SMS), None)]
+            builds = [(persistent_config(case.m, case.n, sms or NOMINAL_SMS), None)]
         else:  # every per-group launch runs the expand kernel first
             builds = [(config_for([m], persistent=False), (m, n, k)) for m, n, k in dict.fromkeys(case.groups)]
             builds.append((host.EXPAND_CONFIG, None))
@@ -109,9 +109,9 @@ class CuteBackend(Backend):
                    "cache_dir": str(entry.directory)},
         )
 
-    def tiles(self, case: Case, *, grouped: bool = False) -> list[int]:
+    def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None) -> list[int]:
         if grouped:
-            config = persistent_config(case.m, case.n, NOMINAL_SMS)
+            config = persistent_config(case.m, case.n, sms or NOMINAL_SMS)
             return [gemm.table_tiles(case.m, case.n, config.tile_m, config.wide_tiles)[2]]
         return [gemm.table_tiles([m], [n], config_for([m], persistent=False).tile_m)[2] for m, n, _ in case.groups]
 

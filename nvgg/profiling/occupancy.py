@@ -102,9 +102,9 @@ def report(case, backend, strategy_name: str, device, profile_name) -> list[dict
     prof = profiles.get(profile_name) if profile_name else profiles.for_gpu_name(torch.cuda.get_device_name(device))
     if prof is None:
         raise NvggError("no profile matches this GPU: pass --profile")
-    tiles = backend.tiles(case, grouped=grouped)
+    tiles = backend.tiles(case, grouped=grouped, sms=prof.sm_count)
     rows = []
-    for info in backend.compile(case, runner.arch_of(device), grouped=grouped):
+    for info in backend.compile(case, runner.arch_of(device), grouped=grouped, sms=prof.sm_count):
         theo = theoretical(info.registers, info.smem_bytes, info.threads, prof)
         cubin = Path(info.extra.get("cache_dir", "")) / "kernel.cubin"
         api = device_blocks_per_sm(str(cubin), info.threads, info.smem_bytes) if cubin.is_file() else None
