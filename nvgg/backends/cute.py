@@ -4,7 +4,9 @@
   launch per group (the sequential, multistream and graph strategies wrap the same launcher).
 - grouped: `nvfp4_grouped_gemm_sm90`, one persistent launch for all groups; shapes, pointers and
   tile counts come from a device table, so one compiled kernel serves any set of groups that
-  meets the shape rules.
+  meets the shape rules. It has two builds: the plain one, and one with wide tiles (a group's
+  last full tile and the rest of its rows, up to 64, on one B decode) that the backend picks
+  where merging shortens the longest CTA's list on this GPU's SMs (`persistent_config`).
 Both read NVFP4, expand it to fp16 exactly (the persistent kernel expands A once per launch into an
 fp16 copy that it then loads by TMA) and multiply with wgmma; see kernels/sm90/nvfp4_gemm.py.
 
