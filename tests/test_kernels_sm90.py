@@ -269,6 +269,8 @@ def test_backend_compile_reports_each_distinct_kernel():
     (wide,) = be.compile(cases.get("2"), "sm_90a", grouped=True)
     assert wide.name == "nvfp4_grouped_gemm_sm90[tile_m=128,stages=4,slots=6,wide_tiles]"
     assert (wide.threads, wide.registers) == (384, 168) and wide.extra["frame_bytes"] == 0
+    assert wide.extra["setmaxnreg"] == {"inc": gemm.MMA_REGS, "dec": gemm.PRODUCER_REGS} == {"inc": 232, "dec": 40}
+    assert "setmaxnreg" not in grouped[0].extra
     assert be.tiles(cases.get("2"), grouped=True) == [504] and be.tiles(cases.get("1"), grouped=True) == [352]
 
 

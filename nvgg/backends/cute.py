@@ -108,6 +108,8 @@ class CuteBackend(Backend):
             extra={"compile_s": round(entry.compile_s, 4), "cache_hit": entry.hit,
                    "cold_compile_s": round(entry.info["cold_compile_s"], 3),
                    "frame_bytes": res["frame_bytes"], "wgmma": entry.info["wgmma"],
+                   # the wide build's warpgroups after setmaxnreg (MMA "inc", producer "dec")
+                   **({"setmaxnreg": res["setmaxnreg"]} if res["setmaxnreg"] else {}),
                    "cache_dir": str(entry.directory)},
         )
 

@@ -15,6 +15,7 @@ group's row of the table (see ptx.retarget_tensormap and ptx.publish_tensormaps)
 from __future__ import annotations
 
 import ctypes
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,13 +76,19 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
 
 
 def resources(entry: kcache.Entry) -> dict:
-    """registers, smem_bytes (static + dynamic), frame_bytes of the entry's one kernel."""
+    """registers (a thread, at launch), smem_bytes (static + dynamic), frame_bytes of the entry's
+    one kernel, and setmaxnreg: the register counts its warpgroups move to after launch, read
+    from its PTX ({"inc": n, "dec": n}; empty where it has none)."""
     kernels = list(entry.info["resources"].values())
     if len(kernels) != 1:
         raise RuntimeError(f"expected one kernel in the cubin, found {len(kernels)}")
     res = kernels[0]
+    ptx_path = entry.directory / "kernel.ptx"
+    moves = re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+);",
+                       ptx_path.read_text() if ptx_path.is_file() else "")
     return {"registers": res.get("registers", 0), "frame_bytes": res.get("frame_bytes", 0),
-            "smem_bytes": res.get("static_smem_bytes", 0) + entry.info["dynamic_smem_bytes"]}
+            "smem_bytes": res.get("static_smem_bytes", 0) + entry.info["dynamic_smem_bytes"],
+            "setmaxnreg": {kind: int(n) for kind, n in moves}}
 
 
 # ---------------------------------------------------------------------------------------------
