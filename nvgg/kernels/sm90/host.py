@@ -24,7 +24,8 @@ import torch
 from .. import cache as kcache
 from . import nvfp4_gemm as gemm
 
-SOURCES = (Path(gemm.__file__), Path(gemm.ptx.__file__), Path(gemm.phase_slots.__file__))
+# what a compiled entry depends on; this file too, since it writes the entry's recorded facts
+SOURCES = (Path(gemm.__file__), Path(gemm.ptx.__file__), Path(gemm.phase_slots.__file__), Path(__file__))
 SUPPORTED_ARCHS = ("sm_90a",)
 
 
@@ -69,7 +70,9 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
                            "instrument": config.instrument, "ablate": config.ablate, "chunked": config.chunked,
                            "slots": config.slots, "l2_hints": config.l2_hints, "half_tiles": config.half_tiles,
                            "expand_only": config.expand_only, "wide_tiles": config.wide_tiles},
-                "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx}
+                "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx,
+                # read from the PTX once here, not at every launcher built from the entry
+                "params": entry_params(ptx), "setmaxnreg": setmaxnreg(ptx)}
         return kcache.Built(fn, ptx, bytes(fn.artifacts.CUBIN), meta)
 
     return store.get(key, build, need_callable=need_callable)
@@ -77,18 +80,20 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
 
 def resources(entry: kcache.Entry) -> dict:
     """registers (a thread, at launch), smem_bytes (static + dynamic), frame_bytes of the entry's
-    one kernel, and setmaxnreg: the register counts its warpgroups move to after launch, read
-    from its PTX ({"inc": n, "dec": n}; empty where it has none)."""
+    one kernel, and setmaxnreg: the register counts its warpgroups move to after launch
+    ({"inc": n, "dec": n}; empty where it has none)."""
     kernels = list(entry.info["resources"].values())
     if len(kernels) != 1:
         raise RuntimeError(f"expected one kernel in the cubin, found {len(kernels)}")
     res = kernels[0]
-    ptx_path = entry.directory / "kernel.ptx"
-    moves = re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+);",
-                       ptx_path.read_text() if ptx_path.is_file() else "")
     return {"registers": res.get("registers", 0), "frame_bytes": res.get("frame_bytes", 0),
             "smem_bytes": res.get("static_smem_bytes", 0) + entry.info["dynamic_smem_bytes"],
-            "setmaxnreg": {kind: int(n) for kind, n in moves}}
+            "setmaxnreg": entry.info["setmaxnreg"]}
+
+
+def setmaxnreg(ptx_text: str) -> dict:
+    """The register counts the kernel's warpgroups move to after launch ({"inc": n, "dec": n})."""
+    return {kind: int(n) for kind, n in re.findall(r"setmaxnreg\.(inc|dec)\.sync\.aligned\.u32\s+(\d+);", ptx_text)}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -327,7 +332,7 @@ class DirectLaunch:
     instead of the DSL's Python call path: the kernel's parameters are (table pointer, total
     tiles, then one empty placeholder byte for each static argument the DSL still declares: the
     tiled MMAs, the shared-memory layout), prepared once as a C array of exactly the entry's
-    parameter count, read from its PTX."""
+    parameter count, recorded from its PTX when it was compiled."""
 
     def __init__(self, entry: kcache.Entry, tables: Tables, grid: tuple[int, int, int]):
         self.tables = tables
@@ -336,7 +341,7 @@ class DirectLaunch:
         self.threads = entry.info["threads"]
         self._fn = ctypes.c_void_p(int(_function(entry)))
         # the GEMM kernels: (table, tiles, placeholders); the expand kernel: (table) alone
-        params = entry_params((entry.directory / "kernel.ptx").read_text())
+        params = entry.info["params"]
         if (not params or not params[0].startswith(".param .align 8 .b8") or params[1:2] and ".u32" not in params[1]
                 or any(not p.startswith(".param .align 1 .b8") for p in params[2:])):
             raise RuntimeError(f"unexpected kernel parameters {params}: expected (table pointer[, u32 tiles, "
