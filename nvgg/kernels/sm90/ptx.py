@@ -43,13 +43,6 @@ def _lane0(body: str, decls: str = "") -> str:
             + "    mov.u32 lane, %laneid;\n    setp.eq.u32 p, lane, 0;\n" + body + "\n}")
 
 
-def _ld_shared_vector(addr: Int32, width: int, loc, ip) -> tuple:
-    """`width` consecutive 32-bit words from shared memory in one vector load (width 2 or 4)."""
-    regs = ", ".join(f"${i}" for i in range(width))
-    return _asm(f"ld.shared.v{width}.b32 {{{regs}}}, [${width}];", ",".join(["=r"] * width + ["r", "~{memory}"]),
-                [Int32(addr)], loc, ip, results=width)
-
-
 @dsl_user_op
 def tma_load_2d(dst: Int32, desc: Int64, x: Int32, y: Int32, mbar: Int32, evict: str = "", *, loc=None,
                 ip=None) -> None:
@@ -196,7 +189,7 @@ def decode_word(word: Int32, scale2: Int32, scaled: bool = True, *, loc=None, ip
 @dsl_user_op
 def ld_shared_v2(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32]:
     """8-byte shared-memory load into two 32-bit registers."""
-    return _ld_shared_vector(addr, 2, loc, ip)
+    return _asm("ld.shared.v2.b32 {$0, $1}, [$2];", "=r,=r,r,~{memory}", [Int32(addr)], loc, ip, results=2)
 
 
 @dsl_user_op
@@ -221,16 +214,11 @@ def ld_global_scale_quad(addr: Int64, scaled: bool = True, *, loc=None, ip=None)
     """Four consecutive e4m3 scales (4 bytes at `addr` in read-only global memory, the first in the
     low byte), each times 64 as fp16 broadcast to both halves of a register (see
     `ld_shared_scale`)."""
-    return _scale_quad(Int64(addr), "ld.global.nc.b32 w, [$4];", scaled, loc, ip)
-
-
-def _scale_quad(addr, load: str, scaled: bool, loc, ip):
-    constraint = "l" if isinstance(addr, Int64) else "r"
     return _asm(
         f"""{{
     .reg .b16 lo, hi;
     .reg .b32 w, f, g, k;
-    {load}
+    ld.global.nc.b32 w, [$4];
     mov.b32 {{lo, hi}}, w;
     cvt.rn.f16x2.e4m3x2 f, lo;
     cvt.rn.f16x2.e4m3x2 g, hi;
@@ -242,7 +230,7 @@ def _scale_quad(addr, load: str, scaled: bool, loc, ip):
     prmt.b32 $2, g, g, 0x1010;
     prmt.b32 $3, g, g, 0x3232;
 }}""",
-        f"=r,=r,=r,=r,{constraint},~{{memory}}", [addr], loc, ip, results=4)
+        "=r,=r,=r,=r,l,~{memory}", [Int64(addr)], loc, ip, results=4)
 
 
 @dsl_user_op
