@@ -121,6 +121,10 @@ def test_tile_table_counts_m_tiles_times_n_tiles():
     begins, m_tiles, total = gemm.table_tiles([80, 176, 1], [4096, 256, 128], 128)
     assert m_tiles == [1, 2, 1] and begins == [0, 32, 36] and total == 37
     assert gemm.grid_for(37, 132) == 37 and gemm.grid_for(1000, 132, 1) == 132
+    # case 3: 120 tiles, but 512 rows x 64 blocks of 64 k = 32768 phase-0 units fill 128 CTAs of
+    # 256 MMA threads in one round; never past what is resident
+    assert gemm.grid_for(120, 132, 1, units=512 * 64) == 128 and gemm.grid_for(120, 132, 1, units=10**6) == 132
+    assert gemm.grid_for(120, 132, 1, units=256) == 120
     assert gemm.ctas_per_sm(117, 210944) == 1
 
 

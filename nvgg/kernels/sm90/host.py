@@ -313,11 +313,13 @@ def _driver_launch():
 
 def persistent_grid(groups: list[GroupTensors], config: gemm.GemmConfig, entry: kcache.Entry) -> int:
     """CTAs of the persistent kernel's launch: as many as are resident at once (its grid barrier
-    needs every CTA running), never more than there are tiles."""
+    needs every CTA running), never more than there are tiles or phase-0 rounds need
+    (`nvfp4_gemm.grid_for`)."""
     res = resources(entry)
     sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
+    units = sum(g.m * (g.k // gemm.K_SUB) for g in groups)
     return gemm.grid_for(count_tiles(groups, config.tile_m, config.wide_tiles), sms,
-                         gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads))
+                         gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads), units)
 
 
 def entry_params(ptx_text: str) -> list[str]:

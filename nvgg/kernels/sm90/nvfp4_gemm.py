@@ -996,8 +996,13 @@ def ctas_per_sm(registers: int, smem_bytes: int, threads: int = THREADS) -> int:
     return max(1, min(SM_SMEM // max(smem_bytes, 1), SM_REGS // regs_per_cta, SM_THREADS // threads))
 
 
-def grid_for(total_tiles: int, sm_count: int, per_sm: int = 1) -> int:
-    """Persistent grid: as many CTAs as fit on the GPU at once, never more than there are tiles."""
-    return max(1, min(total_tiles, sm_count * per_sm))
+def grid_for(total_tiles: int, sm_count: int, per_sm: int = 1, units: int = 0) -> int:
+    """Persistent grid: as many CTAs as fit on the GPU at once, never more than there are tiles,
+    unless phase 0's `units` need more CTAs for one round (one unit an MMA thread): a CTA left
+    without tiles still expands its share of A and arrives at the grid barrier. (Case 3 has 120
+    tiles and 32768 units: on 120 CTAs, 2048 units took a second round on 8 CTAs and every CTA
+    waited for them at the barrier; 128 CTAs took it from 38.2 to 36.3 µs on an H200.)"""
+    wanted = max(total_tiles, -(-units // MMA_THREADS))
+    return max(1, min(wanted, sm_count * per_sm))
 
 
