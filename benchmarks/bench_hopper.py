@@ -8,7 +8,12 @@ Columns, all µs per call with the leaderboard's timer (15 inputs, L2 flushed ea
   eager and replayed from a CUDA graph: a bound that no FP4-reading pipeline gets for free;
 - the fp16 compute floor: FLOPs / the card's fp16 dense rate measured here (cuBLAS 8192^3).
 
-    python benchmarks/bench_hopper.py [--cases 1,2,3,4] [--json FILE]
+    python benchmarks/bench_hopper.py [--cases 1,2,3,4] [--strategies persistent/cute,...] [--repeat N] [--json FILE]
+
+With --repeat N every column is measured N times, the passes interleaved (each pass times every
+column of a case once), and the table shows the median (the JSON keeps every pass): run-to-run
+spread, cuBLAS's eager launches above all, is as large as some of the differences the table is
+read for.
 """
 
 from __future__ import annotations
@@ -76,30 +81,50 @@ def cublas_pre_expanded(case) -> tuple[float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cases", default="1,2,3,4")
+    parser.add_argument("--strategies", default=",".join(f"{s}/{b}" for s, b in STRATEGIES),
+                        help="nvgg columns, strategy/backend joined by commas")
+    parser.add_argument("--repeat", type=int, default=1, help="interleaved passes; the table shows medians")
     parser.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "bench_hopper.json"))
     args = parser.parse_args()
+    columns = [tuple(c.split("/")) for c in args.strategies.split(",") if c]
+    unknown = [c for c in columns if c not in STRATEGIES]
+    if unknown or args.repeat < 1:
+        raise SystemExit(f"--strategies takes {', '.join(f'{s}/{b}' for s, b in STRATEGIES)} and --repeat "
+                         f"at least 1 (got {args.strategies!r}, {args.repeat})")
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     peak = fp16_peak_tflops()
     rows, doc = [], {"env": env.collect(torch.device("cuda")), "fp16_peak_tflops": peak, "cases": {}}
     for case in cases.select(args.cases):
+        passes = []
+        for _ in range(args.repeat):
+            entry = {}
+            for strategy, backend in columns:
+                try:
+                    res = runner.run_one(case, strategy=strategy, backend=backend)
+                    entry[f"{strategy}/{backend}"] = res.time_us if res.status == "ok" else f"{res.status}: {res.message}"
+                except NvggError as exc:
+                    entry[f"{strategy}/{backend}"] = f"n/a: {exc}"
+                except Exception as exc:  # keep measuring the other columns, say what broke
+                    entry[f"{strategy}/{backend}"] = f"error: {type(exc).__name__}: {exc}"
+            entry["cublas_fp16_pre_expanded"], entry["cublas_fp16_pre_expanded_graph"] = cublas_pre_expanded(case)
+            passes.append(entry)
         entry = {"floor_us": case.flops / (peak * 1e12) * 1e6}
-        for strategy, backend in STRATEGIES:
-            try:
-                res = runner.run_one(case, strategy=strategy, backend=backend)
-                entry[f"{strategy}/{backend}"] = res.time_us if res.status == "ok" else f"{res.status}: {res.message}"
-            except NvggError as exc:
-                entry[f"{strategy}/{backend}"] = f"n/a: {exc}"
-            except Exception as exc:  # keep measuring the other columns, say what broke
-                entry[f"{strategy}/{backend}"] = f"error: {type(exc).__name__}: {exc}"
-        entry["cublas_fp16_pre_expanded"], entry["cublas_fp16_pre_expanded_graph"] = cublas_pre_expanded(case)
-        doc["cases"][case.id] = entry
+        entry.update({k: _median([p[k] for p in passes]) for k in passes[0]})
+        doc["cases"][case.id] = dict(entry, passes=passes)
         rows.append([case.id] + [_fmt(entry[k]) for k in entry])
         headers = ["case"] + list(entry)
         print(f"case {case.id} done", flush=True)
     with open(args.json, "w") as fh:
         json.dump(doc, fh, indent=2, default=str)
-    print(f"card: {doc['env']['gpu']}; fp16 dense peak measured {peak:.0f} TFLOP/s (cuBLAS 8192^3)")
+    print(f"card: {doc['env']['gpu']}; fp16 dense peak measured {peak:.0f} TFLOP/s (cuBLAS 8192^3); "
+          f"median of {args.repeat} interleaved pass(es)")
     print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
+
+
+def _median(values):
+    """The median of a column's passes, or the first pass's message where a pass did not time."""
+    bad = [v for v in values if not isinstance(v, float)]
+    return bad[0] if bad else statistics.median(values)
 
 
 def _fmt(v) -> str:
