@@ -191,6 +191,11 @@ def count_tiles(groups: list[GroupTensors], tile_m: int, wide: bool = False) -> 
     return gemm.table_tiles([g.m for g in groups], [g.n for g in groups], tile_m, wide)[2]
 
 
+def group_units(g: GroupTensors) -> int:
+    """Phase-0 work units of one group: one row × 64 k of A each."""
+    return g.m * (g.k // gemm.K_SUB)
+
+
 def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
                  phases: torch.Tensor | None = None) -> Tables:
     """The device table for `groups` and a launch of `config` over `ctas` CTAs (and, for the
@@ -222,7 +227,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         row[gemm.COL_M_TILES] = m_tiles[i]
         row[gemm.COL_A16] = a16.data_ptr() + 2 * a16_offsets[i]
         row[gemm.COL_UNIT_BEGIN] = units
-        units += g.m * (g.k // gemm.K_SUB)
+        units += group_units(g)
         row[gemm.COL_UNIT_END] = units
         rows.append(row)
     rows[0][gemm.COL_TEMPLATE] = template.data_ptr()
@@ -317,7 +322,7 @@ def persistent_grid(groups: list[GroupTensors], config: gemm.GemmConfig, entry: 
     (`nvfp4_gemm.grid_for`)."""
     res = resources(entry)
     sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
-    units = sum(g.m * (g.k // gemm.K_SUB) for g in groups)
+    units = sum(group_units(g) for g in groups)
     return gemm.grid_for(count_tiles(groups, config.tile_m, config.wide_tiles), sms,
                          gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads), units)
 
