@@ -22,8 +22,10 @@ from tabulate import tabulate
 
 from nvgg import cases, env, inputs, reference, timing
 from nvgg.backends.cute import NOMINAL_SMS, config_for, persistent_config, wide_config
+from nvgg.kernels import groups as kgroups, launch
 from nvgg.kernels.sm90 import host
 from nvgg.kernels.sm90 import nvfp4_gemm as gemm
+from nvgg.kernels.phase_slots import SM90
 from nvgg.profiling import phases
 
 
@@ -57,10 +59,10 @@ def config_of(case, variant: str):
 
 
 def launcher(data, config):
-    groups = [host.group_tensors(data, g) for g in range(len(data[3]))]
+    groups = [kgroups.group_tensors(data, g) for g in range(len(data[3]))]
     entry = host.compile_gemm(config, None, "sm_90a")
     grid = host.persistent_grid(groups, config, entry)
-    return host.DirectLaunch(entry, host.build_tables(groups, config, grid), (grid, 1, 1)), host.resources(entry)
+    return launch.DirectLaunch(entry, host.build_tables(groups, config, grid), (grid, 1, 1)), host.resources(entry)
 
 
 def phase_medians(batch, config, runs: int = 3) -> dict[str, float]:
@@ -71,16 +73,16 @@ def phase_medians(batch, config, runs: int = 3) -> dict[str, float]:
     flush = timing.L2Flush(torch.device("cuda"))
     reports = []
     for data in batch[:runs]:
-        groups = [host.group_tensors(data, g) for g in range(len(data[3]))]
+        groups = [kgroups.group_tensors(data, g) for g in range(len(data[3]))]
         grid = host.persistent_grid(groups, config, host.compile_gemm(config, None, "sm_90a"))
-        buffer = torch.zeros((grid, phases.SLOTS), dtype=torch.int64, device="cuda")
-        launch = host.DirectLaunch(entry, host.build_tables(groups, inst, grid, buffer), (grid, 1, 1))
+        buffer = torch.zeros((grid, SM90.slots), dtype=torch.int64, device="cuda")
+        launch = launch.DirectLaunch(entry, host.build_tables(groups, inst, grid, buffer), (grid, 1, 1))
         flush()
         launch()
         torch.cuda.synchronize()
         reports.append(phases.analyse(buffer.cpu()))
     out = {"start to first MMA": statistics.median(r.time_to_first_mma_us for r in reports)}
-    for name, *_ in phases.PHASES:
+    for name, *_ in SM90.phases:
         spans = [p.median_us for r in reports for p in r.phases if p.name == name]
         if spans:
             out[name] = statistics.median(spans)

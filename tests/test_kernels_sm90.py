@@ -17,6 +17,7 @@ from nvgg import cases, inputs, reference  # noqa: E402
 from nvgg.backends.cute import CuteBackend, config_for  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache  # noqa: E402
+from nvgg.kernels import groups as kgroups  # noqa: E402
 from nvgg.kernels.sm90 import dequant_ref, host, ptx  # noqa: E402
 from nvgg.kernels.sm90 import nvfp4_gemm as gemm  # noqa: E402
 
@@ -412,6 +413,7 @@ def test_matches_reference_on_competition_inputs(case_id, grouped):
 def test_phase_buffer_orders_the_phases_of_every_cta_with_work():
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
+    from nvgg.kernels.phase_slots import SM90
     from nvgg.profiling import phases
 
     case = cases.get("3")
@@ -424,20 +426,20 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work():
     result = reference.check(inputs.outputs(data), want)
     assert result.ok, result.message
     rows = buffer.cpu().tolist()
-    worked = [r for r in rows if r[phases.FIRST_MMA] > 0]
+    worked = [r for r in rows if r[SM90.FIRST_MMA] > 0]
     assert worked and len(worked) == min(len(rows), host.count_tiles(
-        [host.group_tensors(data, g) for g in range(case.g)], config_for(case.m, persistent=True).tile_m))
+        [kgroups.group_tensors(data, g) for g in range(case.g)], config_for(case.m, persistent=True).tile_m))
     for r in worked:
-        assert (r[phases.START] < r[phases.DESC_READY] <= r[phases.FIRST_MMA] < r[phases.MAINLOOP_DONE]
-                <= r[phases.EPILOGUE_DONE] <= r[phases.EXIT]), r[:phases.FIRST_SWITCH]
-        assert r[phases.START] < r[phases.PHASE0_DONE] <= r[phases.BARRIER_DONE] <= r[phases.FIRST_MMA], \
-            r[:phases.FIRST_SWITCH]
-        switches = r[phases.SWITCHES]
+        assert (r[SM90.START] < r[SM90.DESC_READY] <= r[SM90.FIRST_MMA] < r[SM90.MAINLOOP_DONE]
+                <= r[SM90.EPILOGUE_DONE] <= r[SM90.EXIT]), r[:SM90.FIRST_SWITCH]
+        assert r[SM90.START] < r[SM90.PHASE0_DONE] <= r[SM90.BARRIER_DONE] <= r[SM90.FIRST_MMA], \
+            r[:SM90.FIRST_SWITCH]
+        switches = r[SM90.SWITCHES]
         assert 0 <= switches < case.g
-        stamps = r[phases.FIRST_SWITCH:phases.FIRST_SWITCH + switches]
-        assert all(r[phases.DESC_READY] < t < r[phases.EXIT] for t in stamps)
+        stamps = r[SM90.FIRST_SWITCH:SM90.FIRST_SWITCH + switches]
+        assert all(r[SM90.DESC_READY] < t < r[SM90.EXIT] for t in stamps)
     for r in rows:
-        assert r[phases.START] > 0 and r[phases.EXIT] >= r[phases.START]
+        assert r[SM90.START] > 0 and r[SM90.EXIT] >= r[SM90.START]
     report = phases.analyse(buffer)
     assert report.ctas_with_work == len(worked) and report.kernel_us > 0
 

@@ -2,24 +2,25 @@ import json
 
 import pytest
 
+from nvgg.kernels.phase_slots import SM90 as L
 from nvgg.profiling import phases as ph
 
 
 def _row(start, desc, p0, bar, mma, main, epi, end, switches=()):
-    row = [0] * ph.SLOTS
-    row[ph.START], row[ph.DESC_READY], row[ph.FIRST_MMA] = start, desc, mma
-    row[ph.PHASE0_DONE], row[ph.BARRIER_DONE] = p0, bar
-    row[ph.MAINLOOP_DONE], row[ph.EPILOGUE_DONE], row[ph.EXIT] = main, epi, end
-    row[ph.SWITCHES] = len(switches)
+    row = [0] * L.slots
+    row[L.START], row[L.DESC_READY], row[L.FIRST_MMA] = start, desc, mma
+    row[L.PHASE0_DONE], row[L.BARRIER_DONE] = p0, bar
+    row[L.MAINLOOP_DONE], row[L.EPILOGUE_DONE], row[L.EXIT] = main, epi, end
+    row[L.SWITCHES] = len(switches)
     for i, t in enumerate(switches):
-        row[ph.FIRST_SWITCH + i] = t
+        row[L.FIRST_SWITCH + i] = t
     return row
 
 
 BUFFER = [
     _row(1_000, 3_000, 2_500, 4_000, 5_000, 95_000, 99_000, 100_000, switches=(40_000,)),
     _row(2_000, 6_000, 4_000, 5_000, 12_000, 90_000, 96_000, 98_000),
-    [1_500, 0, 0, 0, 0, 2_500] + [0] * (ph.SLOTS - 6),   # a CTA that found no tile
+    [1_500, 0, 0, 0, 0, 2_500] + [0] * (L.slots - 6),   # a CTA that found no tile
 ]
 
 
@@ -44,7 +45,7 @@ def test_chrome_trace_has_one_track_per_cta_and_the_switches():
     events = trace["traceEvents"]
     assert {e["tid"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"} == {0, 1, 2}
     complete = [e for e in events if e["ph"] == "X"]
-    assert len(complete) == 2 * len(ph.PHASES)
+    assert len(complete) == 2 * len(L.phases)
     first = next(e for e in complete if e["tid"] == 0 and e["name"] == "descriptor setup")
     assert first["ts"] == 0.0 and first["dur"] == 2.0
     switches = [e for e in events if e["ph"] == "i"]

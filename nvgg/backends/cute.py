@@ -22,9 +22,10 @@ import torch
 
 from ..cases import Case
 from ..errors import NvggError
+from ..kernels import groups as kgroups, launch
 from ..kernels.sm90 import host
 from ..kernels.sm90 import nvfp4_gemm as gemm
-from ..profiling import phases as phase_slots
+from ..kernels.phase_slots import SM90
 from .base import Backend, KernelInfo, Launch
 
 ARCH = "sm_90a"
@@ -127,7 +128,7 @@ class CuteBackend(Backend):
         tables = host.build_tables([tensors], config, tiles)
         gemm_launch = self._launcher(entry, tables, host.grid_dims(config, (tensors.m, tensors.n, tensors.k), tiles))
         sms = torch.cuda.get_device_properties(tensors.c.device).multi_processor_count
-        expand = host.DirectLaunch(host.compile_gemm(host.EXPAND_CONFIG, None, ARCH), tables,
+        expand = launch.DirectLaunch(host.compile_gemm(host.EXPAND_CONFIG, None, ARCH), tables,
                                    (host.expand_grid(tables, sms), 1, 1))
         return host.ExpandThenGemm(expand, gemm_launch)
 
@@ -137,10 +138,10 @@ class CuteBackend(Backend):
 
     def phase_launcher(self, data) -> tuple[Launch, torch.Tensor]:
         """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
-        int64 [ctas, phases.SLOTS] buffer each launch fills with %globaltimer readings (zeroed
-        first; see nvgg/profiling/phases.py for the slots). Same grid and tiles as the timed build."""
+        int64 [ctas, SM90.slots] buffer each launch fills with %globaltimer readings (zeroed
+        first; see nvgg/kernels/phase_slots.py for the slots). Same grid and tiles as the timed build."""
         groups, config, entry, grid = self._persistent(data, instrument=True)
-        buffer = torch.zeros((grid, phase_slots.SLOTS), dtype=torch.int64, device=groups[0].c.device)
+        buffer = torch.zeros((grid, SM90.slots), dtype=torch.int64, device=groups[0].c.device)
         kernel = self._launcher(entry, host.build_tables(groups, config, grid, buffer),
                                 host.grid_dims(config, None, grid))
 
@@ -166,15 +167,15 @@ class CuteBackend(Backend):
     def _launcher(entry, tables, grid) -> Launch:
         # through the driver: about 10 µs of host time a launch against 16-21 µs through the DSL's
         # own call (H200, 2026-11-26, benchmarks/check_kernels_sm90.py; GPU times equal)
-        return host.DirectLaunch(entry, tables, grid)
+        return launch.DirectLaunch(entry, tables, grid)
 
     @staticmethod
-    def _group(data, g: int) -> host.GroupTensors:
+    def _group(data, g: int) -> kgroups.GroupTensors:
         m, n, k, _ = data[3][g]
         reason = config_for([m], persistent=False).is_valid(m, n, k)
         if reason:
             raise NvggError(f"group {g}: {reason.replace('the kernel', 'the cute backend')}")
         try:
-            return host.group_tensors(data, g)
+            return kgroups.group_tensors(data, g)
         except ValueError as exc:
             raise NvggError(f"the cute backend cannot read the inputs: {exc}") from None

@@ -14,18 +14,20 @@ group's row of the table (see ptx.retarget_tensormap and ptx.publish_tensormaps)
 
 from __future__ import annotations
 
-import ctypes
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
+from .. import asm, groups as kgroups, launch, phase_slots, schedule, tensormaps
 from .. import cache as kcache
+from ..groups import GroupTensors
 from . import nvfp4_gemm as gemm
 
 # what a compiled entry depends on; this file too, since it writes the entry's recorded facts
-SOURCES = (Path(gemm.__file__), Path(gemm.ptx.__file__), Path(gemm.phase_slots.__file__), Path(__file__))
+SOURCES = (Path(gemm.__file__), Path(gemm.ptx.__file__), Path(asm.__file__), Path(phase_slots.__file__),
+           Path(kgroups.__file__), Path(__file__))
 SUPPORTED_ARCHS = ("sm_90a",)
 
 
@@ -72,7 +74,7 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
                            "expand_only": config.expand_only, "wide_tiles": config.wide_tiles},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx,
                 # read from the PTX once here, not at every launcher built from the entry
-                "params": entry_params(ptx), "setmaxnreg": setmaxnreg(ptx)}
+                "params": launch.entry_params(ptx), "setmaxnreg": setmaxnreg(ptx)}
         return kcache.Built(fn, ptx, bytes(fn.artifacts.CUBIN), meta)
 
     return store.get(key, build, need_callable=need_callable)
@@ -100,78 +102,16 @@ def setmaxnreg(ptx_text: str) -> dict:
 # Device tables
 
 
-@dataclass
-class GroupTensors:
-    """One group's device tensors, in the competition's layout (validated by `group_tensors`)."""
-
-    a: torch.Tensor  # (m, k/2) bytes
-    b: torch.Tensor  # (n, k/2) bytes
-    sfa: torch.Tensor  # blocked scales view; its data_ptr is the start of the blocked storage
-    sfb: torch.Tensor
-    c: torch.Tensor  # (m, n) fp16
-    m: int
-    n: int
-    k: int
-
-
-def _blocked_strides(rows: int, k: int) -> tuple[int, ...]:
-    rest_k = -(-k // 64)
-    return (16, 4, rest_k * 512, 1, 512)
-
-
-def group_tensors(data, g: int) -> GroupTensors:
-    """Group g of the competition's data tuple, checked against the layout the kernel assumes."""
-    (a, b, c), (sfa, sfb), (m, n, k, l) = data[0][g], data[2][g], data[3][g]
-    if l != 1:
-        raise ValueError(f"group {g}: l={l}; the kernels take l = 1")
-    a2, b2, c2 = a[:, :, 0], b[:, :, 0], c[:, :, 0]
-    for name, t, rows, cols in (("a", a2, m, k // 2), ("b", b2, n, k // 2), ("c", c2, m, n)):
-        if tuple(t.shape) != (rows, cols) or t.stride() != (cols, 1):
-            raise ValueError(f"group {g}: {name} must be a contiguous ({rows}, {cols}) matrix, "
-                             f"got shape {tuple(t.shape)} strides {t.stride()}")
-    if c2.dtype != torch.float16:
-        raise ValueError(f"group {g}: c must be float16, got {c2.dtype}")
-    for name, t, rows in (("sfa", sfa, m), ("sfb", sfb, n)):
-        if t.element_size() != 1 or tuple(t.stride()[:5]) != _blocked_strides(rows, k):
-            raise ValueError(f"group {g}: {name} is not in the blocked scale layout "
-                             f"(strides {t.stride()}, expected {_blocked_strides(rows, k)} + batch)")
-    return GroupTensors(a2.view(torch.uint8), b2.view(torch.uint8), sfa, sfb, c2, m, n, k)
-
-
 def encode_tensor_map(ptr: int, rows: int, row_bytes: int, box_rows: int) -> list[int]:
     """The 128-byte tensor map of a (rows, row_bytes) uint8 matrix, box (box_rows, 128 bytes)."""
-    return _encode_2d("UINT8", ptr, rows, row_bytes, 1, gemm.ROW_BYTES, box_rows)
+    return tensormaps.encode_tiled_2d("UINT8", ptr, rows, row_bytes, 1, gemm.ROW_BYTES, box_rows)
 
 
 def encode_tensor_map_f16(ptr: int, rows: int, cols: int, box_rows: int) -> list[int]:
     """The 128-byte tensor map of a (rows, cols) fp16 matrix, box (box_rows, 64 elements = 128
     bytes): the layout wgmma reads a K-major fp16 operand from (one 128-byte swizzle atom across
     64 k)."""
-    return _encode_2d("FLOAT16", ptr, rows, cols, 2, gemm.K_SUB, box_rows)
-
-
-def _encode_2d(dtype: str, ptr: int, rows: int, cols: int, elem_bytes: int, box_cols: int, box_rows: int) -> list[int]:
-    """cuTensorMapEncodeTiled for a row-major (rows, cols) matrix of CU_TENSOR_MAP_DATA_TYPE_<dtype>:
-    128-byte swizzle, rows beyond the tensor filled with zeros."""
-    import cuda.bindings.driver as cu
-
-    u64, u32 = cu.cuuint64_t, cu.cuuint32_t
-    err, tmap = cu.cuTensorMapEncodeTiled(
-        getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{dtype}"), 2, ptr,
-        [u64(cols), u64(rows)], [u64(cols * elem_bytes)],
-        [u32(box_cols), u32(box_rows)], [u32(1), u32(1)],
-        cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
-        cu.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
-        cu.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-        cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
-    )
-    if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"cuTensorMapEncodeTiled ({dtype}) failed: {err} (rows={rows}, cols={cols})")
-    return [_signed64(int(x)) for x in tmap.opaque]
-
-
-def _signed64(x: int) -> int:
-    return x - (1 << 64) if x >= 1 << 63 else x
+    return tensormaps.encode_tiled_2d("FLOAT16", ptr, rows, cols, 2, gemm.K_SUB, box_rows)
 
 
 @dataclass
@@ -184,7 +124,7 @@ class Tables:
     a16: torch.Tensor | None = None  # persistent kernel: every group's fp16 A, written by phase 0
     barrier: torch.Tensor | None = None  # persistent kernel: the grid barrier's arrival count (u64, see ptx.grid_target)
     units: int = 0  # phase-0 work units (one row × 64 k of A) over all groups
-    runs: torch.Tensor | None = None  # persistent kernel: int32 [ctas + 1 + tiles], each CTA's tiles (gemm.schedule)
+    runs: torch.Tensor | None = None  # persistent kernel: int32 [ctas + 1 + tiles], each CTA's tiles (schedule.schedule)
 
 
 def count_tiles(groups: list[GroupTensors], tile_m: int, wide: bool = False) -> int:
@@ -218,10 +158,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     workspace = torch.zeros((ctas, 2, gemm.TENSORMAP_BYTES // 8), dtype=torch.int64, device=device)
     rows, units = [], 0
     for i, g in enumerate(groups):
-        row = [0] * gemm.TABLE_COLS
-        row[gemm.COL_A], row[gemm.COL_B] = g.a.data_ptr(), g.b.data_ptr()
-        row[gemm.COL_SFA], row[gemm.COL_SFB], row[gemm.COL_C] = g.sfa.data_ptr(), g.sfb.data_ptr(), g.c.data_ptr()
-        row[gemm.COL_M], row[gemm.COL_N], row[gemm.COL_K] = g.m, g.n, g.k
+        row = g.base_row() + [0] * (gemm.TABLE_COLS - kgroups.BASE_COLS)
         row[gemm.COL_TILE_BEGIN] = begins[i]
         row[gemm.COL_TILE_END] = begins[i] + m_tiles[i] * (g.n // gemm.TILE_N)
         row[gemm.COL_M_TILES] = m_tiles[i]
@@ -236,7 +173,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         rows[0][gemm.COL_PHASES] = phases.data_ptr()
     runs = None
     if config.persistent:
-        bounds, order = gemm.schedule(gemm.tile_costs(ms, ns, tile_m, config.half_tiles, wide), ctas)
+        bounds, order = schedule.schedule(gemm.tile_costs(ms, ns, tile_m, config.half_tiles, wide), ctas)
         runs = torch.tensor(bounds + order, dtype=torch.int32).to(device)
         rows[0][gemm.COL_RUNS] = runs.data_ptr()
     rows[0][gemm.COL_UNITS] = units
@@ -249,7 +186,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
 
 class Launch:
     """Zero-argument launch over `tables` on torch's current stream through the DSL's compiled
-    callable. The backend launches through `DirectLaunch` (cheaper on the host); this path stays
+    callable. The backend launches through `launch.DirectLaunch` (cheaper on the host); this path stays
     as the reference the device check compares it with. Both own the tables (the kernel reads them
     through raw pointers)."""
 
@@ -270,52 +207,6 @@ class Launch:
         self.fn(*self._args, self._stream(torch.cuda.current_stream().cuda_stream))
 
 
-_FUNCTIONS: dict[str, tuple] = {}  # cubin path -> (module, function): loaded once per process
-
-
-def _function(entry: kcache.Entry):
-    path = str(entry.directory / "kernel.cubin")
-    if path not in _FUNCTIONS:
-        import cuda.bindings.driver as cu
-
-        (name,) = entry.info["resources"].keys()
-        err, module = cu.cuModuleLoadData(Path(path).read_bytes())
-        _check(err, "cuModuleLoadData")
-        err, fn = cu.cuModuleGetFunction(module, name.encode())
-        _check(err, "cuModuleGetFunction")
-        (err,) = cu.cuFuncSetAttribute(
-            fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-            entry.info["dynamic_smem_bytes"])
-        _check(err, "cuFuncSetAttribute")
-        _FUNCTIONS[path] = (module, fn)
-    return _FUNCTIONS[path][1]
-
-
-def _check(err, what: str) -> None:
-    import cuda.bindings.driver as cu
-
-    if err != cu.CUresult.CUDA_SUCCESS:
-        raise RuntimeError(f"{what} failed: {err}")
-
-
-_LIBCUDA = None
-
-
-def _driver_launch():
-    """libcuda's cuLaunchKernel through ctypes, the cheapest Python path to a launch. Host time per
-    launch, H200, 2026-11-26 (benchmarks/check_kernels_sm90.py, 20 launches unsynchronised):
-    about 10 µs this way (stream query included), 10-17 µs through cuda-python's wrapper, 16-21 µs
-    through the DSL's own call."""
-    global _LIBCUDA
-    if _LIBCUDA is None:
-        lib = ctypes.CDLL("libcuda.so.1")
-        fn = lib.cuLaunchKernel
-        fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
-        _LIBCUDA = fn
-    return _LIBCUDA
-
-
 def persistent_grid(groups: list[GroupTensors], config: gemm.GemmConfig, entry: kcache.Entry) -> int:
     """CTAs of the persistent kernel's launch: as many as are resident at once (its grid barrier
     needs every CTA running), never more than there are tiles or phase-0 rounds need
@@ -325,45 +216,6 @@ def persistent_grid(groups: list[GroupTensors], config: gemm.GemmConfig, entry: 
     units = sum(group_units(g) for g in groups)
     return gemm.grid_for(count_tiles(groups, config.tile_m, config.wide_tiles), sms,
                          gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads), units)
-
-
-def entry_params(ptx_text: str) -> list[str]:
-    """The declared parameters (".param ..." lines, in order) of the one kernel entry in `ptx_text`."""
-    head = ptx_text[ptx_text.index(".entry "):]
-    head = head[head.index("(") + 1:head.index(")")]
-    return [line.strip().rstrip(",") for line in head.splitlines() if line.strip().startswith(".param")]
-
-
-class DirectLaunch:
-    """The same launch as `Launch`, through the driver (cuLaunchKernel on the compiled cubin)
-    instead of the DSL's Python call path: the kernel's parameters are (table pointer, total
-    tiles, then one empty placeholder byte for each static argument the DSL still declares: the
-    tiled MMAs, the shared-memory layout), prepared once as a C array of exactly the entry's
-    parameter count, recorded from its PTX when it was compiled."""
-
-    def __init__(self, entry: kcache.Entry, tables: Tables, grid: tuple[int, int, int]):
-        self.tables = tables
-        self.grid = grid
-        self.smem = entry.info["dynamic_smem_bytes"]
-        self.threads = entry.info["threads"]
-        self._fn = ctypes.c_void_p(int(_function(entry)))
-        # the GEMM kernels: (table, tiles, placeholders); the expand kernel: (table) alone
-        params = entry.info["params"]
-        if (not params or not params[0].startswith(".param .align 8 .b8") or params[1:2] and ".u32" not in params[1]
-                or any(not p.startswith(".param .align 1 .b8") for p in params[2:])):
-            raise RuntimeError(f"unexpected kernel parameters {params}: expected (table pointer[, u32 tiles, "
-                               "empty placeholders])")
-        values = [ctypes.c_uint64(tables.table.data_ptr()), ctypes.c_uint32(tables.total_tiles)]
-        self._values = tuple(values[:len(params)]) + tuple(ctypes.c_uint8(0) for _ in params[2:])
-        self._params = (ctypes.c_void_p * len(self._values))(*(ctypes.addressof(v) for v in self._values))
-        self._launch = _driver_launch()
-
-    def __call__(self) -> None:
-        gx, gy, gz = self.grid
-        err = self._launch(self._fn, gx, gy, gz, self.threads, 1, 1, self.smem,
-                           torch.cuda.current_stream().cuda_stream, self._params, None)
-        if err:
-            raise RuntimeError(f"cuLaunchKernel failed with CUresult {err}")
 
 
 EXPAND_CONFIG = gemm.GemmConfig(expand_only=True)
@@ -379,7 +231,7 @@ class ExpandThenGemm:
     """A per-group launch: the expand kernel (phase 0 over the table's one group), then the GEMM
     that reads the fp16 copy it wrote, in stream order."""
 
-    def __init__(self, expand: DirectLaunch, gemm_launch: DirectLaunch):
+    def __init__(self, expand: launch.DirectLaunch, gemm_launch: launch.DirectLaunch):
         self.expand, self.gemm, self.tables = expand, gemm_launch, gemm_launch.tables
 
     def __call__(self) -> None:

@@ -80,7 +80,6 @@ readings per CTA into a phase buffer (layout in profiling/phases.py).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import product
 
 import cutlass
 import cutlass.cute as cute
@@ -90,7 +89,9 @@ from cutlass.tensor_utils import LayoutEnum
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Float16, Float32, Int32, Int64, Uint32
 
-from ...profiling import phases as phase_slots
+from .. import groups
+from ..phase_slots import SM90 as phase_slots
+from ..schedule import makespan, schedule
 from . import ptx
 
 TILE_N = 128  # rows of B per CTA tile: two consumer warpgroups × 64 (wgmma's M per warpgroup)
@@ -120,7 +121,8 @@ WGMMA_N = range(8, 257, 8)  # wgmma .f16 N: multiples of 8 up to 256, PTX ISA "w
 
 # Columns of the int64 group table (one row a group) both kernels read: the group's packed A and B,
 # blocked scales and C (addresses), its shape, and its tiles in the persistent kernel's order.
-COL_A, COL_B, COL_SFA, COL_SFB, COL_C, COL_M, COL_N, COL_K = range(8)
+COL_A, COL_B, COL_SFA, COL_SFB, COL_C, COL_M, COL_N, COL_K = (groups.COL_A, groups.COL_B, groups.COL_SFA, groups.COL_SFB,
+                                                            groups.COL_C, groups.COL_M, groups.COL_N, groups.COL_K)
 COL_TILE_BEGIN, COL_TILE_END, COL_M_TILES = 8, 9, 10
 # Launch-wide columns, read from row 0 only: the host-encoded template tensor-map pair (A, B), the
 # workspace holding one pair per CTA (CTA c's at workspace + c * PAIR_BYTES), and the phase buffer
@@ -397,7 +399,7 @@ class Nvfp4GemmSm90:
         if cutlass.const_expr(self.config.instrument):
             phases = cute.make_tensor(
                 cute.make_ptr(Int64, table[(0, COL_PHASES)], cute.AddressSpace.gmem, assumed_align=8),
-                cute.make_layout((gdimx, phase_slots.SLOTS), stride=(phase_slots.SLOTS, 1)))
+                cute.make_layout((gdimx, phase_slots.slots), stride=(phase_slots.slots, 1)))
             if tidx == 0:
                 phases[(cta, phase_slots.START)] = ptx.globaltimer()
 
@@ -453,7 +455,7 @@ class Nvfp4GemmSm90:
                         self._wait_loads_landed(a16_pipe, astate, self.slots)
                         self._retarget(table, group, desc_a, desc_b)
                         if cutlass.const_expr(self.config.instrument):
-                            if switches < phase_slots.MAX_SWITCHES:
+                            if switches < phase_slots.max_switches:
                                 self._stamp_lane0(phases, cta, phase_slots.FIRST_SWITCH + switches)
                             switches += 1
                             if cute.arch.lane_idx() == 0:
@@ -905,69 +907,6 @@ def tile_costs(ms, ns, tile_m: int, half_tiles: bool, wide: bool = False) -> lis
                 per_n.append(1.0)
         costs += per_n * (n // TILE_N)
     return costs
-
-
-def schedule(costs: list[float], ctas: int) -> tuple[list[int], list[int]]:
-    """Each CTA's list of tiles, as (runs, order): CTA c takes tiles order[runs[c]:runs[c + 1]].
-
-    Tiles are dealt out by cost class (wide, full, half), each class in kernel order: CTA c takes
-    the next few of each class, choosing the counts that fill a cost limit L best (ties: more of
-    the costlier tiles); L is the smallest sum of tile costs that places every tile on at most
-    `ctas` CTAs that way. With full tiles alone this is the even split into runs of ceil(tiles / ctas).
-    Mixing the classes is what lets cheaper tiles shorten the longest CTA: contiguous runs in
-    kernel order could not pair them (case 1: a limit of 3 full tiles either way, 2.75 mixed), and
-    filling each CTA to the limit, not class by class, is what packs wide tiles (case 2 with wide
-    tiles: 4.39 against 4.74 at the measured costs)."""
-    classes = sorted({c for c in costs}, reverse=True)
-    queues = [[t for t, c in enumerate(costs) if c == cost] for cost in classes]
-
-    def fill(limit: float, left: list[int]) -> tuple[int, ...]:
-        """How many of each class's next tiles to take: the most load within `limit`."""
-        def load(counts):
-            return sum(n * cost for n, cost in zip(counts, classes))
-        choices = product(*(range(min(n, int(limit / cost + 1e-9)) + 1) for n, cost in zip(left, classes)))
-        return max((c for c in choices if load(c) <= limit + 1e-9), key=lambda c: (round(load(c), 9),) + c)
-
-    def deal(limit: float):
-        lists, heads, fills = [], [0] * len(classes), {}
-        caps = [int(limit / cost + 1e-9) for cost in classes]
-        for _ in range(ctas):
-            # only the counts the limit can use matter: most CTAs ask the same question
-            left = tuple(min(len(q) - h, cap) for q, h, cap in zip(queues, heads, caps))
-            if left not in fills:
-                fills[left] = fill(limit, list(left))
-            counts = fills[left]
-            mine = []
-            for i, n in enumerate(counts):
-                mine += queues[i][heads[i]:heads[i] + n]
-                heads[i] += n
-            lists.append(mine)
-        return lists if heads == [len(q) for q in queues] else None
-
-    # the limit that matters is some CTA's load: try every sum of tile costs between the mean (no
-    # CTA list can be shorter) and the even split by count (which always fits), smallest first.
-    # (A bisection would not do: with mixed classes a deal may fail at a limit above one it meets.)
-    lo, hi = sum(costs) / ctas - 1e-9, max(costs, default=0.0) * -(-len(costs) // ctas) + 1e-9
-    sums = {0.0}
-    for cost in classes:
-        sums = {round(x + n * cost, 9) for x in sums for n in range(int((hi - x) / cost + 1e-9) + 1)}
-    best = None
-    for limit in sorted(x for x in sums if x >= lo):
-        best = deal(limit + 1e-9)
-        if best is not None:
-            break
-    if best is None:
-        best = deal(hi)
-    runs, order = [0], []
-    for tiles in best:
-        order += tiles
-        runs.append(len(order))
-    return runs, order
-
-
-def makespan(costs: list[float], runs: list[int], order: list[int]) -> float:
-    """The cost of the longest CTA's list in a schedule."""
-    return max((sum(costs[t] for t in order[a:b]) for a, b in zip(runs, runs[1:])), default=0.0)
 
 
 def tile_plan(ms, ns, config: GemmConfig, resident: int) -> bool:

@@ -16,25 +16,10 @@ that then uses it.
 
 from __future__ import annotations
 
-from cutlass._mlir.dialects import llvm
-from cutlass.cutlass_dsl import T, dsl_user_op
 from cutlass import Int32, Int64
+from cutlass.cutlass_dsl import T, dsl_user_op
 
-def _asm(text: str, constraints: str, operands, loc, ip, *, results: int = 0, result_type=None,
-         pure: bool = False):
-    """One inline-PTX block over `operands` (DSL integers, in $-order after the results): None, the
-    one `result_type` value (T.i32 or T.i64), or a tuple of `results` Int32. Side-effecting unless
-    `pure`, so the compiler keeps it in program order with the barriers around it."""
-    if results > 1:
-        rtype = llvm.StructType.get_literal([T.i32()] * results)
-    else:
-        rtype = result_type() if results == 1 else None
-    res = llvm.inline_asm(rtype, [v.ir_value(loc=loc, ip=ip) for v in operands], text, constraints,
-                          has_side_effects=not pure, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
-    if results > 1:
-        return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(results))
-    return res
-
+from ..asm import globaltimer, inline as _asm  # noqa: F401  (globaltimer: the kernels' timer)
 
 def _lane0(body: str, decls: str = "") -> str:
     """A PTX block whose `@p` instructions run on lane 0 only (see the module docstring); `decls`
@@ -129,12 +114,6 @@ def publish_tensormaps(desc: Int64, *, loc=None, ip=None) -> None:
     @p fence.proxy.tensormap::generic.acquire.gpu [$0], {TENSORMAP_BYTES};
     @p fence.proxy.tensormap::generic.acquire.gpu [$0+{TENSORMAP_BYTES}], {TENSORMAP_BYTES};"""),
          "l,~{memory}", [Int64(desc)], loc, ip)
-
-
-@dsl_user_op
-def globaltimer(*, loc=None, ip=None) -> Int64:
-    """The GPU's global nanosecond timer (%globaltimer), for the instrumented build only."""
-    return Int64(_asm("mov.u64 $0, %globaltimer;", "=l", [], loc, ip, results=1, result_type=T.i64))
 
 
 # fp16 64.0 in both halves of a register: undoes the 2^-6 of the e4m3 reading of an e2m1 code

@@ -1,0 +1,38 @@
+"""Inline PTX both architectures' kernels share: the helper that emits one asm block, the global
+timer of the instrumented builds, and the tensor-map prefetch by address. Each helper takes and
+returns DSL integers (global addresses as 64-bit values)."""
+
+from __future__ import annotations
+
+from cutlass import Int32, Int64
+from cutlass._mlir.dialects import llvm
+from cutlass.cutlass_dsl import T, dsl_user_op
+
+
+def inline(text: str, constraints: str, operands, loc, ip, *, results: int = 0, result_type=None,
+           pure: bool = False):
+    """One inline-PTX block over `operands` (DSL integers, in $-order after the results): None, the
+    one `result_type` value (T.i32 or T.i64), or a tuple of `results` Int32. Side-effecting unless
+    `pure`, so the compiler keeps it in program order with the barriers around it."""
+    if results > 1:
+        rtype = llvm.StructType.get_literal([T.i32()] * results)
+    else:
+        rtype = result_type() if results == 1 else None
+    res = llvm.inline_asm(rtype, [v.ir_value(loc=loc, ip=ip) for v in operands], text, constraints,
+                          has_side_effects=not pure, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
+    if results > 1:
+        return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(results))
+    return res
+
+
+@dsl_user_op
+def globaltimer(*, loc=None, ip=None) -> Int64:
+    """The GPU's global nanosecond timer (%globaltimer), for the instrumented builds only."""
+    return Int64(inline("mov.u64 $0, %globaltimer;", "=l", [], loc, ip, results=1, result_type=T.i64))
+
+
+@dsl_user_op
+def prefetch_tensormap(address: Int64, *, loc=None, ip=None) -> None:
+    """Ask the copy engine to fetch the tensor map at generic address `address` into its cache
+    (PTX ISA `prefetch.tensormap`, sm_90 and later); a hint, it orders nothing."""
+    inline("prefetch.tensormap [$0];", "l,~{memory}", [Int64(address)], loc, ip)

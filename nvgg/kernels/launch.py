@@ -1,0 +1,133 @@
+"""Launching compiled kernels from Python with little host time, for both architectures.
+
+- `DirectLaunch`: the driver's cuLaunchKernel on the entry's cubin through ctypes, its parameters
+  packed once (the sm_90a kernels, whose parameters are plain values and empty placeholders).
+- `DslLaunch`: the DSL's own compiled host function (it builds the kernel's tensor-map parameters
+  and launches, with clusters), its arguments converted once and only the stream set per call (the
+  sm_100a kernels).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import torch
+
+from . import cache as kcache
+
+_FUNCTIONS: dict[str, tuple] = {}  # cubin path -> (module, function): loaded once per process
+
+
+def _function(entry: kcache.Entry):
+    path = str(entry.directory / "kernel.cubin")
+    if path not in _FUNCTIONS:
+        import cuda.bindings.driver as cu
+
+        (name,) = entry.info["resources"].keys()
+        err, module = cu.cuModuleLoadData(Path(path).read_bytes())
+        _check(err, "cuModuleLoadData")
+        err, fn = cu.cuModuleGetFunction(module, name.encode())
+        _check(err, "cuModuleGetFunction")
+        (err,) = cu.cuFuncSetAttribute(
+            fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            entry.info["dynamic_smem_bytes"])
+        _check(err, "cuFuncSetAttribute")
+        _FUNCTIONS[path] = (module, fn)
+    return _FUNCTIONS[path][1]
+
+
+def _check(err, what: str) -> None:
+    import cuda.bindings.driver as cu
+
+    if err != cu.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"{what} failed: {err}")
+
+
+_LIBCUDA = None
+
+
+def _driver_launch():
+    """libcuda's cuLaunchKernel through ctypes, the cheapest Python path to a launch. Host time per
+    launch, H200, 2026-11-26 (benchmarks/check_kernels_sm90.py, 20 launches unsynchronised):
+    about 10 µs this way (stream query included), 10-17 µs through cuda-python's wrapper, 16-21 µs
+    through the DSL's own call."""
+    global _LIBCUDA
+    if _LIBCUDA is None:
+        lib = ctypes.CDLL("libcuda.so.1")
+        fn = lib.cuLaunchKernel
+        fn.restype = ctypes.c_int
+        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+        _LIBCUDA = fn
+    return _LIBCUDA
+
+
+def entry_params(ptx_text: str) -> list[str]:
+    """The declared parameters (".param ..." lines, in order) of the one kernel entry in `ptx_text`."""
+    head = ptx_text[ptx_text.index(".entry "):]
+    head = head[head.index("(") + 1:head.index(")")]
+    return [line.strip().rstrip(",") for line in head.splitlines() if line.strip().startswith(".param")]
+
+
+class DirectLaunch:
+    """A launch through the driver (cuLaunchKernel on the compiled cubin) instead of the DSL's
+    Python call path, for kernels whose parameters are (table pointer, total tiles, then one empty
+    placeholder byte for each static argument the DSL still declares: the tiled MMAs, the
+    shared-memory layout), prepared once as a C array of exactly the entry's parameter count,
+    recorded from its PTX when it was compiled. `tables` is what the kernel reads through raw
+    pointers (it has `.table`, a device tensor, and `.total_tiles`); the launch owns it."""
+
+    def __init__(self, entry: kcache.Entry, tables, grid: tuple[int, int, int]):
+        self.tables = tables
+        self.grid = grid
+        self.smem = entry.info["dynamic_smem_bytes"]
+        self.threads = entry.info["threads"]
+        self._fn = ctypes.c_void_p(int(_function(entry)))
+        # the GEMM kernels: (table, tiles, placeholders); the expand kernel: (table) alone
+        params = entry.info["params"]
+        if (not params or not params[0].startswith(".param .align 8 .b8") or params[1:2] and ".u32" not in params[1]
+                or any(not p.startswith(".param .align 1 .b8") for p in params[2:])):
+            raise RuntimeError(f"unexpected kernel parameters {params}: expected (table pointer[, u32 tiles, "
+                               "empty placeholders])")
+        values = [ctypes.c_uint64(tables.table.data_ptr()), ctypes.c_uint32(tables.total_tiles)]
+        self._values = tuple(values[:len(params)]) + tuple(ctypes.c_uint8(0) for _ in params[2:])
+        self._params = (ctypes.c_void_p * len(self._values))(*(ctypes.addressof(v) for v in self._values))
+        self._launch = _driver_launch()
+
+    def __call__(self) -> None:
+        gx, gy, gz = self.grid
+        err = self._launch(self._fn, gx, gy, gz, self.threads, 1, 1, self.smem,
+                           torch.cuda.current_stream().cuda_stream, self._params, None)
+        if err:
+            raise RuntimeError(f"cuLaunchKernel failed with CUresult {err}")
+
+
+
+
+class _StreamArg:
+    """The stream argument of a DSL host function, as the one C pointer the DSL passes for it (to
+    a slot holding the CUstream handle), so that the handle can change between calls."""
+
+    def __init__(self, slot: ctypes.c_void_p):
+        self._slot = slot
+
+    def __c_pointers__(self):
+        return [ctypes.c_void_p(ctypes.addressof(self._slot))]
+
+
+class DslLaunch:
+    """A compiled DSL host function (`cute.compile`'s result) called with `args` converted to C
+    once; per call only the stream handle is set (torch's current stream). The host function
+    builds the kernel's tensor-map parameters and launches it, clusters included: the DSL's own,
+    tested launch path without its per-call argument conversion. `keep` is what the kernel reads
+    through raw pointers; the launch owns it."""
+
+    def __init__(self, fn, args: tuple, keep=None):
+        self._executor = fn.to()
+        self._slot = ctypes.c_void_p(0)
+        self._args, self._adapted = self._executor.generate_execution_args(*args, _StreamArg(self._slot))
+        self.keep = keep
+
+    def __call__(self) -> None:
+        self._slot.value = torch.cuda.current_stream().cuda_stream
+        self._executor.run_compiled_program(self._args)

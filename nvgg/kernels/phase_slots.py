@@ -1,0 +1,80 @@
+"""Phase slots of the instrumented persistent kernels: what each column of the phase buffer holds.
+
+An instrumented build (never the timed one) writes `%globaltimer` readings (ns) into an int64
+buffer [ctas, layout.slots], one row a CTA: first the named timestamp slots of its layout, then
+SWITCHES (how many groups the CTA's producer prepared maps for: a count, not a time), then the time
+each of those groups' maps were ready. A slot a CTA never reached holds 0. `layout.phases` names the
+spans the report shows, as (name, from slot, to slot), in kernel order; a tuple of slots means
+"the latest of these". nvgg/profiling/phases.py turns a buffer into the report and the trace.
+"""
+
+from __future__ import annotations
+
+
+class SlotLayout:
+    """One kernel family's slots: `names` become attributes holding their column (layout.START),
+    followed by SWITCHES and FIRST_SWITCH."""
+
+    def __init__(self, kernel: str, names: tuple[str, ...], phases: tuple, max_switches: int):
+        self.kernel = kernel
+        self.names = names
+        for column, name in enumerate(names):
+            setattr(self, name, column)
+        self.SWITCHES = len(names)
+        self.FIRST_SWITCH = len(names) + 1
+        self.max_switches = max_switches
+        self.slots = self.FIRST_SWITCH + max_switches
+        self.phases = tuple((label, self._column(a), self._column(b)) for label, a, b in phases)
+        missing = {"START", "FIRST_MMA", "EXIT"} - set(names)
+        if missing:
+            raise ValueError(f"a slot layout needs {sorted(missing)}")
+
+    def _column(self, slot):
+        return tuple(getattr(self, s) for s in slot) if isinstance(slot, tuple) else getattr(self, slot)
+
+    def renamed(self, **labels: str) -> "SlotLayout":
+        """The same slots with some phases shown under other names (old name=new name, spaces as _)."""
+        names = {k.replace("_", " "): v for k, v in labels.items()}
+        phases = tuple((names.get(label, label), self.names[a] if isinstance(a, int) else tuple(self.names[x] for x in a),
+                        self.names[b]) for label, a, b in self.phases)
+        return SlotLayout(self.kernel, self.names, phases, self.max_switches)
+
+
+# sm_90a persistent kernel (kernels/sm90/nvfp4_gemm.py). The producer's descriptor setup runs
+# beside phase 0; "to first MMA" runs from the later of the grid barrier and the descriptors.
+SM90 = SlotLayout(
+    "nvfp4_grouped_gemm_sm90",
+    ("START", "DESC_READY", "FIRST_MMA", "MAINLOOP_DONE", "EPILOGUE_DONE", "EXIT", "PHASE0_DONE", "BARRIER_DONE"),
+    (("descriptor setup", "START", "DESC_READY"),
+     ("phase 0", "START", "PHASE0_DONE"),
+     ("grid barrier", "PHASE0_DONE", "BARRIER_DONE"),
+     ("to first MMA", ("DESC_READY", "BARRIER_DONE"), "FIRST_MMA"),
+     ("mainloops", "FIRST_MMA", "MAINLOOP_DONE"),
+     ("last epilogue", "MAINLOOP_DONE", "EPILOGUE_DONE"),
+     ("exit", "EPILOGUE_DONE", "EXIT")),
+    max_switches=56)
+
+# sm_100a persistent kernel (kernels/sm100/nvfp4_gemm.py), which warp writes each slot:
+#   START, BARRIERS_READY (pipeline barriers initialised and published), TMEM_READY (tensor memory
+#   allocated), EPILOGUE_DONE (last tile's stores issued), EXIT: epilogue warp 0;
+#   MAPS_READY (the first tile's maps prefetched and fenced, or replaced), FIRST_TMA_ISSUED: TMA warp;
+#   FIRST_TMA_LANDED (the first stage's full barrier passed), FIRST_MMA (first MMA issued),
+#   MAINLOOP_DONE: the MMA warp of the CTA that issues the MMAs (a pair's leader).
+SM100 = SlotLayout(
+    "nvfp4_grouped_gemm_sm100",
+    ("START", "BARRIERS_READY", "TMEM_READY", "MAPS_READY", "FIRST_TMA_ISSUED", "FIRST_TMA_LANDED", "FIRST_MMA",
+     "MAINLOOP_DONE", "EPILOGUE_DONE", "EXIT"),
+    (("barrier init", "START", "BARRIERS_READY"),
+     ("tensor-memory alloc", "BARRIERS_READY", "TMEM_READY"),
+     ("tensor maps", "BARRIERS_READY", "MAPS_READY"),
+     ("first TMA landing", "FIRST_TMA_ISSUED", "FIRST_TMA_LANDED"),
+     ("to first MMA", "START", "FIRST_MMA"),
+     ("main loops", "FIRST_MMA", "MAINLOOP_DONE"),
+     ("last epilogue", "MAINLOOP_DONE", "EPILOGUE_DONE"),
+     ("exit", "EPILOGUE_DONE", "EXIT")),
+    max_switches=32)
+
+
+def sm100_for(tensormaps: str) -> SlotLayout:
+    """SM100's slots with the maps phase named for what the mode does there."""
+    return SM100.renamed(tensor_maps="map prefetch" if tensormaps == "host" else "map replace")

@@ -1,0 +1,154 @@
+"""Static tile schedules for the persistent kernels of both architectures, made on the host.
+
+A schedule is (runs, order): CTA (or CTA pair) c runs tiles order[runs[c]:runs[c + 1]], in that
+order; the kernels read both from device memory, so none searches for its work. Costs are each
+tile's relative time in kernel order. Two makers:
+
+- `schedule` (sm_90a): deals tiles out by cost class (at most a few classes: wide, full, half tiles),
+  so that cheaper tiles can shorten the longest CTA.
+- `contiguous` (sm_100a): splits the tiles, in kernel order, into one contiguous run per CTA with
+  the smallest longest run, then as even as that limit allows; a run of consecutive tiles stays in
+  one group for long, so a CTA needs few groups' tensor maps (any number of cost classes).
+"""
+
+from __future__ import annotations
+
+from itertools import product
+
+
+def schedule(costs: list[float], ctas: int) -> tuple[list[int], list[int]]:
+    """Each CTA's list of tiles, as (runs, order): CTA c takes tiles order[runs[c]:runs[c + 1]].
+
+    Tiles are dealt out by cost class (wide, full, half), each class in kernel order: CTA c takes
+    the next few of each class, choosing the counts that fill a cost limit L best (ties: more of
+    the costlier tiles); L is the smallest sum of tile costs that places every tile on at most
+    `ctas` CTAs that way. With full tiles alone this is the even split into runs of ceil(tiles / ctas).
+    Mixing the classes is what lets cheaper tiles shorten the longest CTA: contiguous runs in
+    kernel order could not pair them (case 1: a limit of 3 full tiles either way, 2.75 mixed), and
+    filling each CTA to the limit, not class by class, is what packs wide tiles (case 2 with wide
+    tiles: 4.39 against 4.74 at the measured costs). Meant for a few classes: the fill tries every
+    count of each class."""
+    classes = sorted({c for c in costs}, reverse=True)
+    queues = [[t for t, c in enumerate(costs) if c == cost] for cost in classes]
+
+    def fill(limit: float, left: list[int]) -> tuple[int, ...]:
+        """How many of each class's next tiles to take: the most load within `limit`."""
+        def load(counts):
+            return sum(n * cost for n, cost in zip(counts, classes))
+        choices = product(*(range(min(n, int(limit / cost + 1e-9)) + 1) for n, cost in zip(left, classes)))
+        return max((c for c in choices if load(c) <= limit + 1e-9), key=lambda c: (round(load(c), 9),) + c)
+
+    def deal(limit: float):
+        lists, heads, fills = [], [0] * len(classes), {}
+        caps = [int(limit / cost + 1e-9) for cost in classes]
+        for _ in range(ctas):
+            # only the counts the limit can use matter: most CTAs ask the same question
+            left = tuple(min(len(q) - h, cap) for q, h, cap in zip(queues, heads, caps))
+            if left not in fills:
+                fills[left] = fill(limit, list(left))
+            counts = fills[left]
+            mine = []
+            for i, n in enumerate(counts):
+                mine += queues[i][heads[i]:heads[i] + n]
+                heads[i] += n
+            lists.append(mine)
+        return lists if heads == [len(q) for q in queues] else None
+
+    # the limit that matters is some CTA's load: try every sum of tile costs between the mean (no
+    # CTA list can be shorter) and the even split by count (which always fits), smallest first.
+    # (A bisection would not do: with mixed classes a deal may fail at a limit above one it meets.)
+    lo, hi = sum(costs) / ctas - 1e-9, max(costs, default=0.0) * -(-len(costs) // ctas) + 1e-9
+    sums = {0.0}
+    for cost in classes:
+        sums = {round(x + n * cost, 9) for x in sums for n in range(int((hi - x) / cost + 1e-9) + 1)}
+    best = None
+    for limit in sorted(x for x in sums if x >= lo):
+        best = deal(limit + 1e-9)
+        if best is not None:
+            break
+    if best is None:
+        best = deal(hi)
+    runs, order = [0], []
+    for tiles in best:
+        order += tiles
+        runs.append(len(order))
+    return runs, order
+
+
+def contiguous(costs: list[float], ctas: int) -> tuple[list[int], list[int]]:
+    """Tiles in kernel order split into `ctas` contiguous runs (some empty only where tiles are
+    fewer than CTAs): first the smallest limit L on a run's cost that `ctas` runs can meet, then,
+    CTA by CTA, the run whose cost is nearest the remaining cost over the remaining CTAs among those
+    within L that leave a feasible rest. With equal costs this is runs of floor and ceil of
+    tiles / ctas, the longer ones spread out."""
+    if ctas < 1:
+        raise ValueError(f"a schedule needs at least one CTA, got {ctas}")
+    n = len(costs)
+    prefix = [0.0]
+    for c in costs:
+        if c <= 0:
+            raise ValueError(f"tile costs must be positive, got {c}")
+        prefix.append(prefix[-1] + c)
+    eps = 1e-9 * max(1.0, prefix[-1])
+
+    def reach(limit: float) -> list[int]:
+        """For each start s, the furthest end e with cost(s:e) <= limit (two pointers)."""
+        ends, e = [], 0
+        for s in range(n):
+            e = max(e, s + 1)
+            while e < n and prefix[e + 1] - prefix[s] <= limit + eps:
+                e += 1
+            ends.append(e)
+        return ends
+
+    def runs_needed(limit: float) -> int:
+        ends, s, count = reach(limit), 0, 0
+        while s < n:
+            s, count = ends[s], count + 1
+        return count
+
+    lo, hi = max(costs, default=0.0), prefix[-1]
+    if n and runs_needed(lo) > ctas:
+        for _ in range(100):  # bisection to float precision: feasibility is monotone in the limit
+            mid = (lo + hi) / 2
+            if runs_needed(mid) <= ctas:
+                hi = mid
+            else:
+                lo = mid
+            if hi - lo <= eps:
+                break
+        limit = hi
+    else:
+        limit = lo
+    ends = reach(limit)
+    need = [0] * (n + 1)  # fewest runs the tiles from s on need within the limit
+    for s in range(n - 1, -1, -1):
+        need[s] = 1 + need[ends[s]]
+    runs, s = [0], 0
+    for cta in range(ctas):
+        left = ctas - cta
+        if s < n:
+            target = (prefix[n] - prefix[s]) / left
+            best = min((e for e in range(s + 1, ends[s] + 1) if need[e] <= left - 1),
+                       key=lambda e: (abs(prefix[e] - prefix[s] - target), e))
+            s = best
+        runs.append(s)
+    return runs, list(range(n))
+
+
+def makespan(costs: list[float], runs: list[int], order: list[int]) -> float:
+    """The cost of the longest CTA's list in a schedule."""
+    return max((sum(costs[t] for t in order[a:b]) for a, b in zip(runs, runs[1:])), default=0.0)
+
+
+def visits(groups_of: list[int], runs: list[int], order: list[int]) -> int:
+    """The most groups any CTA's list moves through (a group counted again each time the list
+    re-enters it): the tensor-map slots a CTA needs when it never rewrites a map in use."""
+    most = 0
+    for a, b in zip(runs, runs[1:]):
+        seen, last = 0, None
+        for t in order[a:b]:
+            if groups_of[t] != last:
+                seen, last = seen + 1, groups_of[t]
+        most = max(most, seen)
+    return most
