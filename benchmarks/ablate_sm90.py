@@ -21,7 +21,7 @@ import torch
 from tabulate import tabulate
 
 from nvgg import cases, env, inputs, reference, timing
-from nvgg.backends.cute import NOMINAL_SMS, config_for, persistent_config, wide_config
+from nvgg.backends.cute_sm90 import NOMINAL_SMS, config_for, persistent_config, wide_config
 from nvgg.kernels import groups as kgroups, launch
 from nvgg.kernels.sm90 import host
 from nvgg.kernels.sm90 import nvfp4_gemm as gemm

@@ -21,7 +21,10 @@ def _us(x: float | None) -> str:
 
 
 def label(result) -> str:
-    return result.strategy if result.backend in ("submission", None) else f"{result.strategy}/{result.backend}"
+    """strategy/backend, with the persistent kernel's tensor-map mode where one was used:
+    persistent[host]/cute."""
+    strategy = f"{result.strategy}[{result.tensormaps}]" if getattr(result, "tensormaps", "") else result.strategy
+    return strategy if result.backend in ("submission", None) else f"{strategy}/{result.backend}"
 
 
 def speedups(results) -> dict[int, float]:
@@ -120,11 +123,13 @@ def write_json(path: str | Path, payload) -> None:
         raise
 
 
-def load_baseline(path: str | Path) -> dict[tuple[str, str, str], dict]:
+def load_baseline(path: str | Path) -> dict[tuple[str, str, str, str], dict]:
+    """An earlier result file's rows by (case, strategy, backend, tensor-map mode); files written
+    before the mode was recorded key their rows with mode ""."""
     try:
         raw = json.loads(Path(path).read_text())
         rows = raw["results"]
-        return {(r["case"], r["strategy"], r["backend"]): r for r in rows}
+        return {(r["case"], r["strategy"], r["backend"], r.get("tensormaps") or ""): r for r in rows}
     except FileNotFoundError:
         raise NvggError(f"baseline {path} does not exist: write one first with --json {path}") from None
     except (ValueError, KeyError, TypeError):
@@ -136,7 +141,7 @@ def regressions(results, baseline: dict, max_regression_pct: float) -> list[str]
     or correct in the baseline and not now. Results absent from the baseline are not judged."""
     out = []
     for r in results:
-        old = baseline.get((r.case, r.strategy, r.backend))
+        old = baseline.get((r.case, r.strategy, r.backend, r.tensormaps)) or baseline.get((r.case, r.strategy, r.backend, ""))
         if old is None:
             continue
         if old.get("status") == "ok" and r.status != "ok":
@@ -182,7 +187,9 @@ def phase_table(run) -> str:
     rep = run.report
     rows = [[p.name, p.ctas, _us(p.median_us), _us(p.max_us)] for p in rep.phases]
     table = tabulate(rows, headers=["phase", "CTAs", "median µs", "max µs"], tablefmt="github", disable_numparse=True)
-    return (f"{table}\n{rep.ctas} CTAs ({rep.ctas_with_work} with work), kernel {rep.kernel_us:.2f} µs, "
+    mode = f", tensor maps {run.tensormaps}" if getattr(run, "tensormaps", "") else ""
+    return (f"{table}\n{run.layout.kernel}{mode}: "
+            f"{rep.ctas} CTAs ({rep.ctas_with_work} with work), kernel {rep.kernel_us:.2f} µs, "
             f"time to first MMA {rep.time_to_first_mma_us:.2f} µs (median), setup share {rep.setup_share:.1%}, "
             f"group switches per CTA {rep.switches_median:g} (median)\n"
             f"instrumentation cost: kernel {run.instrumented_us:.2f} µs vs {run.plain_us:.2f} µs uninstrumented ({run.cost:+.1%}, CUPTI)")

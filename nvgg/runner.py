@@ -14,6 +14,7 @@ import torch
 from . import backends, env as envmod, inputs, reference, sol as solmod, strategies, timing
 from .cases import Case
 from .errors import NvggError
+from .backends.base import arch_of
 from .profiles import Profile, for_gpu_name, get as get_profile
 
 CPU_BATCH = 3  # a CPU run times 3 inputs a repetition (not 15) so it finishes in seconds
@@ -26,6 +27,7 @@ class Result:
     backend: str
     status: str                    # ok | wrong | error | unsupported
     message: str = ""
+    tensormaps: str = ""           # the persistent cute kernel's tensor maps: device or host ("" otherwise)
     checked_inputs: int = 0
     stats: timing.Stats | None = None
     sol: solmod.Sol | None = None
@@ -86,11 +88,6 @@ def default_strategy(backend: backends.Backend, device: torch.device) -> str:
     return "persistent" if backend.supports_grouped else "graph"
 
 
-def arch_of(device: torch.device) -> str:
-    major, minor = torch.cuda.get_device_capability(device)
-    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
-
-
 @dataclass
 class Session:
     """A case made ready to launch: inputs generated, launches prepared, nothing timed yet."""
@@ -109,17 +106,28 @@ class Session:
 
 
 def setup(case: Case, *, strategy=None, backend=None, device: torch.device | None = None,
-          profile: str | None = None, batch: int | None = None) -> Session:
+          profile: str | None = None, batch: int | None = None, tensormaps: str | None = None) -> Session:
     """Check support, compile, generate the inputs and prepare every launch (outside any timing).
-    `strategy` and `backend` are names (None: the defaults for this machine) or objects.
+    `strategy` and `backend` are names (None: the defaults for this machine) or objects;
+    `tensormaps` the persistent kernel's tensor-map mode (None: the kernel's default).
     Unsupported -> NvggError."""
     device = device or default_device()
-    be = backend if isinstance(backend, backends.Backend) else backends.get(backend or backends.best(device))
+    if isinstance(backend, backends.Backend):
+        if tensormaps is not None:
+            raise NvggError("pass the tensor-map mode with the backend's name, not with a backend object")
+        be = backend
+    else:
+        be = backends.get(backend or backends.best(device), tensormaps=tensormaps)
     st = strategy if isinstance(strategy, strategies.Strategy) else strategies.get(strategy or default_strategy(be, device))
+    if tensormaps is not None and not st.grouped:
+        raise NvggError(f"--tensormaps chooses the persistent kernel's tensor maps; the {st.name} strategy launches "
+                        "one kernel per group with its maps as kernel parameters: drop --tensormaps or use --strategy persistent")
     be.check(case, device)
     st.check(be, case, device)
     prof = device_profile(device, profile)
     result = Result(case=case.id, strategy=st.name, backend=be.name, status="ok", env=envmod.collect(device))
+    if st.grouped and hasattr(be, "mode") and device.type == "cuda":
+        result.tensormaps = be.mode(arch_of(device))
     result.inputs = ("competition-identical (CUDA generator)" if inputs.same_bits_as_competition(device)
                      else "CPU generator: same algorithm, different bits from the competition's")
     if prof is not None:
@@ -183,9 +191,10 @@ def measure(session: Session, timer: str = "leaderboard") -> None:
 
 def run_one(case: Case, *, strategy=None, backend=None, device: torch.device | None = None,
             profile: str | None = None, timer: str = "leaderboard", batch: int | None = None,
-            do_time: bool = True) -> Result:
+            do_time: bool = True, tensormaps: str | None = None) -> Result:
     """Check, then time, one strategy on one backend for one case. Unsupported -> NvggError."""
-    session = setup(case, strategy=strategy, backend=backend, device=device, profile=profile, batch=batch)
+    session = setup(case, strategy=strategy, backend=backend, device=device, profile=profile, batch=batch,
+                    tensormaps=tensormaps)
     if check(session) and do_time:
         measure(session, timer)
     return session.result
@@ -222,17 +231,20 @@ def cupti_per_call(launches, device: torch.device, event_us: float) -> dict:
 
 
 def run_many(cases: list[Case], strategy_names: list[str], backend_names: list[str], *, on_result=None,
-             submission: str | None = None, **kwargs) -> list[Result]:
-    """`run_one` over cases x strategies x backends; an unsupported pair becomes a row, not an abort."""
+             submission: str | None = None, tensormaps: list[str] | None = None, **kwargs) -> list[Result]:
+    """`run_one` over cases x strategies x backends; an unsupported pair becomes a row, not an abort.
+    `tensormaps`: the persistent strategy once per mode listed (None: once, in the default mode)."""
     from .backends import submission as sub
     results = []
     for case in cases:
-        combos = [(s, b) for b in backend_names for s in strategy_names]
-        for st_name, be_name in combos:
+        combos = [(s, b, m) for b in backend_names for s in strategy_names
+                  for m in (tensormaps if tensormaps and s == "persistent" else [None])]
+        for st_name, be_name, mode in combos:
             try:
-                res = run_one(case, strategy=st_name, backend=be_name, **kwargs)
+                res = run_one(case, strategy=st_name, backend=be_name, tensormaps=mode, **kwargs)
             except NvggError as exc:
-                res = Result(case=case.id, strategy=st_name, backend=be_name, status="unsupported", message=str(exc))
+                res = Result(case=case.id, strategy=st_name, backend=be_name, status="unsupported", message=str(exc),
+                             tensormaps=mode or "")
             results.append(res)
             if on_result:
                 on_result(res)

@@ -52,6 +52,36 @@ def _fake(case, strategy, backend, t, status="ok"):
                   stats=stats if status == "ok" else None, env={"gpu": "TestGPU"})
 
 
+def test_run_passes_the_tensor_map_mode_and_refuses_it_off_the_persistent_strategy(monkeypatch):
+    seen = {}
+
+    def fake_run_one(case, **kwargs):
+        seen.update(kwargs)
+        return _fake(case.id, "persistent", "cute", 42.0)
+
+    monkeypatch.setattr(runner_mod, "run_one", fake_run_one)
+    out = cli.invoke(app, ["run", "--case", "3", "--strategy", "persistent", "--tensormaps", "HOST"])
+    assert out.exit_code == 0, out.output
+    assert seen["tensormaps"] == "host" and seen["strategy"] == "persistent"
+    bad = cli.invoke(app, ["run", "--case", "3", "--tensormaps", "shared"])
+    assert bad.exit_code == 2 and "shared" in bad.output
+
+
+def test_tensor_map_mode_refusals_are_one_line_exit_2(monkeypatch):
+    # through the real runner: refused before any input is generated or kernel compiled
+    for args, says in ((["run", "--case", "3", "--strategy", "graph", "--backend", "cute", "--tensormaps", "host"],
+                        "the graph strategy launches one kernel per group"),
+                       (["run", "--case", "3", "--strategy", "persistent", "--backend", "torch", "--tensormaps", "host"],
+                        "the torch backend has none"),
+                       (["compile", "--arch", "sm_90a", "--case", "3", "--tensormaps", "host"],
+                        "the sm_90a persistent kernel has tensor maps device only"),
+                       (["compile", "--arch", "sm_100a", "--case", "3", "--strategy", "sequential", "--tensormaps", "device"],
+                        "the sequential strategy has none to choose")):
+        out = cli.invoke(app, args)
+        assert out.exit_code == 2, (args, out.output)
+        assert says in out.output and out.output.count("\n") == 1, out.output
+
+
 def test_run_calls_the_runner_with_parsed_arguments(monkeypatch, tmp_path):
     seen = {}
 
@@ -63,7 +93,8 @@ def test_run_calls_the_runner_with_parsed_arguments(monkeypatch, tmp_path):
     out = cli.invoke(app, ["run", "--case", "3", "--strategy", "graph", "--backend", "torch", "--timer", "per-call",
                            "--json", str(tmp_path / "r.json")])
     assert out.exit_code == 0, out.output
-    assert seen == {"case": "3", "strategy": "graph", "backend": "torch", "profile": None, "timer": "per-call"}
+    assert seen == {"case": "3", "strategy": "graph", "backend": "torch", "profile": None, "timer": "per-call",
+                    "tensormaps": None}
     assert "TestGPU" in out.stdout and "42.00" in out.stdout
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["results"][0]["time_us"] == 42.0

@@ -3,9 +3,7 @@
 
 from __future__ import annotations
 
-import os
 import re
-import shutil
 import subprocess
 
 import pytest
@@ -14,10 +12,11 @@ import torch
 cutlass = pytest.importorskip("cutlass")
 
 from nvgg import cases, inputs, reference  # noqa: E402
-from nvgg.backends.cute import CuteBackend, config_for  # noqa: E402
+from nvgg.backends.cute import CuteBackend  # noqa: E402
+from nvgg.backends.cute_sm90 import Sm90Kernels, config_for  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache  # noqa: E402
-from nvgg.kernels import groups as kgroups  # noqa: E402
+from nvgg.kernels import groups as kgroups, tools  # noqa: E402
 from nvgg.kernels.sm90 import dequant_ref, host, ptx  # noqa: E402
 from nvgg.kernels.sm90 import nvfp4_gemm as gemm  # noqa: E402
 
@@ -184,7 +183,7 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
 
 
 def _nvdisasm() -> str | None:
-    return os.environ.get("NVDISASM") or shutil.which("nvdisasm")
+    return tools.find("nvdisasm")
 
 
 @pytest.mark.parametrize("config, shape", [
@@ -200,7 +199,7 @@ def test_sass_waits_for_the_last_wgmma_before_reading_accumulators(store, config
     mainloop with wait_group(0) right after the last wgmma. Needs nvdisasm (NVDISASM=path)."""
     tool = _nvdisasm()
     if not tool:
-        pytest.skip("nvdisasm not found (set NVDISASM)")
+        pytest.skip("nvdisasm not found: pip install -e '.[test]' (nvidia-cuda-nvdisasm) or set NVDISASM")
     entry = host.compile_gemm(config, shape, "sm_90a", store=store)
     sass = subprocess.run([tool, "-c", str(entry.directory / "kernel.cubin")], capture_output=True, text=True,
                           check=True).stdout.splitlines()
@@ -223,7 +222,7 @@ def test_sass_keeps_the_wgmma_pipelined(store, config, wgmma, groups):
     arrives once per 64-k subtile: 4 wgmma of k 16 (8 in a wide tile) between arrivals."""
     tool = _nvdisasm()
     if not tool:
-        pytest.skip("nvdisasm not found (set NVDISASM)")
+        pytest.skip("nvdisasm not found: pip install -e '.[test]' (nvidia-cuda-nvdisasm) or set NVDISASM")
     entry = host.compile_gemm(config, None, "sm_90a", store=store)
     sass = subprocess.run([tool, "-c", str(entry.directory / "kernel.cubin")], capture_output=True, text=True,
                           check=True).stdout
@@ -281,8 +280,8 @@ def test_backend_compile_reports_each_distinct_kernel():
 
 def test_backend_refuses_other_archs_and_bad_shapes():
     be = CuteBackend()
-    with pytest.raises(NvggError, match="only sm_90a"):
-        be.compile(cases.get("test-1"), "sm_100a")
+    with pytest.raises(NvggError, match="kernels for sm_90a, sm_100a; sm_80 has none"):
+        be.compile(cases.get("test-1"), "sm_80")
     bad = cases.make_case("bad", [64], [256], [288])
     with pytest.raises(NvggError, match="k=288 is not a multiple of 256"):
         be.compile(bad, "sm_90a")
@@ -360,7 +359,10 @@ def test_persistent_kernel_refuses_more_groups_than_it_stages():
     # the group count is checked before anything touches the (here absent) tensors
     data = ([], [], [], [(1, 128, 256, 1)] * (gemm.MAX_GROUPS + 1))
     with pytest.raises(NvggError, match=f"at most {gemm.MAX_GROUPS} groups, got {gemm.MAX_GROUPS + 1}"):
-        CuteBackend().grouped_launcher(data)
+        Sm90Kernels().grouped_launcher(data)
+    many = cases.make_case("many", [1] * (gemm.MAX_GROUPS + 1), [128] * (gemm.MAX_GROUPS + 1), [256] * (gemm.MAX_GROUPS + 1))
+    assert f"at most {gemm.MAX_GROUPS} groups" in Sm90Kernels().shape_problem(many, grouped=True)
+    assert Sm90Kernels().shape_problem(many, grouped=False) is None
     assert gemm.GemmConfig(tile_m=32, slots=4, persistent=True).problems().endswith("phase-0 columns")
     assert gemm.GemmConfig(tile_m=32, slots=8, persistent=True).problems() is None
 
@@ -372,8 +374,8 @@ def test_backend_check_without_a_gpu():
 
 def test_backend_check_names_the_gpu_it_refuses(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (10, 0))
-    with pytest.raises(NvggError, match="this GPU is sm_100: use --backend torch"):
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (12, 0))
+    with pytest.raises(NvggError, match="runs on sm_90a, sm_100a; this GPU is sm_120a: use --backend torch"):
         CuteBackend().check(cases.get("test-1"), torch.device("cuda"))
 
 

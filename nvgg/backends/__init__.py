@@ -13,8 +13,13 @@ from .base import Backend, KernelInfo
 NAMES = ("cute", "torch")
 
 
-def get(name: str) -> Backend:
+def get(name: str, *, tensormaps: str | None = None) -> Backend:
+    """The backend `name`; `tensormaps` (the cute backend's persistent kernel only) picks where its
+    tensor maps come from, device or host."""
     key = name.strip().lower()
+    if tensormaps is not None and key != "cute":
+        raise NvggError(f"--tensormaps chooses how our persistent kernel gets its tensor maps; the {key} backend "
+                        "has none: use --backend cute")
     if key == "torch":
         from .torch_lib import TorchBackend
         return TorchBackend()
@@ -25,13 +30,13 @@ def get(name: str) -> Backend:
             if exc.name and exc.name.startswith("cutlass"):
                 raise NvggError("the cute backend needs CuTe DSL: pip install 'nvidia-cutlass-dsl==4.8.1'") from None
             raise
-        return module.CuteBackend()
+        return module.CuteBackend(tensormaps)
     raise NvggError(f"unknown backend {name!r}: choose one of {', '.join(NAMES)} (or pass --submission FILE)")
 
 
 def best(device: torch.device) -> str:
     """The backend `run` uses when none is named: our kernels where they run, else the library."""
-    if device.type == "cuda" and torch.cuda.get_device_capability(device) == (9, 0):
+    if device.type == "cuda" and torch.cuda.get_device_capability(device) in ((9, 0), (10, 0)):
         try:
             get("cute")
             return "cute"

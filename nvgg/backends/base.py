@@ -57,13 +57,40 @@ class Backend:
         of kernel depends on it; None for a nominal one)."""
         return []
 
-    def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None) -> list[int]:
-        """Output tiles each launch covers (one entry a launch: a group's, or all groups' for a
-        grouped launch); [] where the backend cannot say (library kernels)."""
+    def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None, arch: str | None = None) -> list[int]:
+        """Output tiles each launch covers on `arch` (one entry a launch: a group's, or all groups'
+        for a grouped launch); [] where the backend cannot say (library kernels)."""
         return []
+
+    def check_grouped(self, case: Case, device: torch.device) -> None:
+        """What the persistent strategy needs beyond `check` (NvggError if not met)."""
 
     def group_launcher(self, data, g: int) -> Launch:
         raise NotImplementedError
 
     def grouped_launcher(self, data) -> Launch:
         raise NotImplementedError
+
+
+def kernel_info(entry, extra: dict) -> KernelInfo:
+    """KernelInfo of a compiled kernel (a kernels.cache.Entry): resources read from its cubin, the
+    compile times, its PTX, cubin and SASS files (SASS where nvdisasm is installed), and `extra`."""
+    from ..kernels import cache as kcache, tools
+
+    res = kcache.resources(entry)
+    cubin = entry.directory / "kernel.cubin"
+    sass = tools.sass(cubin)
+    return KernelInfo(
+        name=entry.info["name"], arch=entry.info["arch"], registers=res["registers"], smem_bytes=res["smem_bytes"],
+        threads=entry.info["threads"],
+        extra={"compile_s": round(entry.compile_s, 4), "cache_hit": entry.hit,
+               "cold_compile_s": round(entry.info["cold_compile_s"], 3), "frame_bytes": res["frame_bytes"],
+               **extra, "ptx": str(entry.directory / "kernel.ptx"), "cubin": str(cubin),
+               "sass": str(sass) if sass else None, "cache_dir": str(entry.directory)})
+
+
+def arch_of(device: torch.device) -> str:
+    """The compile target of a CUDA device: sm_90a on Hopper, sm_100a on B200 (the arch-specific
+    targets our kernels need: wgmma, tcgen05)."""
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"sm_{major}{minor}" + ("a" if major >= 9 else "")

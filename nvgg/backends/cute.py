@@ -1,181 +1,117 @@
-"""Backend `cute`: our CuTe DSL kernels for Hopper (sm_90a).
+"""Backend `cute`: our CuTe DSL kernels, one family per architecture.
 
-- per group: `nvfp4_gemm_sm90`, specialised for the group's (m, n, k) at compile time; one
-  launch per group (the sequential, multistream and graph strategies wrap the same launcher).
-- grouped: `nvfp4_grouped_gemm_sm90`, one persistent launch for all groups; shapes, pointers and
-  tile counts come from a device table, so one compiled kernel serves any set of groups that
-  meets the shape rules. It has two builds: the plain one, and one with wide tiles (a group's
-  last full tile and the rest of its rows, up to 64, on one B decode) that the backend picks
-  where merging shortens the longest CTA's list on this GPU's SMs (`persistent_config`).
-Both read NVFP4, expand it to fp16 exactly (the persistent kernel expands A once per launch into an
-fp16 copy that it then loads by TMA) and multiply with wgmma; see kernels/sm90/nvfp4_gemm.py.
+- sm_90a (H100, H200; cute_sm90.py): Hopper has no FP4 tensor core, so the kernels read NVFP4,
+  expand it to fp16 in the kernel (exact) and multiply with wgmma. Their persistent kernel makes
+  its tensor maps in the kernel (`device`).
+- sm_100a (B200; cute_sm100.py): native NVFP4 block-scaled MMAs (tcgen05), accumulators in tensor
+  memory; the persistent kernel takes its maps from the host (`host`, default) or makes them in
+  the kernel (`device`). Compiled and checked on the CPU here; no B200 has run them.
 
-Shape rules (both kernels): k a multiple of 256, n a multiple of 128, any m ≥ 1; the persistent kernel
-takes at most 512 groups (gemm.MAX_GROUPS).
+The family is the GPU's (or, for `nvgg compile`, the target arch's). `tensormaps` is the
+persistent kernel's tensor-map mode (None: the family's default); it applies to the persistent
+strategy alone, and a mode a family's kernel has not is refused before anything runs.
 """
 
 from __future__ import annotations
-
-from dataclasses import replace
 
 import torch
 
 from ..cases import Case
 from ..errors import NvggError
-from ..kernels import groups as kgroups, launch
-from ..kernels.sm90 import host
-from ..kernels.sm90 import nvfp4_gemm as gemm
-from ..kernels.phase_slots import SM90
-from .base import Backend, KernelInfo, Launch
+from .base import Backend, KernelInfo, Launch, arch_of
 
-ARCH = "sm_90a"
+ARCHS = ("sm_90a", "sm_100a")
+TENSORMAP_MODES = ("device", "host")
 
 
-def config_for(ms, *, persistent: bool) -> gemm.GemmConfig:
-    """The configuration the backend runs for groups of these m: the A tile that holds the largest
-    m (up to 128 rows), and the deepest load ring that fits in shared memory."""
-    tile_m = gemm.pick_tile_m(ms)
-    return gemm.GemmConfig(tile_m=tile_m, stages=gemm.stages_for(tile_m), persistent=persistent)
-
-
-WIDE_SLOTS = 6  # fp16 A slots of 192 rows: 4 stages of the packed-B ring still fit beside them
-# SMs the persistent kernel's choice assumes where no GPU is present (`nvgg compile`): the H100
-# SXM's and the H200's (profiles/h100.toml, h200.toml)
-NOMINAL_SMS = 132
-
-
-def wide_config(base: gemm.GemmConfig) -> gemm.GemmConfig | None:
-    """The wide-tile build of a persistent configuration (GemmConfig.wide_tiles), or None where it
-    has none (tile_m below 128). Its fp16 A slots are larger, so it has fewer of them."""
-    if not gemm.has_half_width(base.tile_m, base.half_tiles):
-        return None
-    return replace(base, wide_tiles=True, slots=WIDE_SLOTS, stages=gemm.stages_for(base.tile_m, WIDE_SLOTS, True))
-
-
-def persistent_config(ms, ns, sms: int) -> gemm.GemmConfig:
-    """The persistent kernel the backend launches for these groups on `sms` SMs (one CTA each):
-    the wide-tile build where merging tiles shortens the longest CTA's list (gemm.tile_plan),
-    else the plain one, whose eight fp16 A slots are faster where nothing merges (H200,
-    2026-11-26: case 1 139.1 against 142.7 µs with six; NOTES.md)."""
-    base = config_for(ms, persistent=True)
-    wide = wide_config(base)
-    return wide if wide is not None and gemm.tile_plan(ms, ns, wide, sms) else base
-
-
-def _shape_problem(case: Case, config: gemm.GemmConfig) -> str | None:
-    for i, (m, n, k) in enumerate(case.groups):
-        reason = config.is_valid(m, n, k)
-        if reason:
-            where = f"group {i}: " if case.g > 1 else ""
-            return f"{where}{reason.replace('the kernel', 'the cute backend')}"
-    return None
+def family(arch: str):
+    """The kernel family that builds for `arch`."""
+    if arch == "sm_90a":
+        from .cute_sm90 import Sm90Kernels
+        return Sm90Kernels()
+    if arch == "sm_100a":
+        from .cute_sm100 import Sm100Kernels
+        return Sm100Kernels()
+    raise NvggError(f"the cute backend has kernels for {', '.join(ARCHS)}; {arch} has none: use --backend torch"
+                    + ("" if arch.startswith("sm_") else " (--arch takes names like sm_100a)"))
 
 
 class CuteBackend(Backend):
     name = "cute"
     supports_grouped = True
 
+    def __init__(self, tensormaps: str | None = None):
+        if tensormaps is not None and tensormaps not in TENSORMAP_MODES:
+            raise NvggError(f"unknown tensor-map mode {tensormaps!r}: choose device or host")
+        self.tensormaps = tensormaps
+
+    def mode(self, arch: str) -> str:
+        """The persistent kernel's tensor-map mode on `arch`: the one asked for, if the family's
+        kernel has it, else its default."""
+        kernels = family(arch)
+        if self.tensormaps is None:
+            return getattr(kernels, "default_mode", kernels.tensormap_modes[0])
+        if self.tensormaps not in kernels.tensormap_modes:
+            raise NvggError(f"the {arch} persistent kernel has tensor maps {' or '.join(kernels.tensormap_modes)} only; "
+                            f"--tensormaps {self.tensormaps} is not built for it")
+        return self.tensormaps
+
     def check(self, case: Case, device: torch.device) -> None:
         if device.type != "cuda" or not torch.cuda.is_available():
-            raise NvggError("the cute backend needs a CUDA GPU (sm_90a: H100/H200) and none is visible: "
+            raise NvggError("the cute backend needs a CUDA GPU (sm_90a: H100/H200; sm_100a: B200) and none is visible: "
                             "use --backend torch")
-        major, minor = torch.cuda.get_device_capability(device)
-        if (major, minor) != (9, 0):
-            raise NvggError(f"the cute backend runs on sm_90a (H100/H200); this GPU is sm_{major}{minor}: "
-                            "use --backend torch")
-        reason = _shape_problem(case, config_for(case.m, persistent=False))
+        arch = arch_of(device)
+        if arch not in ARCHS:
+            raise NvggError(f"the cute backend runs on {', '.join(ARCHS)}; this GPU is {arch}: use --backend torch")
+        reason = family(arch).shape_problem(case, grouped=False)
+        if reason:
+            raise NvggError(reason)
+
+    def check_grouped(self, case: Case, device: torch.device) -> None:
+        """What the persistent strategy adds to `check`: the tensor-map mode and the grouped
+        kernel's own limits."""
+        arch = arch_of(device)
+        self.mode(arch)
+        reason = family(arch).shape_problem(case, grouped=True)
         if reason:
             raise NvggError(reason)
 
     def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None) -> list[KernelInfo]:
-        if arch not in host.SUPPORTED_ARCHS:
-            raise NvggError(f"the cute backend has only sm_90a kernels so far; --arch {arch} has none")
-        reason = _shape_problem(case, config_for(case.m, persistent=grouped))
+        kernels = family(arch)
+        reason = kernels.shape_problem(case, grouped=grouped)
         if reason:
             raise NvggError(reason)
         if grouped:
-            builds = [(persistent_config(case.m, case.n, sms or NOMINAL_SMS), None)]
-        else:  # every per-group launch runs the expand kernel first
-            builds = [(config_for([m], persistent=False), (m, n, k)) for m, n, k in dict.fromkeys(case.groups)]
-            builds.append((host.EXPAND_CONFIG, None))
-        return [self._info(host.compile_gemm(config, shape, arch, need_callable=False)) for config, shape in builds]
+            return kernels.compile(case, arch, grouped=True, sms=sms, tensormaps=self.mode(arch))
+        return kernels.compile(case, arch, grouped=False, sms=sms)
 
-    @staticmethod
-    def _info(entry) -> KernelInfo:
-        res = host.resources(entry)
-        return KernelInfo(
-            name=entry.info["name"], arch=entry.info["arch"], registers=res["registers"],
-            smem_bytes=res["smem_bytes"], threads=entry.info["threads"],
-            extra={"compile_s": round(entry.compile_s, 4), "cache_hit": entry.hit,
-                   "cold_compile_s": round(entry.info["cold_compile_s"], 3),
-                   "frame_bytes": res["frame_bytes"], "wgmma": entry.info["wgmma"],
-                   # the wide build's warpgroups after setmaxnreg (MMA "inc", producer "dec")
-                   **({"setmaxnreg": res["setmaxnreg"]} if res["setmaxnreg"] else {}),
-                   "cache_dir": str(entry.directory)},
-        )
-
-    def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None) -> list[int]:
-        if grouped:
-            config = persistent_config(case.m, case.n, sms or NOMINAL_SMS)
-            return [gemm.table_tiles(case.m, case.n, config.tile_m, config.wide_tiles)[2]]
-        return [gemm.table_tiles([m], [n], config_for([m], persistent=False).tile_m)[2] for m, n, _ in case.groups]
+    def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None, arch: str | None = None) -> list[int]:
+        return family(arch or "sm_90a").tiles(case, grouped=grouped, sms=sms)
 
     def group_launcher(self, data, g: int) -> Launch:
-        tensors = self._group(data, g)
-        config = config_for([tensors.m], persistent=False)
-        entry = host.compile_gemm(config, (tensors.m, tensors.n, tensors.k), ARCH)
-        tiles = host.count_tiles([tensors], config.tile_m)  # the per-group grid: one CTA a tile
-        tables = host.build_tables([tensors], config, tiles)
-        gemm_launch = self._launcher(entry, tables, host.grid_dims(config, (tensors.m, tensors.n, tensors.k), tiles))
-        sms = torch.cuda.get_device_properties(tensors.c.device).multi_processor_count
-        expand = launch.DirectLaunch(host.compile_gemm(host.EXPAND_CONFIG, None, ARCH), tables,
-                                   (host.expand_grid(tables, sms), 1, 1))
-        return host.ExpandThenGemm(expand, gemm_launch)
+        return self._family(data).group_launcher(data, g)
 
     def grouped_launcher(self, data) -> Launch:
-        groups, config, entry, grid = self._persistent(data, instrument=False)
-        return self._launcher(entry, host.build_tables(groups, config, grid), host.grid_dims(config, None, grid))
+        kernels, arch = self._family(data), self._arch(data)
+        return kernels.grouped_launcher(data, self.mode(arch))
 
-    def phase_launcher(self, data) -> tuple[Launch, torch.Tensor]:
-        """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
-        int64 [ctas, SM90.slots] buffer each launch fills with %globaltimer readings (zeroed
-        first; see nvgg/kernels/phase_slots.py for the slots). Same grid and tiles as the timed build."""
-        groups, config, entry, grid = self._persistent(data, instrument=True)
-        buffer = torch.zeros((grid, SM90.slots), dtype=torch.int64, device=groups[0].c.device)
-        kernel = self._launcher(entry, host.build_tables(groups, config, grid, buffer),
-                                host.grid_dims(config, None, grid))
+    def phase_launcher(self, data):
+        """The persistent kernel's instrumented build: (launch, phase buffer), see the family's."""
+        kernels, arch = self._family(data), self._arch(data)
+        return kernels.phase_launcher(data, self.mode(arch))
 
-        def launch() -> None:
-            buffer.zero_()
-            kernel()
-
-        return launch, buffer
-
-    def _persistent(self, data, *, instrument: bool):
-        if len(data[3]) > gemm.MAX_GROUPS:
-            raise NvggError(f"the persistent cute kernel takes at most {gemm.MAX_GROUPS} groups, got {len(data[3])}: "
-                            "use --strategy graph or multistream")
-        groups = [self._group(data, g) for g in range(len(data[3]))]
-        sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
-        config = replace(persistent_config([t.m for t in groups], [t.n for t in groups], sms), instrument=instrument)
-        timed = host.compile_gemm(replace(config, instrument=False), None, ARCH)
-        entry = host.compile_gemm(config, None, ARCH) if instrument else timed
-        # the instrumented build runs on the timed build's grid
-        return groups, config, entry, host.persistent_grid(groups, config, timed)
+    def phase_layout(self, device: torch.device):
+        """The slot layout of the instrumented build's buffer on this GPU (kernels/phase_slots.py)."""
+        arch = arch_of(device)
+        kernels = family(arch)
+        if hasattr(kernels, "phase_layout"):
+            return kernels.phase_layout(self.mode(arch))
+        from ..kernels.phase_slots import SM90
+        return SM90
 
     @staticmethod
-    def _launcher(entry, tables, grid) -> Launch:
-        # through the driver: about 10 µs of host time a launch against 16-21 µs through the DSL's
-        # own call (H200, 2026-11-26, benchmarks/check_kernels_sm90.py; GPU times equal)
-        return launch.DirectLaunch(entry, tables, grid)
+    def _arch(data) -> str:
+        return arch_of(data[0][0][2].device)
 
-    @staticmethod
-    def _group(data, g: int) -> kgroups.GroupTensors:
-        m, n, k, _ = data[3][g]
-        reason = config_for([m], persistent=False).is_valid(m, n, k)
-        if reason:
-            raise NvggError(f"group {g}: {reason.replace('the kernel', 'the cute backend')}")
-        try:
-            return kgroups.group_tensors(data, g)
-        except ValueError as exc:
-            raise NvggError(f"the cute backend cannot read the inputs: {exc}") from None
+    def _family(self, data):
+        return family(self._arch(data))

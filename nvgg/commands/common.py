@@ -16,6 +16,22 @@ Profile = Annotated[Optional[str], typer.Option("--profile", help="GPU profile f
 JsonOut = Annotated[Optional[str], typer.Option("--json", help="Also write the results as JSON to this file.")]
 
 
+class TensorMapMode(str, Enum):
+    device = "device"
+    host = "host"
+
+
+TensorMaps = Annotated[Optional[TensorMapMode], typer.Option(
+    "--tensormaps", case_sensitive=False,
+    help="The persistent cute kernel's tensor maps: device (rewritten in the kernel on each group change) or "
+         "host (every group's encoded on the host at prepare time). Default: the kernel's own (sm_100a: host; "
+         "sm_90a has device only).")]
+
+
+def mode_value(mode: TensorMapMode | None) -> str | None:
+    return mode.value if mode is not None else None
+
+
 class Timer(str, Enum):
     leaderboard = "leaderboard"
     queue_ahead = "queue-ahead"

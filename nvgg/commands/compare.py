@@ -10,6 +10,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import backends, cases as casesmod, env as envmod, runner, strategies
+from ..backends.cute import TENSORMAP_MODES
 from ..cli import command
 from ..errors import NvggError
 from ..report import document, geomean_table, label, load_baseline, regressions, results_table, status_text, write_json
@@ -29,6 +30,7 @@ def register(app: typer.Typer) -> None:
                     strategy: Annotated[Optional[str], typer.Option("--strategy", help="all or names, comma-separated.")] = None,
                     backend: Annotated[Optional[str], typer.Option("--backend", help="all or names, comma-separated.")] = None,
                     submission: Annotated[Optional[str], typer.Option("--submission", help="Add a competition-format submission.py.")] = None,
+                    tensormaps: Annotated[Optional[str], typer.Option("--tensormaps", help="The persistent cute kernel's tensor maps: device, host, or both (device,host or all), a row each.")] = None,
                     shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
                     timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None,
                     baseline: Annotated[Optional[str], typer.Option("--baseline", help="An earlier --json file to gate against.")] = None,
@@ -46,13 +48,17 @@ def register(app: typer.Typer) -> None:
             if len(st_names) != 1:
                 raise NvggError("`nvgg compare backends` compares backends for one strategy: pass --strategy NAME")
 
-        total = len(picked) * (len(st_names) * len(be_names) + (1 if submission else 0))
+        modes = names(tensormaps, TENSORMAP_MODES, "tensor-map mode") if tensormaps else None
+        if modes and "persistent" not in st_names:
+            raise NvggError("--tensormaps chooses the persistent kernel's tensor maps: add persistent to --strategy")
+        per_case = sum(len(modes) if modes and s == "persistent" else 1 for s in st_names) * len(be_names)
+        total = len(picked) * (per_case + (1 if submission else 0))
         shown = lambda r: f"{r.case} {label(r)}: {status_text(r)}" if r is not None else ""  # noqa: E731
         with typer.progressbar(length=total, label="measuring", file=sys.stderr, show_pos=True, item_show_func=shown) as bar:
             def advance(r) -> None:
                 bar.current_item = r
                 bar.update(1)
-            results = runner.run_many(picked, st_names, be_names, on_result=advance,
+            results = runner.run_many(picked, st_names, be_names, on_result=advance, tensormaps=modes,
                                       submission=submission, device=device, profile=profile, timer=timer.value)
         env = next((r.env for r in results if r.env), None) or envmod.collect(device)
         bench_ids = {c.id for c in casesmod.benchmarks()}

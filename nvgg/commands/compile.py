@@ -12,32 +12,51 @@ from tabulate import tabulate
 from .. import backends, profiles, strategies
 from ..profiling import occupancy
 from ..cli import command
-from .common import CasesFile, Shape, pick_cases
+from ..errors import NvggError
+from .common import CasesFile, Shape, TensorMaps, mode_value, pick_cases
+
+COLUMNS = ["case", "name", "registers", "smem_bytes", "threads", "tmem_columns", "cluster", "stages",
+           "compile_s", "theoretical_occupancy", "occupancy_limited_by"]
 
 
 def register(app: typer.Typer) -> None:
     @app.command("compile")
     @command
-    def compile_cmd(arch: Annotated[str, typer.Option("--arch", help="Target, e.g. sm_90a.")] = "sm_90a",
-                    case: Annotated[Optional[str], typer.Option("--case", help="Case id(s).")] = None,
+    def compile_cmd(arch: Annotated[str, typer.Option("--arch", help="Target: sm_90a (H100/H200) or sm_100a (B200).")] = "sm_90a",
+                    case: Annotated[Optional[str], typer.Option("--case", help="Case id(s), all, benchmarks or tests.")] = None,
                     strategy: Annotated[str, typer.Option("--strategy", help="persistent, multistream, graph or sequential.")] = "persistent",
                     backend: Annotated[str, typer.Option("--backend", help="The backend whose kernels to build.")] = "cute",
-                    shape: Shape = None, cases_file: CasesFile = None,
+                    tensormaps: TensorMaps = None, shape: Shape = None, cases_file: CasesFile = None,
                     as_json: bool = typer.Option(False, "--json", help="Print {\"kernels\": [...]} as JSON.")) -> None:
-        """Compile only (no GPU needed): name, arch, registers, shared memory, threads per kernel."""
+        """Compile only (no GPU needed): resources, tensor memory, cluster, stages, occupancy per kernel."""
         os.environ.setdefault("CUTE_DSL_ARCH", arch)
         picked = pick_cases(case, shape, cases_file)
         st = strategies.get(strategy)
-        be = backends.get(backend)
+        if tensormaps is not None and not st.grouped:
+            raise NvggError(f"--tensormaps chooses the persistent kernel's tensor maps; the {st.name} strategy has "
+                            "none to choose: drop --tensormaps or use --strategy persistent")
+        be = backends.get(backend, tensormaps=mode_value(tensormaps))
         limits = profiles.for_arch(arch)
         kernels = []
         for c in picked:
-            for info in be.compile(c, arch, grouped=st.grouped):
-                occ = occupancy.theoretical(info.registers, info.smem_bytes, info.threads, limits)
-                kernels.append(dict(info.to_dict(), case=c.id, strategy=st.name, theoretical_occupancy=occ.theoretical,
-                                    blocks_per_sm=occ.blocks_per_sm, occupancy_limited_by=occ.limited_by))
+            for info in be.compile(c, arch, grouped=st.grouped, sms=limits.sm_count):
+                occ = occupancy.theoretical(info.registers, info.smem_bytes, info.threads, limits,
+                                            info.extra.get("tmem_alloc_columns"))
+                kernels.append(dict(info.to_dict(), case=c.id, strategy=st.name, profile=limits.name,
+                                    theoretical_occupancy=occ.theoretical, blocks_per_sm=occ.blocks_per_sm,
+                                    occupancy_limited_by=occ.limited_by))
         if as_json:
             typer.echo(json.dumps({"kernels": kernels}, indent=2, default=str))
             return
-        cols = ["case", "name", "arch", "registers", "smem_bytes", "threads", "theoretical_occupancy", "occupancy_limited_by"]
-        typer.echo(tabulate([[k.get(c) for c in cols] for k in kernels], headers=cols, tablefmt="github"))
+        shown = [c for c in COLUMNS if any(k.get(c) is not None for k in kernels)]
+        typer.echo(tabulate([[_cell(k.get(c)) for c in shown] for k in kernels], headers=shown, tablefmt="github"))
+        typer.echo(f"target {arch}, occupancy against the {limits.name} profile ({limits.sm_count} SMs); "
+                   "--json for the PTX and SASS paths and the rest")
+
+
+def _cell(value):
+    if isinstance(value, dict):
+        return "/".join(f"{k} {v}" for k, v in value.items())
+    if isinstance(value, list):
+        return "x".join(str(v) for v in value)
+    return value

@@ -12,7 +12,7 @@ from ..backends import submission as sub
 from ..cli import command
 from ..errors import NvggError
 from ..report import document, results_table, write_json
-from .common import CasesFile, JsonOut, Profile, Shape, Timer, TimerOpt, pick_cases
+from .common import CasesFile, JsonOut, Profile, Shape, TensorMaps, Timer, TimerOpt, mode_value, pick_cases
 
 
 def render(results, env: dict) -> str:
@@ -44,19 +44,20 @@ def register(app: typer.Typer) -> None:
                 strategy: Annotated[Optional[str], typer.Option("--strategy", help="persistent, multistream, graph or sequential.")] = None,
                 backend: Annotated[Optional[str], typer.Option("--backend", help="cute or torch (default: the best this machine has).")] = None,
                 submission: Annotated[Optional[str], typer.Option("--submission", help="Run a competition-format submission.py instead.")] = None,
-                shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
-                timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None) -> None:
+                tensormaps: TensorMaps = None, shape: Shape = None, cases_file: CasesFile = None,
+                profile: Profile = None, timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None) -> None:
         """Check and time one strategy on one case (default: the best strategy and backend here)."""
         picked = pick_cases(case, shape, cases_file)
         if len(picked) != 1:
             raise NvggError("nvgg run takes one case: use `nvgg compare` for several")
         the_case = picked[0]
         if submission:
-            if strategy or backend:
-                raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend")
+            if strategy or backend or tensormaps:
+                raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
             result = sub.run_submission(submission, the_case, profile=profile, timer=timer.value)
         else:
-            result = runner.run_one(the_case, strategy=strategy, backend=backend, profile=profile, timer=timer.value)
+            result = runner.run_one(the_case, strategy=strategy, backend=backend, profile=profile, timer=timer.value,
+                                    tensormaps=mode_value(tensormaps))
         env = result.env or envmod.collect(runner.default_device())
         typer.echo(render([result], env))
         if json_out:

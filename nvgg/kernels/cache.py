@@ -136,6 +136,25 @@ class CompileCache:
 _SHARED = CompileCache()
 
 
+def kernel_symbol(info: dict) -> str:
+    """The one kernel entry of a compiled record (the cubin's functions with a register count;
+    sm_100a cubins also hold the tcgen05 guardrail traps, internal functions without one)."""
+    kernels = [name for name, res in info["resources"].items() if "registers" in res and not name.startswith("$")]
+    if len(kernels) != 1:
+        raise RuntimeError(f"expected one kernel in the cubin, found {kernels}")
+    return kernels[0]
+
+
+def resources(entry: Entry) -> dict:
+    """registers (a thread, at launch), smem_bytes (static + dynamic), frame_bytes of the entry's
+    one kernel, and setmaxnreg: the register counts its warpgroups move to after launch
+    ({"inc": n, "dec": n}; empty where it has none)."""
+    res = entry.info["resources"][kernel_symbol(entry.info)]
+    return {"registers": res.get("registers", 0), "frame_bytes": res.get("frame_bytes", 0),
+            "smem_bytes": res.get("static_smem_bytes", 0) + entry.info["dynamic_smem_bytes"],
+            "setmaxnreg": entry.info.get("setmaxnreg", {})}
+
+
 def shared() -> CompileCache:
     return _SHARED
 

@@ -24,7 +24,7 @@ def _function(entry: kcache.Entry):
     if path not in _FUNCTIONS:
         import cuda.bindings.driver as cu
 
-        (name,) = entry.info["resources"].keys()
+        name = kcache.kernel_symbol(entry.info)
         err, module = cu.cuModuleLoadData(Path(path).read_bytes())
         _check(err, "cuModuleLoadData")
         err, fn = cu.cuModuleGetFunction(module, name.encode())

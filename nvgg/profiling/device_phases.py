@@ -12,6 +12,7 @@ import torch
 from .. import reference, runner, timing
 from ..cases import Case
 from ..errors import NvggError
+from ..kernels.phase_slots import SM90, SlotLayout
 from . import cupti, phases
 
 
@@ -21,6 +22,8 @@ class PhaseRun:
     buffer: torch.Tensor
     plain_us: float          # uninstrumented kernel: median CUPTI kernel duration, L2 flushed before each
     instrumented_us: float   # instrumented kernel, the same way (its buffer zeroing not counted)
+    layout: SlotLayout = SM90  # the slots of the kernel family that ran (kernels/phase_slots.py)
+    tensormaps: str = ""
 
     @property
     def cost(self) -> float:
@@ -28,11 +31,11 @@ class PhaseRun:
 
     def to_dict(self) -> dict:
         return {"phases": self.report.to_dict(), "plain_us": self.plain_us, "instrumented_us": self.instrumented_us,
-                "instrumentation_cost": self.cost}
+                "instrumentation_cost": self.cost, "kernel": self.layout.kernel, "tensormaps": self.tensormaps}
 
 
-def run(case: Case, *, profile: str | None = None) -> PhaseRun:
-    session = runner.setup(case, strategy="persistent", backend="cute", profile=profile)
+def run(case: Case, *, profile: str | None = None, tensormaps: str | None = None) -> PhaseRun:
+    session = runner.setup(case, strategy="persistent", backend="cute", profile=profile, tensormaps=tensormaps)
     if not runner.check(session):
         raise NvggError(f"the persistent kernel failed its check on case {case.id}: {session.result.message}")
     backend = session.backend
@@ -44,10 +47,11 @@ def run(case: Case, *, profile: str | None = None) -> PhaseRun:
     verdict = reference.checked_call(data, first)  # `first` zeroes the phase buffer itself
     if not verdict.ok:
         raise NvggError(f"the instrumented kernel is wrong on case {case.id}: {verdict.message}")
-    report = phases.analyse(buffer.cpu())
+    layout = backend.phase_layout(session.device)
+    report = phases.analyse(buffer.cpu(), layout)
     plain = kernel_us(session.launches, session.device)
     instrumented = kernel_us([launch for launch, _ in launches], session.device)
-    return PhaseRun(report, buffer.cpu(), plain, instrumented)
+    return PhaseRun(report, buffer.cpu(), plain, instrumented, layout, session.result.tensormaps)
 
 
 def kernel_us(launches, device: torch.device) -> float:

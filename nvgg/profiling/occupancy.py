@@ -34,7 +34,10 @@ class Occupancy:
         return asdict(self)
 
 
-def theoretical(registers: int, smem_bytes: int, threads: int, profile: Profile) -> Occupancy:
+def theoretical(registers: int, smem_bytes: int, threads: int, profile: Profile,
+                tmem_columns: int | None = None) -> Occupancy:
+    """Resident blocks per SM and occupancy; `tmem_columns`: the tensor-memory columns a block
+    allocates (sm_100a), against the profile's tensor memory per SM (32-bit columns of 128 lanes)."""
     lim = profile.limits
     warps = -(-threads // 32)
     if threads > lim.max_threads_per_block or registers > lim.registers_per_thread or smem_bytes > lim.smem_per_block_bytes:
@@ -45,6 +48,11 @@ def theoretical(registers: int, smem_bytes: int, threads: int, profile: Profile)
     by_smem = lim.smem_per_sm_bytes // smem_per_block
     by_warps = lim.max_warps_per_sm // warps
     limits = {"registers": by_regs, "shared memory": by_smem, "warps": by_warps, "blocks": lim.max_blocks_per_sm}
+    if tmem_columns:
+        sm_columns = (lim.tmem_bytes_per_sm or 0) // (128 * 4)
+        if tmem_columns > sm_columns:
+            return Occupancy(0, warps, "does not fit", 0.0)
+        limits["tensor memory"] = sm_columns // tmem_columns
     name, blocks = min(limits.items(), key=lambda kv: kv[1])
     return Occupancy(blocks, warps, name, blocks * warps / lim.max_warps_per_sm)
 
@@ -65,9 +73,10 @@ def coverage(ctas: int, profile: Profile, blocks_per_sm: int) -> Coverage:
     return Coverage(ctas, profile.sm_count, min(ctas / profile.sm_count, 1.0), ctas / slots)
 
 
-def device_blocks_per_sm(cubin_path: str, threads: int, dynamic_smem_bytes: int) -> int:
+def device_blocks_per_sm(cubin_path: str, threads: int, dynamic_smem_bytes: int, name: str | None = None) -> int:
     """Resident blocks per SM by the CUDA occupancy API (cuOccupancyMaxActiveBlocksPerMultiprocessor)
-    for the one kernel in a cubin; needs a GPU and cuda-python's driver bindings."""
+    for the kernel `name` of a cubin (the first where none is named); needs a GPU and cuda-python's
+    driver bindings."""
     import cuda.bindings.driver as cu
     from pathlib import Path
 
@@ -77,9 +86,14 @@ def device_blocks_per_sm(cubin_path: str, threads: int, dynamic_smem_bytes: int)
     if err != cu.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuModuleLoadData: {err}")
     try:
-        err, count = cu.cuModuleGetFunctionCount(module)
-        err, funcs = cu.cuModuleEnumerateFunctions(count, module)
-        fn = funcs[0]
+        if name:
+            err, fn = cu.cuModuleGetFunction(module, name.encode())
+            if err != cu.CUresult.CUDA_SUCCESS:
+                raise RuntimeError(f"cuModuleGetFunction({name}): {err}")
+        else:
+            err, count = cu.cuModuleGetFunctionCount(module)
+            err, funcs = cu.cuModuleEnumerateFunctions(count, module)
+            fn = funcs[0]
         cu.cuFuncSetAttribute(fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, dynamic_smem_bytes)
         err, blocks = cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(fn, threads, dynamic_smem_bytes)
         if err != cu.CUresult.CUDA_SUCCESS:
@@ -102,12 +116,19 @@ def report(case, backend, strategy_name: str, device, profile_name) -> list[dict
     prof = profiles.get(profile_name) if profile_name else profiles.for_gpu_name(torch.cuda.get_device_name(device))
     if prof is None:
         raise NvggError("no profile matches this GPU: pass --profile")
-    tiles = backend.tiles(case, grouped=grouped, sms=prof.sm_count)
+    arch = runner.arch_of(device)
+    tiles = backend.tiles(case, grouped=grouped, sms=prof.sm_count, arch=arch)
     rows = []
-    for info in backend.compile(case, runner.arch_of(device), grouped=grouped, sms=prof.sm_count):
-        theo = theoretical(info.registers, info.smem_bytes, info.threads, prof)
+    for info in backend.compile(case, arch, grouped=grouped, sms=prof.sm_count):
+        theo = theoretical(info.registers, info.smem_bytes, info.threads, prof, info.extra.get("tmem_alloc_columns"))
         cubin = Path(info.extra.get("cache_dir", "")) / "kernel.cubin"
-        api = device_blocks_per_sm(str(cubin), info.threads, info.smem_bytes) if cubin.is_file() else None
+        api = None
+        if cubin.is_file():
+            from ..kernels import cache as kcache
+            record = Path(info.extra["cache_dir"]) / "info.json"
+            import json
+            symbol = kcache.kernel_symbol(json.loads(record.read_text())) if record.is_file() else None
+            api = device_blocks_per_sm(str(cubin), info.threads, info.smem_bytes, symbol)
         rows.append({"kernel": info.name, "registers": info.registers, "smem_bytes": info.smem_bytes, "threads": info.threads,
                      "theoretical": theo.theoretical, "blocks_per_sm": theo.blocks_per_sm, "limited_by": theo.limited_by,
                      "api_blocks_per_sm": api})

@@ -19,7 +19,8 @@ from .ncu import RANGE
 def main(args: dict) -> int:
     raw = args["case"]
     case = make_case(raw["id"], raw["m"], raw["n"], raw["k"], raw["g"], raw["seed"], raw.get("kind", "user"))
-    session = runner.setup(case, strategy=args["strategy"], backend=args["backend"], batch=1)
+    session = runner.setup(case, strategy=args["strategy"], backend=args["backend"], batch=1,
+                           tensormaps=args.get("tensormaps"))
     if not runner.check(session):
         print(f"nvgg target: checked run failed: {session.result.message}", file=sys.stderr)
         return 3

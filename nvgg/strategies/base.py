@@ -39,6 +39,8 @@ class Strategy:
         if self.grouped and not backend.supports_grouped:
             raise NvggError(f"the {self.name} strategy needs a grouped kernel (one launch for all groups) "
                             f"and the {backend.name} backend has none: use --backend cute")
+        if self.grouped:
+            backend.check_grouped(case, device)
 
     def prepare(self, backend: Backend, data) -> Prepared:
         raise NotImplementedError

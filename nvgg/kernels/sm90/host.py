@@ -80,17 +80,7 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
     return store.get(key, build, need_callable=need_callable)
 
 
-def resources(entry: kcache.Entry) -> dict:
-    """registers (a thread, at launch), smem_bytes (static + dynamic), frame_bytes of the entry's
-    one kernel, and setmaxnreg: the register counts its warpgroups move to after launch
-    ({"inc": n, "dec": n}; empty where it has none)."""
-    kernels = list(entry.info["resources"].values())
-    if len(kernels) != 1:
-        raise RuntimeError(f"expected one kernel in the cubin, found {len(kernels)}")
-    res = kernels[0]
-    return {"registers": res.get("registers", 0), "frame_bytes": res.get("frame_bytes", 0),
-            "smem_bytes": res.get("static_smem_bytes", 0) + entry.info["dynamic_smem_bytes"],
-            "setmaxnreg": entry.info["setmaxnreg"]}
+resources = kcache.resources
 
 
 def setmaxnreg(ptx_text: str) -> dict:

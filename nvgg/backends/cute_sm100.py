@@ -1,0 +1,154 @@
+"""The cute backend's Blackwell (sm_100a) kernels: which to build for a case, and their launches.
+
+One kernel class (kernels/sm100/nvfp4_gemm.py), native NVFP4 on the tensor core, in builds by tile
+(`mma_n` 128 or 256 rows of A, the MMA's N), cluster (one CTA, or a pair running `cta_group::2`
+MMAs of 256 rows of B) and launch scheme:
+- per group (sequential, multistream, graph): `nvfp4_gemm_sm100`, one launch per group, its tensor
+  maps made by the DSL's host code at each call; the tile is chosen per group.
+- persistent: `nvfp4_grouped_gemm_sm100`, one launch for all groups over a host-made schedule, its
+  tensor maps either encoded on the host at prepare time (`host`, the default) or rewritten in the
+  kernel on each group change (`device`); the tile is chosen per case.
+Shapes are run-time arguments, so one compiled kernel serves every case with that tile.
+
+The tile is chosen by `host.choose`, a model of the B200 (profiles/b200.toml: SMs, fp4 rate, DRAM
+bandwidth), not a measurement: no B200 has run these kernels here. Shape rules: k a multiple of
+256, n a multiple of 128, any m ≥ 1, any number of groups.
+
+`host` is the default mode: public B200 results for this problem found host-built maps faster than
+an in-kernel replace on each group change (about 3 µs a change, ../shared facts); no B200 here
+measured either.
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import torch
+
+from ..cases import Case
+from ..errors import NvggError
+from ..kernels import cache as kcache
+from ..kernels import groups as kgroups
+from ..kernels import phase_slots
+from ..kernels.sm100 import host
+from ..kernels.sm100 import nvfp4_gemm as gemm
+from ..profiles import get as get_profile
+from .base import KernelInfo, Launch, kernel_info
+
+ARCH = "sm_100a"
+TENSORMAP_MODES = gemm.TENSORMAP_MODES
+DEFAULT_MODE = "host"
+
+
+def _model_inputs(sms: int | None) -> tuple[int, float, float]:
+    b200 = get_profile("b200")
+    return sms or b200.sm_count, b200.tensor_tflops["fp4"], b200.dram_bandwidth_gbs
+
+
+def grouped_config(shapes, sms: int | None, tensormaps: str, instrument: bool = False) -> gemm.Sm100Config:
+    """The persistent build for these groups: the model's tile, in the given tensor-map mode."""
+    best = host.choose(shapes, *_model_inputs(sms))
+    return host.with_mode(best.config, tensormaps, instrument)
+
+
+def group_config(shape, sms: int | None) -> gemm.Sm100Config:
+    """The per-group build for one group's shape: the model's tile for that group alone."""
+    return host.choose([shape], *_model_inputs(sms)).config
+
+
+class Sm100Kernels:
+    """The sm_100a kernel family behind the cute backend (see nvgg/backends/cute.py)."""
+
+    arch = ARCH
+    tensormap_modes = TENSORMAP_MODES
+    default_mode = DEFAULT_MODE
+
+    def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
+        config = gemm.Sm100Config()
+        for i, (m, n, k) in enumerate(case.groups):
+            reason = config.is_valid(m, n, k)
+            if reason:
+                where = f"group {i}: " if case.g > 1 else ""
+                return f"{where}{reason.replace('the kernel', 'the sm_100a cute kernel')}"
+        return None
+
+    def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None,
+                tensormaps: str = DEFAULT_MODE) -> list[KernelInfo]:
+        if grouped:
+            estimate = host.choose(case.groups, *_model_inputs(sms))
+            config = host.with_mode(estimate.config, tensormaps)
+            return [self._info(host.compile_gemm(config, arch, need_callable=False), estimate)]
+        builds = {}
+        for shape in case.groups:
+            estimate = host.choose([shape], *_model_inputs(sms))
+            builds.setdefault(estimate.config, estimate)
+        return [self._info(host.compile_gemm(config, arch, need_callable=False), None) for config in builds]
+
+    @staticmethod
+    def _info(entry: kcache.Entry, estimate) -> KernelInfo:
+        info = entry.info
+        extra = {"tensormaps": info["config"]["tensormaps"] or "kernel parameters",
+                 "mma_tile": info["mma_tile"], "cluster": info["cluster"], "stages": info["stages"],
+                 "tmem_columns": info["tmem_columns"], "tmem_alloc_columns": info["tmem_alloc_columns"],
+                 "operands": info["operands"], "tcgen05_mma": info["tcgen05_mma"],
+                 "tensormap_replace": info["tensormap_replace"]}
+        if estimate is not None:
+            extra["model"] = estimate.to_dict()
+        return kernel_info(entry, extra)
+
+    def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None) -> list[int]:
+        if grouped:
+            return [host.choose(case.groups, *_model_inputs(sms)).tiles]
+        return [host.choose([shape], *_model_inputs(sms)).tiles for shape in case.groups]
+
+    def group_launcher(self, data, g: int) -> Launch:
+        tensors = _group(data, g)
+        sms = torch.cuda.get_device_properties(tensors.c.device).multi_processor_count
+        config = group_config((tensors.m, tensors.n, tensors.k), sms)
+        return host.group_launch(host.compile_gemm(config, ARCH), tensors, config)
+
+    def grouped_launcher(self, data, tensormaps: str = DEFAULT_MODE) -> Launch:
+        groups, config, entry, sms = self._persistent(data, tensormaps, instrument=False)
+        tables = host.build_tables(groups, config, sms)
+        out = host.persistent_launch(entry, groups, tables, config)
+        if tables.encode_us:  # host mode: the maps' encoding is prepare-time work, reported apart
+            out.setup_us = {"encode_maps": sum(tables.encode_us),
+                            "encode_maps_per_group": statistics.median(tables.encode_us)}
+        return out
+
+    def phase_launcher(self, data, tensormaps: str = DEFAULT_MODE) -> tuple[Launch, torch.Tensor]:
+        """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
+        int64 [ctas, SM100.slots] buffer each launch fills (zeroed first; kernels/phase_slots.py).
+        Same tile, schedule and grid as the timed build."""
+        groups, config, entry, sms = self._persistent(data, tensormaps, instrument=True)
+        the_plan = host.plan([(g.m, g.n, g.k) for g in groups], config, sms)
+        buffer = torch.zeros((the_plan.clusters * config.cta_group, phase_slots.SM100.slots), dtype=torch.int64,
+                             device=groups[0].c.device)
+        kernel = host.persistent_launch(entry, groups, host.build_tables(groups, config, sms, buffer), config)
+
+        def launch() -> None:
+            buffer.zero_()
+            kernel()
+
+        return launch, buffer
+
+    @staticmethod
+    def phase_layout(tensormaps: str):
+        return phase_slots.sm100_for(tensormaps)
+
+    def _persistent(self, data, tensormaps: str, *, instrument: bool):
+        groups = [_group(data, g) for g in range(len(data[3]))]
+        sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
+        config = grouped_config([(g.m, g.n, g.k) for g in groups], sms, tensormaps, instrument)
+        return groups, config, host.compile_gemm(config, ARCH), sms
+
+
+def _group(data, g: int) -> kgroups.GroupTensors:
+    m, n, k, _ = data[3][g]
+    reason = gemm.Sm100Config().is_valid(m, n, k)
+    if reason:
+        raise NvggError(f"group {g}: {reason.replace('the kernel', 'the sm_100a cute kernel')}")
+    try:
+        return kgroups.group_tensors(data, g)
+    except ValueError as exc:
+        raise NvggError(f"the cute backend cannot read the inputs: {exc}") from None

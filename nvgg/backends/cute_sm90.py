@@ -1,0 +1,171 @@
+"""The cute backend's Hopper (sm_90a) kernels: which to build for a case, and their launches.
+
+- per group: `nvfp4_gemm_sm90`, specialised for the group's (m, n, k) at compile time; one
+  launch per group (the sequential, multistream and graph strategies wrap the same launcher).
+- grouped: `nvfp4_grouped_gemm_sm90`, one persistent launch for all groups; shapes, pointers and
+  tile counts come from a device table, so one compiled kernel serves any set of groups that
+  meets the shape rules. It has two builds: the plain one, and one with wide tiles (a group's
+  last full tile and the rest of its rows, up to 64, on one B decode) that the backend picks
+  where merging shortens the longest CTA's list on this GPU's SMs (`persistent_config`).
+Both read NVFP4, expand it to fp16 exactly (the persistent kernel expands A once per launch into an
+fp16 copy that it then loads by TMA) and multiply with wgmma; see kernels/sm90/nvfp4_gemm.py.
+
+Shape rules (both kernels): k a multiple of 256, n a multiple of 128, any m ≥ 1; the persistent kernel
+takes at most 512 groups (gemm.MAX_GROUPS).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+
+from ..cases import Case
+from ..errors import NvggError
+from ..kernels import groups as kgroups, launch
+from ..kernels.sm90 import host
+from ..kernels.sm90 import nvfp4_gemm as gemm
+from ..kernels.phase_slots import SM90
+from .base import KernelInfo, Launch, kernel_info
+
+ARCH = "sm_90a"
+# where the persistent kernel's tensor maps come from: its producer rewrites its maps in the kernel
+TENSORMAP_MODES = ("device",)
+
+
+def config_for(ms, *, persistent: bool) -> gemm.GemmConfig:
+    """The configuration the backend runs for groups of these m: the A tile that holds the largest
+    m (up to 128 rows), and the deepest load ring that fits in shared memory."""
+    tile_m = gemm.pick_tile_m(ms)
+    return gemm.GemmConfig(tile_m=tile_m, stages=gemm.stages_for(tile_m), persistent=persistent)
+
+
+WIDE_SLOTS = 6  # fp16 A slots of 192 rows: 4 stages of the packed-B ring still fit beside them
+# SMs the persistent kernel's choice assumes where no GPU is present (`nvgg compile`): the H100
+# SXM's and the H200's (profiles/h100.toml, h200.toml)
+NOMINAL_SMS = 132
+
+
+def wide_config(base: gemm.GemmConfig) -> gemm.GemmConfig | None:
+    """The wide-tile build of a persistent configuration (GemmConfig.wide_tiles), or None where it
+    has none (tile_m below 128). Its fp16 A slots are larger, so it has fewer of them."""
+    if not gemm.has_half_width(base.tile_m, base.half_tiles):
+        return None
+    return replace(base, wide_tiles=True, slots=WIDE_SLOTS, stages=gemm.stages_for(base.tile_m, WIDE_SLOTS, True))
+
+
+def persistent_config(ms, ns, sms: int) -> gemm.GemmConfig:
+    """The persistent kernel the backend launches for these groups on `sms` SMs (one CTA each):
+    the wide-tile build where merging tiles shortens the longest CTA's list (gemm.tile_plan),
+    else the plain one, whose eight fp16 A slots are faster where nothing merges (H200,
+    2026-11-26: case 1 139.1 against 142.7 µs with six; NOTES.md)."""
+    base = config_for(ms, persistent=True)
+    wide = wide_config(base)
+    return wide if wide is not None and gemm.tile_plan(ms, ns, wide, sms) else base
+
+
+def _shape_problem(case: Case, config: gemm.GemmConfig) -> str | None:
+    for i, (m, n, k) in enumerate(case.groups):
+        reason = config.is_valid(m, n, k)
+        if reason:
+            where = f"group {i}: " if case.g > 1 else ""
+            return f"{where}{reason.replace('the kernel', 'the cute backend')}"
+    return None
+
+
+class Sm90Kernels:
+    """The sm_90a kernel family behind the cute backend (see nvgg/backends/cute.py)."""
+
+    arch = ARCH
+    tensormap_modes = TENSORMAP_MODES
+
+    def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
+        if grouped and case.g > gemm.MAX_GROUPS:
+            return (f"the persistent sm_90a cute kernel takes at most {gemm.MAX_GROUPS} groups, got {case.g}: "
+                    "use --strategy graph or multistream")
+        return _shape_problem(case, config_for(case.m, persistent=grouped))
+
+    def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None,
+                tensormaps: str = "device") -> list[KernelInfo]:
+        if grouped:
+            builds = [(persistent_config(case.m, case.n, sms or NOMINAL_SMS), None)]
+        else:  # every per-group launch runs the expand kernel first
+            builds = [(config_for([m], persistent=False), (m, n, k)) for m, n, k in dict.fromkeys(case.groups)]
+            builds.append((host.EXPAND_CONFIG, None))
+        return [self._info(host.compile_gemm(config, shape, arch, need_callable=False)) for config, shape in builds]
+
+    @staticmethod
+    def _info(entry) -> KernelInfo:
+        res = host.resources(entry)
+        extra = {"wgmma": entry.info["wgmma"]}
+        if entry.info["config"]["persistent"]:
+            extra["tensormaps"] = "device"
+        if res["setmaxnreg"]:  # the wide build's warpgroups after setmaxnreg (MMA "inc", producer "dec")
+            extra["setmaxnreg"] = res["setmaxnreg"]
+        return kernel_info(entry, extra)
+
+    def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None) -> list[int]:
+        if grouped:
+            config = persistent_config(case.m, case.n, sms or NOMINAL_SMS)
+            return [gemm.table_tiles(case.m, case.n, config.tile_m, config.wide_tiles)[2]]
+        return [gemm.table_tiles([m], [n], config_for([m], persistent=False).tile_m)[2] for m, n, _ in case.groups]
+
+    def group_launcher(self, data, g: int) -> Launch:
+        tensors = self._group(data, g)
+        config = config_for([tensors.m], persistent=False)
+        entry = host.compile_gemm(config, (tensors.m, tensors.n, tensors.k), ARCH)
+        tiles = host.count_tiles([tensors], config.tile_m)  # the per-group grid: one CTA a tile
+        tables = host.build_tables([tensors], config, tiles)
+        gemm_launch = self._launcher(entry, tables, host.grid_dims(config, (tensors.m, tensors.n, tensors.k), tiles))
+        sms = torch.cuda.get_device_properties(tensors.c.device).multi_processor_count
+        expand = launch.DirectLaunch(host.compile_gemm(host.EXPAND_CONFIG, None, ARCH), tables,
+                                   (host.expand_grid(tables, sms), 1, 1))
+        return host.ExpandThenGemm(expand, gemm_launch)
+
+    def grouped_launcher(self, data, tensormaps: str = "device") -> Launch:
+        groups, config, entry, grid = self._persistent(data, instrument=False)
+        return self._launcher(entry, host.build_tables(groups, config, grid), host.grid_dims(config, None, grid))
+
+    def phase_launcher(self, data, tensormaps: str = "device") -> tuple[Launch, torch.Tensor]:
+        """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
+        int64 [ctas, SM90.slots] buffer each launch fills with %globaltimer readings (zeroed
+        first; see nvgg/kernels/phase_slots.py for the slots). Same grid and tiles as the timed build."""
+        groups, config, entry, grid = self._persistent(data, instrument=True)
+        buffer = torch.zeros((grid, SM90.slots), dtype=torch.int64, device=groups[0].c.device)
+        kernel = self._launcher(entry, host.build_tables(groups, config, grid, buffer),
+                                host.grid_dims(config, None, grid))
+
+        def launch() -> None:
+            buffer.zero_()
+            kernel()
+
+        return launch, buffer
+
+    def _persistent(self, data, *, instrument: bool):
+        if len(data[3]) > gemm.MAX_GROUPS:
+            raise NvggError(f"the persistent cute kernel takes at most {gemm.MAX_GROUPS} groups, got {len(data[3])}: "
+                            "use --strategy graph or multistream")
+        groups = [self._group(data, g) for g in range(len(data[3]))]
+        sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
+        config = replace(persistent_config([t.m for t in groups], [t.n for t in groups], sms), instrument=instrument)
+        timed = host.compile_gemm(replace(config, instrument=False), None, ARCH)
+        entry = host.compile_gemm(config, None, ARCH) if instrument else timed
+        # the instrumented build runs on the timed build's grid
+        return groups, config, entry, host.persistent_grid(groups, config, timed)
+
+    @staticmethod
+    def _launcher(entry, tables, grid) -> Launch:
+        # through the driver: about 10 µs of host time a launch against 16-21 µs through the DSL's
+        # own call (H200, 2026-11-26, benchmarks/check_kernels_sm90.py; GPU times equal)
+        return launch.DirectLaunch(entry, tables, grid)
+
+    @staticmethod
+    def _group(data, g: int) -> kgroups.GroupTensors:
+        m, n, k, _ = data[3][g]
+        reason = config_for([m], persistent=False).is_valid(m, n, k)
+        if reason:
+            raise NvggError(f"group {g}: {reason.replace('the kernel', 'the cute backend')}")
+        try:
+            return kgroups.group_tensors(data, g)
+        except ValueError as exc:
+            raise NvggError(f"the cute backend cannot read the inputs: {exc}") from None

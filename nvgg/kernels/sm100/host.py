@@ -1,0 +1,285 @@
+"""Host side of the sm_100a kernel: compiling without a GPU, choosing a tile per case, the plan of a
+persistent launch (tiles, schedule, tables), the host encoding of every group's tensor maps, and
+the launches.
+
+Tiles, in kernel order: group by group, in a group n tile by n tile (`mma_m` rows of B each), m
+tiles (`mma_n` rows of A) fastest. A tile record is four int32: (group, n tile, m tile, k tiles).
+A persistent launch runs `clusters` CTA clusters (one CTA, or a pair with cta_group 2, per SM);
+cluster c runs records runs[c]:runs[c + 1] (`schedule.contiguous`, costs = k tiles).
+
+Device tensors of a persistent launch (`Tables`): runs int32 [clusters + 1], tiles int32 [T, 4],
+groups int64 [G, 8] (kernels/groups.py columns), and by tensor-map mode either the host-encoded
+map table int64 [G, 5, 16] (`host`) or the per-CTA workspace int64 [ctas, visits, 5, 16]
+(`device`, written by the kernel; `visits` = the most groups a cluster's run passes through).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import torch
+
+from .. import asm, launch, phase_slots, schedule, tensormaps
+from .. import cache as kcache
+from .. import groups as kgroups
+from . import nvfp4_gemm as gemm
+
+# what a compiled entry depends on; this file too, since it writes the entry's recorded facts
+SOURCES = (Path(gemm.__file__), Path(asm.__file__), Path(phase_slots.__file__), Path(kgroups.__file__),
+           Path(__file__))
+SUPPORTED_ARCHS = ("sm_100a",)
+CONFIGS = tuple(gemm.Sm100Config(mma_n=n, cta_group=g) for g in gemm.CTA_GROUPS for n in gemm.MMA_N)
+
+
+def kernel_name(config: gemm.Sm100Config) -> str:
+    tile = f"mma={config.mma_m}x{config.mma_n},cta_group={config.cta_group}"
+    if not config.persistent:
+        return f"nvfp4_gemm_sm100[{tile}]"
+    suffix = ",instrumented" if config.instrument else ""
+    return f"nvfp4_grouped_gemm_sm100[{tile},tensormaps={config.tensormaps}{suffix}]"
+
+
+def _fake_args(kernel: gemm.Nvfp4GemmSm100):
+    """Placeholder arguments of `__call__` (null pointers, nominal sizes, a fake stream): what
+    `cute.compile` needs to build the kernel without a GPU."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_fake_stream, make_ptr
+
+    def ptr(dtype, align=16):
+        return make_ptr(dtype, 0, cute.AddressSpace.gmem, assumed_align=align)
+
+    return (ptr(gemm.AB_DTYPE, 32), ptr(gemm.AB_DTYPE, 32), ptr(gemm.SF_DTYPE), ptr(gemm.SF_DTYPE),
+            ptr(gemm.C_DTYPE), cutlass.Int32(128), cutlass.Int32(256), cutlass.Int32(256), ptr(cutlass.Int32),
+            ptr(cutlass.Int32), ptr(cutlass.Int64), ptr(cutlass.Int64, gemm.MAP_BYTES), ptr(cutlass.Int64),
+            cutlass.Int32(1), cutlass.Int32(1), make_fake_stream())
+
+
+def compile_gemm(config: gemm.Sm100Config, arch: str = "sm_100a", *, need_callable: bool = True,
+                 store: kcache.CompileCache | None = None) -> kcache.Entry:
+    """Compile (or fetch) the kernel of `config` for `arch` from placeholder arguments: works
+    without a GPU. One compiled kernel serves any shapes (they are run-time arguments)."""
+    if arch not in SUPPORTED_ARCHS:
+        raise ValueError(f"the sm100 kernels build for {', '.join(SUPPORTED_ARCHS)}; got {arch}")
+    store = store or kcache.shared()
+    key = kcache.CacheKey.make(kernel_name(config), config, None, arch, SOURCES)
+
+    def build(folder: Path) -> kcache.Built:
+        import cutlass.cute as cute
+
+        kernel = gemm.Nvfp4GemmSm100(config)
+        fn = cute.compile(kernel, *_fake_args(kernel),
+                          options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {folder}")
+        ptx = fn.artifacts.PTX
+        ptx = ptx if isinstance(ptx, str) else ptx.decode()
+        meta = {"name": kernel_name(config), "arch": arch, "threads": config.threads,
+                "dynamic_smem_bytes": kernel.shared_storage.size_in_bytes(),
+                "config": asdict(config), "shape": None,
+                "cluster": [config.cta_group, 1, 1], "mma_tile": [config.mma_m, config.mma_n, gemm.TILE_K],
+                "stages": {"ab": kernel.num_ab_stage, "acc": kernel.num_acc_stage, "c": kernel.num_c_stage},
+                "tmem_columns": config.tmem_columns, "tmem_alloc_columns": kernel.num_tmem_alloc_cols,
+                "operands": "swapped: the MMA computes C^T = B A^T (n on the MMA's M, m on its N)",
+                "tcgen05_mma": sorted(set(_ptx_ops(ptx, "tcgen05.mma"))),
+                "tensormap_replace": "tensormap.replace" in ptx,
+                "params": launch.entry_params(ptx)}
+        return kcache.Built(fn, ptx, bytes(fn.artifacts.CUBIN), meta)
+
+    return store.get(key, build, need_callable=need_callable)
+
+
+def _ptx_ops(ptx: str, prefix: str) -> list[str]:
+    import re
+    return re.findall(re.escape(prefix) + r"[a-z0-9_.:]*", ptx)
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing a tile: a model, not a measurement (no B200 has run these kernels)
+
+@dataclass(frozen=True)
+class Estimate:
+    config: gemm.Sm100Config
+    tiles: int  # tiles (cluster tiles with cta_group 2)
+    clusters: int
+    makespan_us: float  # the longest cluster's modelled time
+
+    def to_dict(self) -> dict:
+        return {"mma_tile": [self.config.mma_m, self.config.mma_n], "cta_group": self.config.cta_group,
+                "tiles": self.tiles, "clusters": self.clusters, "model_us": round(self.makespan_us, 3)}
+
+
+def tile_records(shapes, config: gemm.Sm100Config) -> list[tuple[int, int, int, int]]:
+    """(group, n tile, m tile, k tiles) of every tile, in kernel order."""
+    records = []
+    for g, (m, n, k) in enumerate(shapes):
+        for tn in range(-(-n // config.mma_m)):
+            for tm in range(-(-m // config.mma_n)):
+                records.append((g, tn, tm, k // gemm.TILE_K))
+    return records
+
+
+def estimate(shapes, config: gemm.Sm100Config, sms: int, fp4_tflops: float, dram_gbs: float) -> Estimate:
+    """A model of a persistent launch's time on `sms` SMs: each CTA streams, per 256-k stage, its
+    128 rows of B and their scales (18 KB) at its share of DRAM bandwidth (shared by the CTAs that
+    run at once), while its tensor core does 2 · 128 · mma_n · 256 FLOPs at its share of the fp4
+    rate; a stage takes the longer of the two. A's rows come from L2 (every n tile reads them).
+    The longest cluster's run under `schedule.contiguous` is the estimate."""
+    records = tile_records(shapes, config)
+    clusters = max(1, min(len(records), sms // config.cta_group))
+    active = clusters * config.cta_group
+    stage_bytes = gemm.CTA_ROWS * gemm.TILE_K // 2 + gemm.CTA_ROWS * gemm.TILE_K // gemm.SF_VEC
+    memory_us = stage_bytes / (dram_gbs * 1e3 / active)
+    compute_us = 2 * gemm.CTA_ROWS * config.mma_n * gemm.TILE_K / (fp4_tflops * 1e6 / sms)
+    costs = [r[3] for r in records]
+    runs, order = schedule.contiguous(costs, clusters)
+    return Estimate(config, len(records), clusters, schedule.makespan(costs, runs, order) * max(memory_us, compute_us))
+
+
+def choose(shapes, sms: int, fp4_tflops: float, dram_gbs: float) -> Estimate:
+    """The configuration (mma_n, cta_group) the model rates fastest for these groups; between equal
+    estimates, the one whose CTAs load fewer bytes of A a stage (a CTA pair loads half each), then
+    the narrower tile."""
+    options = [estimate(shapes, c, sms, fp4_tflops, dram_gbs) for c in CONFIGS]
+    return min(options, key=lambda e: (round(e.makespan_us, 6), e.config.mma_n // e.config.cta_group,
+                                       e.config.mma_n))
+
+
+# ---------------------------------------------------------------------------------------------
+# Persistent launch: plan and device tables
+
+@dataclass
+class Plan:
+    records: list[tuple[int, int, int, int]]
+    runs: list[int]
+    clusters: int
+    visits: int  # the most groups a cluster's run passes through (device-mode map slots per CTA)
+
+
+def plan(shapes, config: gemm.Sm100Config, sms: int) -> Plan:
+    records = tile_records(shapes, config)
+    if not records:
+        raise ValueError("no tiles: every group needs m, n, k > 0")
+    clusters = max(1, min(len(records), sms // config.cta_group))
+    runs, order = schedule.contiguous([r[3] for r in records], clusters)
+    return Plan(records, runs, clusters, schedule.visits([r[0] for r in records], runs, order))
+
+
+@dataclass
+class Tables:
+    """What a persistent launch reads through raw pointers (the launch owns it)."""
+
+    plan: Plan
+    runs: torch.Tensor
+    tiles: torch.Tensor
+    groups: torch.Tensor
+    maps: torch.Tensor  # host: the map table; device: the per-CTA workspace
+    phases: torch.Tensor | None
+    encode_us: list[float]  # host mode: each group's map encoding on the host
+
+
+def build_tables(groups: list[kgroups.GroupTensors], config: gemm.Sm100Config, sms: int,
+                 phases: torch.Tensor | None = None) -> Tables:
+    device = groups[0].c.device
+    the_plan = plan([(g.m, g.n, g.k) for g in groups], config, sms)
+    ctas = the_plan.clusters * config.cta_group
+    runs = torch.tensor(the_plan.runs, dtype=torch.int32).to(device)
+    tiles = torch.tensor(the_plan.records, dtype=torch.int32).to(device)
+    group_rows = torch.tensor([g.base_row() for g in groups], dtype=torch.int64).to(device)
+    encode_us: list[float] = []
+    if config.tensormaps == "host":
+        encode = encoder(config)
+        table = tensormaps.build_table(len(groups), gemm.MAPS, lambda i, row: encode(groups[i], row), device)
+        maps, encode_us = table.table, table.encode_us
+    else:
+        maps = torch.zeros((ctas, the_plan.visits, gemm.MAPS, tensormaps.MAP_WORDS), dtype=torch.int64, device=device)
+    if phases is not None and tuple(phases.shape) != (ctas, phase_slots.SM100.slots):
+        raise ValueError(f"the phase buffer must be [{ctas}, {phase_slots.SM100.slots}], got {tuple(phases.shape)}")
+    return Tables(the_plan, runs, tiles, group_rows, maps, phases, encode_us)
+
+
+# ---------------------------------------------------------------------------------------------
+# Host encoding of one group's maps (the `host` tensor-map mode)
+
+def _map_config(config: gemm.Sm100Config) -> gemm.Sm100Config:
+    """The maps depend on the tile and cluster only: one encoder serves every build of a tile."""
+    return gemm.Sm100Config(mma_n=config.mma_n, cta_group=config.cta_group)
+
+
+@functools.lru_cache(maxsize=None)
+def _encoder_fn(config: gemm.Sm100Config):
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_ptr
+
+    kernel = gemm.Nvfp4GemmSm100(config)
+    p = functools.partial(make_ptr, mem_space=cute.AddressSpace.gmem)
+    return cute.compile(kernel.encode_maps, p(gemm.AB_DTYPE, 0, assumed_align=32), p(gemm.AB_DTYPE, 0, assumed_align=32),
+                        p(gemm.SF_DTYPE, 0, assumed_align=16), p(gemm.SF_DTYPE, 0, assumed_align=16),
+                        p(gemm.C_DTYPE, 0, assumed_align=16), cutlass.Int32(128), cutlass.Int32(256),
+                        cutlass.Int32(256), p(cutlass.Int64, 0, assumed_align=64))
+
+
+def encoder(config: gemm.Sm100Config):
+    """A function (group tensors, host int64 [5, 16] row) that writes the group's five maps as the
+    kernel's atoms encode them: the DSL's own encoder, compiled once per tile (host code only, so
+    it runs on any machine, GPU or not)."""
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_ptr
+
+    fn = _encoder_fn(_map_config(config))
+
+    def encode(g: kgroups.GroupTensors, row: torch.Tensor) -> None:
+        if row.dtype != torch.int64 or tuple(row.shape) != (gemm.MAPS, tensormaps.MAP_WORDS) or row.is_cuda \
+                or not row.is_contiguous():
+            raise ValueError("encode writes a contiguous host int64 [5, 16] row")
+        ptr = functools.partial(make_ptr, mem_space=cute.AddressSpace.gmem)
+        fn(ptr(gemm.AB_DTYPE, g.b.data_ptr(), assumed_align=32), ptr(gemm.AB_DTYPE, g.a.data_ptr(), assumed_align=32),
+           ptr(gemm.SF_DTYPE, g.sfb.data_ptr(), assumed_align=16), ptr(gemm.SF_DTYPE, g.sfa.data_ptr(), assumed_align=16),
+           ptr(gemm.C_DTYPE, g.c.data_ptr(), assumed_align=16), cutlass.Int32(g.m), cutlass.Int32(g.n),
+           cutlass.Int32(g.k), ptr(cutlass.Int64, row.data_ptr(), assumed_align=64))
+
+    return encode
+
+
+# ---------------------------------------------------------------------------------------------
+# Launches
+
+def _args(config: gemm.Sm100Config, g: kgroups.GroupTensors, tables: Tables | None, grid_ctas: int):
+    import cutlass
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_ptr
+
+    def ptr(dtype, tensor, align=16):
+        return make_ptr(dtype, tensor.data_ptr() if tensor is not None else 0, cute.AddressSpace.gmem,
+                        assumed_align=align)
+
+    t = tables
+    return (ptr(gemm.AB_DTYPE, g.b, 32), ptr(gemm.AB_DTYPE, g.a, 32), ptr(gemm.SF_DTYPE, g.sfb), ptr(gemm.SF_DTYPE, g.sfa),
+            ptr(gemm.C_DTYPE, g.c), cutlass.Int32(g.m), cutlass.Int32(g.n), cutlass.Int32(g.k),
+            ptr(cutlass.Int32, t.runs if t else None), ptr(cutlass.Int32, t.tiles if t else None),
+            ptr(cutlass.Int64, t.groups if t else None), ptr(cutlass.Int64, t.maps if t else None, gemm.MAP_BYTES),
+            ptr(cutlass.Int64, t.phases if t else None), cutlass.Int32(grid_ctas),
+            cutlass.Int32(t.plan.visits if t else 1))
+
+
+def group_launch(entry: kcache.Entry, g: kgroups.GroupTensors, config: gemm.Sm100Config) -> launch.DslLaunch:
+    """The per-group kernel over one group: grid (n tiles · cta_group, m tiles), maps made by the
+    DSL's host code at every call."""
+    if config.persistent:
+        raise ValueError("group_launch takes the per-group kernel")
+    return launch.DslLaunch(entry.fn, _args(config, g, None, 0), keep=g)
+
+
+def persistent_launch(entry: kcache.Entry, groups: list[kgroups.GroupTensors], tables: Tables,
+                      config: gemm.Sm100Config) -> launch.DslLaunch:
+    """The persistent kernel over `tables`; group 0's tensors are the template maps."""
+    if not config.persistent:
+        raise ValueError("persistent_launch takes the persistent kernel")
+    ctas = tables.plan.clusters * config.cta_group
+    return launch.DslLaunch(entry.fn, _args(config, groups[0], tables, ctas), keep=(groups, tables))
+
+
+def with_mode(config: gemm.Sm100Config, tensormaps_mode: str, instrument: bool = False) -> gemm.Sm100Config:
+    return replace(config, persistent=True, tensormaps=tensormaps_mode, instrument=instrument)
