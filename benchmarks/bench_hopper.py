@@ -24,6 +24,7 @@ import os
 import statistics
 
 import torch
+from columns import cell, median
 from tabulate import tabulate
 
 from nvgg import cases, env, inputs, reference, runner, timing
@@ -109,9 +110,9 @@ def main() -> None:
             entry["cublas_fp16_pre_expanded"], entry["cublas_fp16_pre_expanded_graph"] = cublas_pre_expanded(case)
             passes.append(entry)
         entry = {"floor_us": case.flops / (peak * 1e12) * 1e6}
-        entry.update({k: _median([p[k] for p in passes]) for k in passes[0]})
+        entry.update({k: median([p[k] for p in passes]) for k in passes[0]})
         doc["cases"][case.id] = dict(entry, passes=passes)
-        rows.append([case.id] + [_fmt(entry[k]) for k in entry])
+        rows.append([case.id] + [cell(entry[k]) for k in entry])
         headers = ["case"] + list(entry)
         print(f"case {case.id} done", flush=True)
     with open(args.json, "w") as fh:
@@ -119,16 +120,6 @@ def main() -> None:
     print(f"card: {doc['env']['gpu']}; fp16 dense peak measured {peak:.0f} TFLOP/s (cuBLAS 8192^3); "
           f"median of {args.repeat} interleaved pass(es)")
     print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
-
-
-def _median(values):
-    """The median of a column's passes, or the first pass's message where a pass did not time."""
-    bad = [v for v in values if not isinstance(v, float)]
-    return bad[0] if bad else statistics.median(values)
-
-
-def _fmt(v) -> str:
-    return f"{v:.1f}" if isinstance(v, float) else str(v)[:60]
 
 
 if __name__ == "__main__":

@@ -392,6 +392,7 @@ def _sm90() -> bool:
 
 
 @pytest.mark.gpu
+@pytest.mark.sm90
 @pytest.mark.parametrize("case_id", ["test-1", "test-4", "test-9", "test-10"])
 @pytest.mark.parametrize("grouped", [False, True])
 def test_matches_reference_on_competition_inputs(case_id, grouped):
@@ -412,6 +413,7 @@ def test_matches_reference_on_competition_inputs(case_id, grouped):
 
 
 @pytest.mark.gpu
+@pytest.mark.sm90
 def test_phase_buffer_orders_the_phases_of_every_cta_with_work():
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
@@ -447,6 +449,7 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work():
 
 
 @pytest.mark.gpu
+@pytest.mark.sm90
 @pytest.mark.parametrize("case_id", ["3", "test-4"])
 def test_repeated_launches_wait_for_their_own_phase_0(case_id):
     """The grid barrier's count is never reset: each launch must wait for its own fp16 copy, not
@@ -468,3 +471,35 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id):
         result = reference.check(inputs.outputs(data), want)
         assert result.ok, result.message
     assert tables.barrier.cpu().tolist() == [launches << 32]  # 2^32 a launch, whatever the grid
+
+
+@pytest.mark.gpu
+@pytest.mark.sm90
+def test_dsl_launch_with_arguments_converted_once_matches_the_reference_on_any_stream():
+    """launch.DslLaunch (the sm_100a backend's launch path: the DSL's own host function, arguments
+    converted once, the stream set per call) checked on the sm_90a persistent kernel: right on the
+    default stream and on a side stream behind a GPU sleep (so a launch on the wrong stream would
+    read C before it is written)."""
+    from cutlass.cute.runtime import make_ptr
+
+    from nvgg.kernels import launch as klaunch
+
+    case = cases.get("test-4")
+    data = inputs.generate(case, "cuda")
+    groups, config, entry, ctas = Sm90Kernels()._persistent(data, instrument=False)
+    tables = host.build_tables(groups, config, ctas)
+    args = (make_ptr(cutlass.Int64, tables.table.data_ptr(), cutlass.cute.AddressSpace.gmem, assumed_align=16),
+            cutlass.Int32(tables.total_tiles), cutlass.Int32(ctas))
+    launch = klaunch.DslLaunch(entry.fn, args, keep=tables)
+    verdict = reference.checked_call(data, launch)
+    assert verdict.ok, verdict.message
+    want = reference.reference(data)
+    reference.poison(data)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(2_000_000)
+        launch()
+    side.synchronize()
+    result = reference.check(inputs.outputs(data), want)
+    assert result.ok, result.message

@@ -35,6 +35,7 @@ def test_ncu_profile_reports_counters(tmp_path):
     assert list(tmp_path.glob("*.ncu-rep"))
 
 
+@pytest.mark.sm90
 def test_phases_of_the_persistent_kernel(tmp_path):
     from nvgg.profiling import device_phases, phases
     run = device_phases.run(cases.get("3"))
@@ -55,6 +56,7 @@ def test_cupti_agrees_with_events_for_one_kernel():
     assert res.cupti["busy_us"] == pytest.approx(res.stats.mean_us, rel=0.03)
 
 
+@pytest.mark.sm90
 def test_occupancy_api_agrees_with_the_arithmetic():
     from nvgg.backends import get
     from nvgg.profiling.occupancy import report

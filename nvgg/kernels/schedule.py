@@ -76,11 +76,11 @@ def schedule(costs: list[float], ctas: int) -> tuple[list[int], list[int]]:
 
 
 def contiguous(costs: list[float], ctas: int) -> tuple[list[int], list[int]]:
-    """Tiles in kernel order split into `ctas` contiguous runs (some empty only where tiles are
+    """Tiles in kernel order split into `ctas` contiguous runs (empty ones only where tiles are
     fewer than CTAs): first the smallest limit L on a run's cost that `ctas` runs can meet, then,
     CTA by CTA, the run whose cost is nearest the remaining cost over the remaining CTAs among those
-    within L that leave a feasible rest. With equal costs this is runs of floor and ceil of
-    tiles / ctas, the longer ones spread out."""
+    within L that leave the rest feasible and at least a tile for every later CTA. With equal costs
+    this is runs of floor and ceil of tiles / ctas, the longer ones spread out."""
     if ctas < 1:
         raise ValueError(f"a schedule needs at least one CTA, got {ctas}")
     n = len(costs)
@@ -127,11 +127,15 @@ def contiguous(costs: list[float], ctas: int) -> tuple[list[int], list[int]]:
     runs, s = [0], 0
     for cta in range(ctas):
         left = ctas - cta
-        if s < n:
+        if n - s < left:  # no more tiles than CTAs left: one each
+            s = min(s + 1, n)
+        else:
+            # within the limit, leaving a feasible rest and a tile for each CTA after this one
+            # (n - (left - 1) itself always qualifies: see the module tests)
             target = (prefix[n] - prefix[s]) / left
-            best = min((e for e in range(s + 1, ends[s] + 1) if need[e] <= left - 1),
-                       key=lambda e: (abs(prefix[e] - prefix[s] - target), e))
-            s = best
+            last = min(ends[s], n - (left - 1))
+            s = min((e for e in range(s + 1, last + 1) if need[e] <= left - 1),
+                    key=lambda e: (abs(prefix[e] - prefix[s] - target), e))
         runs.append(s)
     return runs, list(range(n))
 

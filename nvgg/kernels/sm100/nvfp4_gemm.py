@@ -59,7 +59,7 @@ import cutlass.utils.blackwell_helpers as sm100_utils
 import cutlass.utils.blockscaled_layout as blockscaled_utils
 from cutlass import Float16, Float32, Int32, Int64
 from cutlass.cute.nvgpu import OperandMajorMode, cpasync, tcgen05
-from cutlass.memory import TmemAllocator
+from cutlass.memory import SmemAllocator, TmemAllocator, get_smem_capacity_in_bytes
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.tensor_utils import LayoutEnum, TensorMapManager, TensorMapUpdateMode
 
@@ -188,7 +188,7 @@ class Nvfp4GemmSm100:
         self.cta_tile = (CTA_ROWS, config.mma_n, TILE_K)
         self.c_layout = LayoutEnum.COL_MAJOR  # D = Cᵀ: n (the MMA's M) is contiguous
         self.num_acc_stage = config.acc_stages
-        self.smem_capacity = utils.get_smem_capacity_in_bytes("sm_100")
+        self.smem_capacity = get_smem_capacity_in_bytes("sm_100")
         self.num_tmem_alloc_cols = TMEM_COLUMNS
         self.epilogue_sync = pipeline.NamedBarrier(barrier_id=_BAR_EPILOGUE, num_threads=32 * len(EPILOGUE_WARPS))
         self.tmem_alloc_sync = pipeline.NamedBarrier(barrier_id=_BAR_TMEM,
@@ -380,7 +380,7 @@ class Nvfp4GemmSm100:
         block_sfb_vmnk = cluster_layout_sfb_vmnk.get_flat_coord(cta_rank_in_cluster)
         cluster = bidx // config.cta_group
 
-        smem = utils.SmemAllocator()
+        smem = SmemAllocator()
         storage = smem.allocate(self.shared_storage)
         map_smem = storage.maps.data_ptr()
 

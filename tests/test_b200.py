@@ -1,0 +1,111 @@
+"""B200 tests of the sm_100a kernels (marker `b200`: `python -m pytest -m b200` on a B200; skipped
+elsewhere, never run here: no B200 is lent to this project). Every strategy and both tensor-map
+modes against the exact reference on the 14 competition cases and on shapes the competition never
+uses, outputs poisoned first; repeated launches over the same buffers; the instrumented build's
+phase order; a launch on a side stream."""
+
+import random
+
+import pytest
+import torch
+
+from nvgg import cases, inputs, reference, runner
+from nvgg.cases import make_case
+
+pytestmark = pytest.mark.b200
+CUDA = torch.device("cuda")
+RUNS = [("persistent", "host"), ("persistent", "device"), ("multistream", None), ("graph", None), ("sequential", None)]
+
+
+def _extra_cases():
+    rng = random.Random(100)
+    g16 = [(rng.choice([1, 9, 40, 64, 100, 200, 512]), rng.choice([128, 256, 384, 1024]), rng.choice([256, 512, 1024]))
+           for _ in range(16)]
+    g64 = [(rng.choice([1, 40, 130, 256, 300]), rng.choice([128, 384]), 256) for _ in range(64)]
+    shapes = {
+        "g1-m1": [(1, 128, 256)],
+        "g1-m7-k16384": [(7, 256, 16384)],
+        "g1-m257-n8192": [(257, 8192, 512)],
+        "g2-m3-m300": [(3, 384, 768), (300, 128, 256)],
+        "g16-mixed": g16,
+        "g64-mixed": g64,
+    }
+    return {name: make_case(name, [s[0] for s in v], [s[1] for s in v], [s[2] for s in v], seed=9)
+            for name, v in shapes.items()}
+
+
+EXTRA = _extra_cases()
+
+
+@pytest.mark.parametrize("strategy, mode", RUNS)
+@pytest.mark.parametrize("case_id", [c.id for c in cases.builtin()])
+def test_sm100_matches_the_reference_on_competition_cases(case_id, strategy, mode):
+    res = runner.run_one(cases.get(case_id), strategy=strategy, backend="cute", device=CUDA, batch=2, do_time=False,
+                         tensormaps=mode)
+    assert res.status == "ok", res.message
+    assert res.checked_inputs == 2 and res.tensormaps == (mode or "")
+
+
+@pytest.mark.parametrize("strategy, mode", [("persistent", "host"), ("persistent", "device"), ("sequential", None)])
+@pytest.mark.parametrize("case_id", list(EXTRA))
+def test_sm100_matches_the_reference_on_other_shapes(case_id, strategy, mode):
+    res = runner.run_one(EXTRA[case_id], strategy=strategy, backend="cute", device=CUDA, batch=2, do_time=False,
+                         tensormaps=mode)
+    assert res.status == "ok", res.message
+
+
+@pytest.mark.parametrize("mode", ["host", "device"])
+def test_repeated_launches_over_the_same_buffers(mode):
+    """The device mode rewrites its workspace in every launch and the host mode reads one table:
+    each launch must compute the whole output again (poisoned in between)."""
+    from nvgg.backends import get
+
+    case = cases.get("1")
+    data = inputs.generate(case, CUDA)
+    launch = get("cute", tensormaps=mode).grouped_launcher(data)
+    expected = reference.reference(data, torch.float64)
+    for _ in range(3):
+        verdict = reference.checked_call(data, launch)
+        assert verdict.ok, verdict.message
+    assert reference.check(inputs.outputs(data), expected).ok
+
+
+@pytest.mark.parametrize("mode", ["host", "device"])
+def test_phase_buffer_orders_the_phases_of_every_cta(mode):
+    from nvgg.backends import get
+    from nvgg.profiling import phases
+
+    be = get("cute", tensormaps=mode)
+    data = inputs.generate(cases.get("2"), CUDA)
+    launch, buffer = be.phase_launcher(data)
+    verdict = reference.checked_call(data, launch)
+    assert verdict.ok, verdict.message
+    layout = be.phase_layout(CUDA)
+    rows = buffer.cpu().tolist()
+    leaders = [r for r in rows if r[layout.FIRST_MMA] > 0]
+    assert leaders
+    for r in leaders:
+        assert (r[layout.START] <= r[layout.BARRIERS_READY] <= r[layout.TMEM_READY] <= r[layout.EPILOGUE_DONE]
+                <= r[layout.EXIT]), r[:layout.SWITCHES]
+        assert (r[layout.BARRIERS_READY] <= r[layout.MAPS_READY] <= r[layout.FIRST_TMA_ISSUED]
+                <= r[layout.FIRST_TMA_LANDED] <= r[layout.FIRST_MMA] <= r[layout.MAINLOOP_DONE]), r[:layout.SWITCHES]
+    report = phases.analyse(buffer.cpu(), layout)
+    names = [p.name for p in report.phases]
+    assert ("map prefetch" if mode == "host" else "map replace") in names and "tensor-memory alloc" in names
+    assert 0 < report.time_to_first_mma_us < report.kernel_us
+
+
+def test_a_launch_on_a_side_stream_runs_there():
+    from nvgg.backends import get
+
+    data = inputs.generate(cases.get("3"), CUDA)
+    launch = get("cute").grouped_launcher(data)
+    expected = reference.reference(data, torch.float64)
+    reference.poison(data)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(1_000_000)  # the kernel must queue behind this on the side stream
+        launch()
+    side.synchronize()
+    assert reference.check(inputs.outputs(data), expected).ok

@@ -1,0 +1,308 @@
+"""The sm_100a kernel on the CPU (no B200 here): every build compiles for every built-in case and a
+512-group case within the B200's limits (registers, shared and tensor memory, no spills); its SASS
+holds the block-scaled FP4 MMA and the bulk tensor loads; the device build rewrites tensor maps and
+the host build does not; and the host-side pieces (tile records, schedule, tables, the host-encoded
+maps, the scale and operand addressing) against independent arithmetic. GPU tests: test_b200.py."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+cutlass = pytest.importorskip("cutlass")
+
+from nvgg import cases, inputs  # noqa: E402
+from nvgg.backends.cute import CuteBackend  # noqa: E402
+from nvgg.backends.cute_sm100 import Sm100Kernels  # noqa: E402
+from nvgg.errors import NvggError  # noqa: E402
+from nvgg.kernels import cache as kcache, groups as kgroups, schedule, tensormaps, tools  # noqa: E402
+from nvgg.kernels.phase_slots import SM100  # noqa: E402
+from nvgg.kernels.sm100 import host  # noqa: E402
+from nvgg.kernels.sm100 import nvfp4_gemm as gemm  # noqa: E402
+
+# B200 limits: CUDA C Programming Guide, compute capability 10.0 table; PTX ISA "Tensor Memory"
+MAX_REGS_PER_THREAD, MAX_SMEM_PER_BLOCK, TMEM_COLUMNS = 255, 232448, 512
+
+
+def _g512() -> cases.Case:
+    rng = random.Random(512)
+    ms = [rng.choice([1, 40, 64, 96, 128, 200, 256, 384]) for _ in range(512)]
+    ns = [rng.choice([128, 256, 384, 512]) for _ in range(512)]
+    ks = [rng.choice([256, 512, 768]) for _ in range(512)]
+    return cases.make_case("g512", ms, ns, ks, seed=3)
+
+
+CASES = [c.id for c in cases.builtin()]
+BUILDS = [("persistent", "host"), ("persistent", "device"), ("sequential", None)]
+
+
+# --- every build, every case ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("strategy, mode", BUILDS)
+def test_every_kernel_compiles_within_the_b200_limits(strategy, mode):
+    be = CuteBackend(tensormaps=mode)
+    seen = {}
+    for case in [cases.get(c) for c in CASES] + [_g512()]:
+        for info in be.compile(case, "sm_100a", grouped=strategy == "persistent"):
+            seen[info.name] = info
+    assert seen, "no kernel was built"
+    for name, info in seen.items():
+        assert 0 < info.registers <= MAX_REGS_PER_THREAD, name
+        assert info.extra["frame_bytes"] == 0, f"{name} spills to local memory"
+        assert info.smem_bytes <= MAX_SMEM_PER_BLOCK, name
+        assert info.extra["tmem_columns"] <= info.extra["tmem_alloc_columns"] <= TMEM_COLUMNS, name
+        assert info.threads == gemm.THREADS == 192
+        assert info.extra["cluster"] == [2 if "cta_group=2" in name else 1, 1, 1]
+        assert info.extra["tensormaps"] == (mode or "kernel parameters")
+        assert info.extra["tensormap_replace"] == (mode == "device"), name
+        assert info.extra["stages"]["ab"] >= 3, name
+        expected_mma = f"tcgen05.mma.cta_group::{info.extra['cluster'][0]}.kind::mxf4nvf4.block_scale.block16"
+        assert [op.startswith(expected_mma) for op in info.extra["tcgen05_mma"]] == [True], info.extra["tcgen05_mma"]
+
+
+@pytest.mark.parametrize("config", [
+    gemm.Sm100Config(mma_n=128, cta_group=1),
+    gemm.Sm100Config(mma_n=256, cta_group=2),
+    gemm.Sm100Config(mma_n=256, cta_group=1, persistent=True, tensormaps="host"),
+    gemm.Sm100Config(mma_n=128, cta_group=2, persistent=True, tensormaps="device"),
+    gemm.Sm100Config(mma_n=256, cta_group=2, persistent=True, tensormaps="host", instrument=True),
+])
+def test_sass_holds_the_block_scaled_fp4_mma_and_tensor_loads(config):
+    if tools.find("nvdisasm") is None:
+        pytest.skip("nvdisasm not found: pip install -e '.[test]' (nvidia-cuda-nvdisasm) or set NVDISASM")
+    entry = host.compile_gemm(config)
+    ops = tools.opcodes(tools.sass(entry.directory / "kernel.cubin").read_text())
+    two = ".2CTA" if config.cta_group == 2 else ""
+    # four MMAs of k 64 per 256-k stage, the 4X (block-scaled, 16-element scale vector) form
+    assert ops.count(f"UTCOMMA{two}.4X") == gemm.TILE_K // 64
+    assert not [op for op in ops if op.startswith("UTCOMMA") and ".4X" not in op]
+    assert sum(op.startswith("UTMALDG") for op in ops) == 4  # B, A and their scales
+    assert any(op.startswith("UTMASTG") for op in ops)  # C through the copy engine
+    assert any(op.startswith(f"UTCCP.T.S{two}") for op in ops)  # scales into tensor memory
+    assert "LDL" not in ops and "STL" not in ops  # nothing in local memory
+    ptx = (entry.directory / "kernel.ptx").read_text()
+    assert ("%globaltimer" in ptx) == config.instrument
+
+
+def test_device_build_rewrites_maps_and_host_build_only_fences_and_prefetches():
+    texts = {mode: (host.compile_gemm(gemm.Sm100Config(mma_n=256, cta_group=2, persistent=True, tensormaps=mode))
+                    .directory / "kernel.ptx").read_text() for mode in ("device", "host")}
+    per_group = (host.compile_gemm(gemm.Sm100Config(mma_n=256, cta_group=2)).directory / "kernel.ptx").read_text()
+    # device: address, dims and strides of the five maps replaced in shared memory, copied out with a release
+    assert texts["device"].count("tensormap.replace.tile.global_address") == gemm.MAPS
+    assert texts["device"].count("tensormap.cp_fenceproxy") == gemm.MAPS
+    assert "tensormap.replace" not in texts["host"] and "tensormap.cp_fenceproxy" not in texts["host"]
+    # host: each map is acquired for the tensor-map proxy and prefetched, never written
+    assert texts["host"].count("fence.proxy.tensormap::generic.acquire") == gemm.MAPS
+    assert texts["host"].count("prefetch.tensormap") == gemm.MAPS
+    # per group: the DSL's own maps, kernel parameters, prefetched
+    assert "tensormap.replace" not in per_group and per_group.count("prefetch.tensormap") == gemm.MAPS
+
+
+def test_compile_cache_hits_without_compiling(tmp_path):
+    store = kcache.CompileCache(tmp_path)
+    config = gemm.Sm100Config(mma_n=128, cta_group=1, persistent=True, tensormaps="host")
+    cold = host.compile_gemm(config, store=store)
+    again = host.compile_gemm(config, store=store)
+    fresh = host.compile_gemm(config, need_callable=False, store=kcache.CompileCache(tmp_path))
+    assert (cold.hit, again.hit, fresh.hit) == ("cold", "memory", "disk")
+    assert fresh.info["stages"] == cold.info["stages"] and fresh.info["dynamic_smem_bytes"] == cold.info["dynamic_smem_bytes"]
+    assert kcache.resources(fresh) == kcache.resources(cold)
+
+
+# --- configuration and shape rules ------------------------------------------------------------------
+
+def test_config_problems_and_shape_rules():
+    assert gemm.Sm100Config(mma_n=192).problems().startswith("mma_n must be one of")
+    assert gemm.Sm100Config(cta_group=4).problems() == "cta_group must be 1 or 2, got 4"
+    assert "'device' or 'host'" in gemm.Sm100Config(persistent=True).problems()
+    assert "kernel parameters" in gemm.Sm100Config(tensormaps="host").problems()
+    assert "instrumented" in gemm.Sm100Config(instrument=True).problems()
+    ok = gemm.Sm100Config()
+    assert ok.problems() is None and ok.is_valid(40, 7168, 2048) is None and ok.is_valid(1, 128, 256) is None
+    assert ok.is_valid(64, 128, 320) == "the kernel needs k to be a multiple of 256, got k=320"
+    assert ok.is_valid(64, 200, 256) == "the kernel needs n to be a multiple of 128, got n=200"
+    # tensor memory: accumulators (two buffers up to mma_n 128) and one stage of both operands' scales
+    assert [gemm.Sm100Config(mma_n=n).tmem_columns for n in (128, 256)] == [2 * 128 + 16 + 16, 256 + 16 + 32]
+
+
+def test_backend_names_the_constraint_it_refuses():
+    be = CuteBackend()
+    with pytest.raises(NvggError, match="group 1: the sm_100a cute kernel needs k to be a multiple of 256, got k=320"):
+        be.compile(cases.make_case("bad", [64, 64], [256, 256], [256, 320]), "sm_100a", grouped=True)
+    with pytest.raises(NvggError, match="sm_100a cute kernel needs n to be a multiple of 128"):
+        be.compile(cases.make_case("bad", [64], [200], [256]), "sm_100a")
+    with pytest.raises(NvggError, match="unknown tensor-map mode"):
+        CuteBackend(tensormaps="shared")
+
+
+# --- tiles, schedule, tables --------------------------------------------------------------------------
+
+def test_tile_records_cover_every_group_in_kernel_order():
+    config = gemm.Sm100Config(mma_n=128, cta_group=2)
+    shapes = [(40, 384, 512), (300, 256, 256)]
+    records = host.tile_records(shapes, config)
+    # group 0: n 384 over 256-row pairs = 2 n tiles, m 40 = 1 m tile; group 1: 1 n tile x 3 m tiles
+    assert records == [(0, 0, 0, 2), (0, 1, 0, 2), (1, 0, 0, 1), (1, 0, 1, 1), (1, 0, 2, 1)]
+    for m, n, k in [(1, 128, 256), (255, 7168, 2048), (513, 4096, 7168)]:
+        for c in host.CONFIGS:
+            got = host.tile_records([(m, n, k)], c)
+            assert len(got) == -(-n // c.mma_m) * -(-m // c.mma_n) and {r[3] for r in got} == {k // 256}
+
+
+def _best_contiguous(costs, ctas):
+    """Brute force: the smallest longest run over every split into at most `ctas` contiguous runs."""
+    n = len(costs)
+    best = [[float("inf")] * (ctas + 1) for _ in range(n + 1)]
+    best[0] = [0.0] * (ctas + 1)
+    for i in range(1, n + 1):
+        for c in range(1, ctas + 1):
+            best[i][c] = min(max(best[j][c - 1], sum(costs[j:i])) for j in range(i))
+    return best[n][ctas]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_contiguous_schedule_is_optimal_and_even(seed):
+    rng = random.Random(seed)
+    costs = [rng.choice([1, 2, 3, 7, 28]) for _ in range(rng.randint(1, 14))]
+    ctas = rng.randint(1, 6)
+    runs, order = schedule.contiguous(costs, ctas)
+    assert order == list(range(len(costs))) and len(runs) == ctas + 1
+    assert runs[0] == 0 and runs[-1] == len(costs) and runs == sorted(runs)
+    assert schedule.makespan(costs, runs, order) == pytest.approx(_best_contiguous(costs, ctas))
+    if len(costs) >= ctas:
+        assert all(b > a for a, b in zip(runs, runs[1:])), "a CTA left idle while tiles outnumber CTAs"
+
+
+def test_contiguous_schedule_spreads_equal_tiles():
+    runs, _ = schedule.contiguous([1.0] * 352, 148)
+    sizes = [b - a for a, b in zip(runs, runs[1:])]
+    assert sorted(set(sizes)) == [2, 3] and sizes.count(3) == 352 - 2 * 148
+    with pytest.raises(ValueError, match="positive"):
+        schedule.contiguous([1.0, 0.0], 2)
+
+
+def test_visits_count_group_changes_per_run():
+    groups_of = [0, 0, 1, 1, 2, 0]
+    assert schedule.visits(groups_of, [0, 2, 6], list(range(6))) == 3  # the second run: 1, 2, back to 0
+    assert schedule.visits(groups_of, [0, 6], list(range(6))) == 4
+
+
+def test_plan_on_the_benchmarks():
+    for cid in ("1", "2", "3", "4"):
+        case = cases.get(cid)
+        for c in host.CONFIGS:
+            plan = host.plan(case.groups, c, 148)
+            assert plan.clusters == min(len(plan.records), 148 // c.cta_group)
+            assert plan.runs[-1] == len(plan.records) and 1 <= plan.visits <= case.g
+    # case 1 on the pair tile: 8 groups x 16 pairs of 128-row n tiles, on 74 pairs of SMs
+    plan = host.plan(cases.get("1").groups, gemm.Sm100Config(mma_n=256, cta_group=2), 148)
+    assert (len(plan.records), plan.clusters, plan.visits) == (128, 74, 2)
+
+
+def test_choice_is_the_models_fastest_and_recorded():
+    case = cases.get("1")
+    best = host.choose(case.groups, 148, 9000, 7680)
+    rates = {c: host.estimate(case.groups, c, 148, 9000, 7680).makespan_us for c in host.CONFIGS}
+    assert rates[best.config] == min(rates.values())
+    (info,) = CuteBackend().compile(case, "sm_100a", grouped=True)
+    assert info.extra["model"] == best.to_dict()
+    assert info.extra["mma_tile"] == [best.config.mma_m, best.config.mma_n, gemm.TILE_K]
+
+
+# --- addressing and the host-encoded maps against independent arithmetic ------------------------------
+
+@cutlass.cute.jit
+def _scale_offsets(rows: cutlass.Int32, k: cutlass.Int32, out_ptr: cutlass.cute.Pointer):
+    """Host code: the byte offset of scale (i, j) in the layout the kernel reads scales through."""
+    import cutlass.utils.blockscaled_layout as blockscaled
+
+    layout = blockscaled.tile_atom_to_shape_SF((rows, k, 1), gemm.SF_VEC)
+    out = cutlass.cute.make_tensor(out_ptr, cutlass.cute.make_layout((rows, k // 16), stride=(k // 16, 1)))
+    for i in cutlass.range(rows):
+        for j in cutlass.range(k // 16):
+            out[i, j] = cutlass.Int32(layout((i, j * 16, 0)))
+
+
+@pytest.mark.parametrize("rows, k", [(40, 256), (200, 512), (384, 768)])
+def test_scale_layout_the_kernel_reads_is_the_competitions_blocked_layout(rows, k):
+    from cutlass.cute.runtime import make_ptr
+
+    got = torch.zeros(rows, k // 16, dtype=torch.int32)
+    ptr = make_ptr(cutlass.Int32, got.data_ptr(), cutlass.cute.AddressSpace.gmem, assumed_align=16)
+    cutlass.cute.compile(_scale_offsets, cutlass.Int32(rows), cutlass.Int32(k), ptr)(
+        cutlass.Int32(rows), cutlass.Int32(k), ptr)
+    # the competition's to_blocked, through nvgg's generator: each scale lands at the offset read
+    plain = torch.randint(0, 256, (rows, k // 16), dtype=torch.uint8)
+    blocked = inputs.to_blocked(plain.view(torch.float8_e4m3fn)[:, :, None], rows, k, "cpu")
+    # the blocked view is a permutation of its storage; the kernel reads the storage
+    flat = blocked.view(torch.uint8).as_strided((kgroups.blocked_bytes(rows, k),), (1,))
+    assert blocked.untyped_storage().nbytes() == kgroups.blocked_bytes(rows, k)
+    assert torch.equal(flat[got.long()], plain)
+
+
+def _case_data(case_id="test-9"):
+    return inputs.generate(cases.get(case_id), "cpu")
+
+
+def test_host_encoded_maps_describe_each_group():
+    data = _case_data()
+    groups = kgroups.all_groups(data)
+    config = gemm.Sm100Config(mma_n=128, cta_group=1, persistent=True, tensormaps="host")
+    table = tensormaps.build_table(len(groups), gemm.MAPS, lambda i, row: host.encoder(config)(groups[i], row), "cpu")
+    assert tuple(table.table.shape) == (len(groups), gemm.MAPS, 16) and len(table.encode_us) == len(groups)
+    for g, row in zip(groups, table.table):
+        b, a, sfb, sfa, c = (tensormaps.fields(row[i].tolist(), rank) for i, rank in enumerate((3, 3, 3, 3, 3)))
+        # packed operands, K-major: k four-bit elements a row, rows of k/2 bytes
+        assert (b.address, b.dims[:2], b.strides[0]) == (g.b.data_ptr(), (g.k, g.n), g.k // 2)
+        assert (a.address, a.dims[:2], a.strides[0]) == (g.a.data_ptr(), (g.k, g.m), g.k // 2)
+        # blocked scales as 2-byte elements: 512-byte chunks, then k chunks, then 128-row blocks
+        for sf, t, rows in ((sfb, g.sfb, g.n), (sfa, g.sfa, g.m)):
+            assert sf.address == t.data_ptr()
+            assert sf.dims == (256, g.k // 64, -(-rows // 128))
+            assert sf.strides == (512, (g.k // 64) * 512)
+        # D = C^T: n contiguous fp16, m rows of n elements
+        assert (c.address, c.dims[:2], c.strides[0]) == (g.c.data_ptr(), (g.n, g.m), 2 * g.n)
+    # groups differ only in the fields that describe their tensors: box, swizzle, type are shared
+    first, other = table.table[0].clone(), table.table[-1].clone()
+    for words in (first, other):
+        words[:, 0] = 0  # address
+        words[:, 1] &= 0x1FFFFF  # the stride field (bits 32-63) and a size-class flag (bit 21)
+        words[:, 2:6] = 0  # strides, sizes
+    assert torch.equal(first, other)
+
+
+def test_host_encoding_refuses_a_wrong_row():
+    config = gemm.Sm100Config(mma_n=256, cta_group=2, persistent=True, tensormaps="host")
+    g = kgroups.all_groups(_case_data("test-1"))[0]
+    with pytest.raises(ValueError, match="host int64"):
+        host.encoder(config)(g, torch.zeros(5, 16, dtype=torch.int32))
+
+
+def test_tables_of_a_persistent_launch():
+    data = _case_data("test-4")
+    groups = kgroups.all_groups(data)
+    for mode in ("host", "device"):
+        config = gemm.Sm100Config(mma_n=128, cta_group=2, persistent=True, tensormaps=mode)
+        tables = host.build_tables(groups, config, 148)
+        plan = tables.plan
+        assert tables.runs.tolist() == plan.runs and tables.tiles.tolist() == [list(r) for r in plan.records]
+        assert tables.groups.tolist() == [g.base_row() for g in groups]
+        assert tables.groups.shape[1] == gemm.GROUP_COLS == kgroups.BASE_COLS
+        if mode == "host":
+            assert tuple(tables.maps.shape) == (len(groups), gemm.MAPS, 16) and len(tables.encode_us) == len(groups)
+        else:
+            assert tuple(tables.maps.shape) == (plan.clusters * 2, plan.visits, gemm.MAPS, 16) and not tables.encode_us
+    bad = torch.zeros(3, SM100.slots, dtype=torch.int64)
+    with pytest.raises(ValueError, match="phase buffer must be"):
+        host.build_tables(groups, gemm.Sm100Config(persistent=True, tensormaps="host", instrument=True), 148, bad)
+
+
+def test_family_reports_the_tiles_of_its_launches():
+    kernels = Sm100Kernels()
+    case = cases.get("3")
+    (grouped,) = kernels.tiles(case, grouped=True, sms=148)
+    assert grouped == host.choose(case.groups, 148, 9000, 7680).tiles
+    assert len(kernels.tiles(case, sms=148)) == case.g
