@@ -95,7 +95,8 @@ def test_device_build_rewrites_maps_and_host_build_only_fences_and_prefetches():
     assert texts["device"].count("tensormap.cp_fenceproxy") == gemm.MAPS
     assert "tensormap.replace" not in texts["host"] and "tensormap.cp_fenceproxy" not in texts["host"]
     # host: each map is acquired for the tensor-map proxy and prefetched, never written
-    assert texts["host"].count("fence.proxy.tensormap::generic.acquire") == gemm.MAPS
+    assert texts["host"].count("fence.proxy.tensormap::generic.acquire.sys") == gemm.MAPS
+    assert texts["device"].count("fence.proxy.tensormap::generic.acquire.gpu") == gemm.MAPS
     assert texts["host"].count("prefetch.tensormap") == gemm.MAPS
     # per group: the DSL's own maps, kernel parameters, prefetched
     assert "tensormap.replace" not in per_group and per_group.count("prefetch.tensormap") == gemm.MAPS
@@ -194,12 +195,14 @@ def test_plan_on_the_benchmarks():
     for cid in ("1", "2", "3", "4"):
         case = cases.get(cid)
         for c in host.CONFIGS:
-            plan = host.plan(case.groups, c, 148)
+            plan = host.plan(case.groups, c, 148 // c.cta_group)
             assert plan.clusters == min(len(plan.records), 148 // c.cta_group)
             assert plan.runs[-1] == len(plan.records) and 1 <= plan.visits <= case.g
     # case 1 on the pair tile: 8 groups x 16 pairs of 128-row n tiles, on 74 pairs of SMs
-    plan = host.plan(cases.get("1").groups, gemm.Sm100Config(mma_n=256, cta_group=2), 148)
+    plan = host.plan(cases.get("1").groups, gemm.Sm100Config(mma_n=256, cta_group=2), 74)
     assert (len(plan.records), plan.clusters, plan.visits) == (128, 74, 2)
+    # fewer pairs resident (GPCs with an odd SM count): a run for each, no second wave
+    assert host.plan(cases.get("1").groups, gemm.Sm100Config(mma_n=256, cta_group=2), 70).clusters == 70
 
 
 def test_choice_is_the_models_fastest_and_recorded():
@@ -286,7 +289,7 @@ def test_tables_of_a_persistent_launch():
     groups = kgroups.all_groups(data)
     for mode in ("host", "device"):
         config = gemm.Sm100Config(mma_n=128, cta_group=2, persistent=True, tensormaps=mode)
-        tables = host.build_tables(groups, config, 148)
+        tables = host.build_tables(groups, config, 74)
         plan = tables.plan
         assert tables.runs.tolist() == plan.runs and tables.tiles.tolist() == [list(r) for r in plan.records]
         assert tables.groups.tolist() == [g.base_row() for g in groups]
@@ -298,6 +301,7 @@ def test_tables_of_a_persistent_launch():
     bad = torch.zeros(3, SM100.slots, dtype=torch.int64)
     with pytest.raises(ValueError, match="phase buffer must be"):
         host.build_tables(groups, gemm.Sm100Config(persistent=True, tensormaps="host", instrument=True), 148, bad)
+    assert host.build_tables(groups, gemm.Sm100Config(persistent=True, tensormaps="host"), 5).plan.clusters == 5
 
 
 def test_family_reports_the_tiles_of_its_launches():
@@ -306,3 +310,45 @@ def test_family_reports_the_tiles_of_its_launches():
     (grouped,) = kernels.tiles(case, grouped=True, sms=148)
     assert grouped == host.choose(case.groups, 148, 9000, 7680).tiles
     assert len(kernels.tiles(case, sms=148)) == case.g
+
+
+def test_dsl_launch_keeps_its_arguments_alive():
+    """DslLaunch converts its arguments once; the C pointers point into the argument objects, so
+    it must hold them. Checked on the CPU through the host encoder (a DSL host function without a
+    kernel): arguments made inline and dropped, memory churned, then called."""
+    import gc
+
+    import cutlass.cute as cute
+    from cutlass.cute.runtime import make_ptr
+
+    from nvgg.kernels import launch as klaunch
+
+    config = gemm.Sm100Config(mma_n=128, cta_group=1, persistent=True, tensormaps="host")
+    g = kgroups.all_groups(_case_data("test-3"))[1]
+    want = torch.zeros(gemm.MAPS, 16, dtype=torch.int64)
+    host.encoder(config)(g, want)
+    got = torch.zeros_like(want)
+
+    def ptr(dtype, t, align):
+        return make_ptr(dtype, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=align)
+
+    launch = klaunch.DslLaunch(host._encoder_fn(host._map_config(config)), (
+        ptr(gemm.AB_DTYPE, g.b, 32), ptr(gemm.AB_DTYPE, g.a, 32), ptr(gemm.SF_DTYPE, g.sfb, 16),
+        ptr(gemm.SF_DTYPE, g.sfa, 16), ptr(gemm.C_DTYPE, g.c, 16), cutlass.Int32(g.m), cutlass.Int32(g.n),
+        cutlass.Int32(g.k), ptr(cutlass.Int64, got, 64)), stream=False)
+    gc.collect()
+    junk = [make_ptr(cutlass.Int64, 0xDEADBEE0, cute.AddressSpace.gmem, assumed_align=16) for _ in range(64)]
+    launch()
+    assert torch.equal(got, want) and junk
+
+
+def test_group_tensors_refuses_misaligned_tensors():
+    data = _case_data("test-1")
+    (a, b, c), _, _ = data[0][0], data[1][0], data[2][0]
+    shifted = list(data[0])
+    raw = torch.empty(a.numel() + 16, dtype=torch.uint8)
+    moved = raw[16:].view(a.dtype).view(a.shape) if a.element_size() == 1 else None
+    assert moved is not None and moved.data_ptr() % 32 == 16
+    shifted[0] = (moved, b, c)
+    with pytest.raises(ValueError, match="group 0: a must start at a 32-byte aligned address"):
+        kgroups.group_tensors((shifted, data[1], data[2], data[3]), 0)

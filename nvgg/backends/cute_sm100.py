@@ -108,8 +108,8 @@ class Sm100Kernels:
         return host.group_launch(host.compile_gemm(config, ARCH), tensors, config)
 
     def grouped_launcher(self, data, tensormaps: str = DEFAULT_MODE) -> Launch:
-        groups, config, entry, sms = self._persistent(data, tensormaps, instrument=False)
-        tables = host.build_tables(groups, config, sms)
+        groups, config, entry, resident = self._persistent(data, tensormaps, instrument=False)
+        tables = host.build_tables(groups, config, resident)
         out = host.persistent_launch(entry, groups, tables, config)
         if tables.encode_us:  # host mode: the maps' encoding is prepare-time work, reported apart
             out.setup_us = {"encode_maps": sum(tables.encode_us),
@@ -120,11 +120,11 @@ class Sm100Kernels:
         """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
         int64 [ctas, SM100.slots] buffer each launch fills (zeroed first; kernels/phase_slots.py).
         Same tile, schedule and grid as the timed build."""
-        groups, config, entry, sms = self._persistent(data, tensormaps, instrument=True)
-        the_plan = host.plan([(g.m, g.n, g.k) for g in groups], config, sms)
+        groups, config, entry, resident = self._persistent(data, tensormaps, instrument=True)
+        the_plan = host.plan([(g.m, g.n, g.k) for g in groups], config, resident)
         buffer = torch.zeros((the_plan.clusters * config.cta_group, phase_slots.SM100.slots), dtype=torch.int64,
                              device=groups[0].c.device)
-        kernel = host.persistent_launch(entry, groups, host.build_tables(groups, config, sms, buffer), config)
+        kernel = host.persistent_launch(entry, groups, host.build_tables(groups, config, resident, buffer), config)
 
         def launch() -> None:
             buffer.zero_()
@@ -137,10 +137,13 @@ class Sm100Kernels:
         return phase_slots.sm100_for(tensormaps)
 
     def _persistent(self, data, tensormaps: str, *, instrument: bool):
+        """The groups, the build, its compiled entry, and the clusters the GPU holds at once."""
         groups = [_group(data, g) for g in range(len(data[3]))]
-        sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
+        device = groups[0].c.device
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
         config = grouped_config([(g.m, g.n, g.k) for g in groups], sms, tensormaps, instrument)
-        return groups, config, host.compile_gemm(config, ARCH), sms
+        resident = host.resident_clusters(device.index or 0, config.cta_group)
+        return groups, config, host.compile_gemm(config, ARCH), resident
 
 
 def _group(data, g: int) -> kgroups.GroupTensors:

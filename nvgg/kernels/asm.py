@@ -36,3 +36,13 @@ def prefetch_tensormap(address: Int64, *, loc=None, ip=None) -> None:
     """Ask the copy engine to fetch the tensor map at generic address `address` into its cache
     (PTX ISA `prefetch.tensormap`, sm_90 and later); a hint, it orders nothing."""
     inline("prefetch.tensormap [$0];", "l,~{memory}", [Int64(address)], loc, ip)
+
+
+@dsl_user_op
+def acquire_tensormap_sys(address: Int64, *, loc=None, ip=None) -> None:
+    """Order the copy engine's later reads of the tensor map at `address` after writes made
+    outside this kernel (a host-to-device copy before the launch): PTX ISA
+    `fence.proxy.tensormap::generic.acquire` at system scope, the scope the CUDA C++ Programming
+    Guide's example uses for a map copied to global memory with cudaMemcpy. It also drops what the
+    copy engine cached at that address (an earlier launch's maps)."""
+    inline("fence.proxy.tensormap::generic.acquire.sys [$0], 128;", "l,~{memory}", [Int64(address)], loc, ip)

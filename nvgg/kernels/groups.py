@@ -67,6 +67,11 @@ def group_tensors(data, g: int) -> GroupTensors:
         if t.element_size() != 1 or tuple(t.stride()[:5]) != blocked_strides(rows, k):
             raise ValueError(f"group {g}: {name} is not in the blocked scale layout "
                              f"(strides {t.stride()}, expected {blocked_strides(rows, k)} + batch)")
+    # the copy engine reads each tensor from its base address: 16-byte aligned at least (CUDA driver
+    # API, cuTensorMapEncodeTiled), 32 for the packed 4-bit operands the sm_100a kernel declares
+    for name, t, align in (("a", a2, 32), ("b", b2, 32), ("sfa", sfa, 16), ("sfb", sfb, 16), ("c", c2, 16)):
+        if t.data_ptr() % align:
+            raise ValueError(f"group {g}: {name} must start at a {align}-byte aligned address, got {t.data_ptr():#x}")
     return GroupTensors(a2.view(torch.uint8), b2.view(torch.uint8), sfa, sfb, c2, m, n, k)
 
 

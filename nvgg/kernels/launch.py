@@ -117,17 +117,22 @@ class _StreamArg:
 
 class DslLaunch:
     """A compiled DSL host function (`cute.compile`'s result) called with `args` converted to C
-    once; per call only the stream handle is set (torch's current stream). The host function
+    once; per call only the stream handle is set (torch's current stream; `stream=False` for a
+    host function that takes none). The host function
     builds the kernel's tensor-map parameters and launches it, clusters included: the DSL's own,
     tested launch path without its per-call argument conversion. `keep` is what the kernel reads
     through raw pointers; the launch owns it."""
 
-    def __init__(self, fn, args: tuple, keep=None):
+    def __init__(self, fn, args: tuple, keep=None, *, stream: bool = True):
         self._executor = fn.to()
-        self._slot = ctypes.c_void_p(0)
-        self._args, self._adapted = self._executor.generate_execution_args(*args, _StreamArg(self._slot))
+        self._slot = ctypes.c_void_p(0) if stream else None
+        # the C pointers the DSL makes point into the argument objects themselves (a pointer
+        # argument's address lives in the object), so the objects must outlive every call
+        self._argv = (*args, _StreamArg(self._slot)) if stream else tuple(args)
+        self._args, self._adapted = self._executor.generate_execution_args(*self._argv)
         self.keep = keep
 
     def __call__(self) -> None:
-        self._slot.value = torch.cuda.current_stream().cuda_stream
+        if self._slot is not None:
+            self._slot.value = torch.cuda.current_stream().cuda_stream
         self._executor.run_compiled_program(self._args)

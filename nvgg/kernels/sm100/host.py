@@ -5,7 +5,8 @@ the launches.
 Tiles, in kernel order: group by group, in a group n tile by n tile (`mma_m` rows of B each), m
 tiles (`mma_n` rows of A) fastest. A tile record is four int32: (group, n tile, m tile, k tiles).
 A persistent launch runs `clusters` CTA clusters (one CTA, or a pair with cta_group 2, per SM);
-cluster c runs records runs[c]:runs[c + 1] (`schedule.contiguous`, costs = k tiles).
+cluster c runs records runs[c]:runs[c + 1] (`schedule.contiguous`, costs = k tiles), on as many
+clusters as the GPU holds at once (`resident_clusters`) or fewer where the tiles are fewer.
 
 Device tensors of a persistent launch (`Tables`): runs int32 [clusters + 1], tiles int32 [T, 4],
 groups int64 [G, 8] (kernels/groups.py columns), and by tensor-map mode either the host-encoded
@@ -156,11 +157,13 @@ class Plan:
     visits: int  # the most groups a cluster's run passes through (device-mode map slots per CTA)
 
 
-def plan(shapes, config: gemm.Sm100Config, sms: int) -> Plan:
+def plan(shapes, config: gemm.Sm100Config, resident: int) -> Plan:
+    """The schedule of a persistent launch on at most `resident` clusters (those the GPU holds at
+    once: `resident_clusters`), one run each."""
     records = tile_records(shapes, config)
     if not records:
         raise ValueError("no tiles: every group needs m, n, k > 0")
-    clusters = max(1, min(len(records), sms // config.cta_group))
+    clusters = max(1, min(len(records), resident))
     runs, order = schedule.contiguous([r[3] for r in records], clusters)
     return Plan(records, runs, clusters, schedule.visits([r[0] for r in records], runs, order))
 
@@ -178,10 +181,10 @@ class Tables:
     encode_us: list[float]  # host mode: each group's map encoding on the host
 
 
-def build_tables(groups: list[kgroups.GroupTensors], config: gemm.Sm100Config, sms: int,
+def build_tables(groups: list[kgroups.GroupTensors], config: gemm.Sm100Config, resident: int,
                  phases: torch.Tensor | None = None) -> Tables:
     device = groups[0].c.device
-    the_plan = plan([(g.m, g.n, g.k) for g in groups], config, sms)
+    the_plan = plan([(g.m, g.n, g.k) for g in groups], config, resident)
     ctas = the_plan.clusters * config.cta_group
     runs = torch.tensor(the_plan.runs, dtype=torch.int32).to(device)
     tiles = torch.tensor(the_plan.records, dtype=torch.int32).to(device)
@@ -196,6 +199,17 @@ def build_tables(groups: list[kgroups.GroupTensors], config: gemm.Sm100Config, s
     if phases is not None and tuple(phases.shape) != (ctas, phase_slots.SM100.slots):
         raise ValueError(f"the phase buffer must be [{ctas}, {phase_slots.SM100.slots}], got {tuple(phases.shape)}")
     return Tables(the_plan, runs, tiles, group_rows, maps, phases, encode_us)
+
+
+@functools.lru_cache(maxsize=None)
+def resident_clusters(device_index: int, cta_group: int) -> int:
+    """Clusters of `cta_group` CTAs the GPU holds at once, one CTA an SM (the kernel takes an SM's
+    shared memory), by the CUDA occupancy API through the DSL's HardwareInfo. A pair needs two SMs
+    of one GPC, so this can be fewer than SMs / 2; a persistent grid larger than it would run its
+    last clusters in a second wave. Needs the GPU."""
+    from cutlass.utils import HardwareInfo
+
+    return int(HardwareInfo(device_index).get_max_active_clusters(cta_group))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -643,11 +643,12 @@ class Nvfp4GemmSm100:
     def _maps_for(self, group: Int32, visit: Int32, cta: Int32, visits: Int32, groups: cute.Tensor,
                   maps_ptr: cute.Pointer, map_smem, atoms, which: cutlass.Constexpr, warp_idx: Int32,
                   warp: cutlass.Constexpr[int]):
-        """Make the maps `which` of `group` ready for warp `warp`'s copies. Host mode: fence them
-        for the tensor-map proxy and prefetch them (the host wrote them before the launch; the
-        fence also drops whatever the copy engine cached at these addresses from an earlier
-        launch). Device mode: rewrite this CTA's slot for this visit from the group's table row
-        (replace in shared memory, copy out with a release fence), then acquire it."""
+        """Make the maps `which` of `group` ready for warp `warp`'s copies. Host mode: acquire them
+        for the tensor-map proxy at system scope (a host-to-device copy wrote them before the
+        launch; the fence also drops what the copy engine cached at these addresses from an
+        earlier launch), then prefetch them. Device mode: rewrite this CTA's slot for this visit
+        from the group's table row (replace in shared memory, copy out with a release fence), then
+        acquire it (gpu scope: the writer is this kernel)."""
         base = self._map_base(group, visit, cta, visits, maps_ptr)
         if cutlass.const_expr(self.config.tensormaps == "device"):
             real = self.operands(
@@ -663,9 +664,11 @@ class Nvfp4GemmSm100:
                 tuple(map_smem + w * (MAP_BYTES // 8) for w in which))
         if warp_idx == warp:
             for w in cutlass.range_constexpr(len(which)):
-                self.maps.fence_tensormap_update(self._desc(base, which[w], cute.AddressSpace.gmem))
                 if cutlass.const_expr(self.config.tensormaps == "host"):
+                    asm.acquire_tensormap_sys(base + which[w] * MAP_BYTES)
                     asm.prefetch_tensormap(base + which[w] * MAP_BYTES)
+                else:  # pairs with the release of tensormap.cp_fenceproxy in update_tensormap
+                    self.maps.fence_tensormap_update(self._desc(base, which[w], cute.AddressSpace.gmem))
 
     @cute.jit
     def _load(self, atom, src, dst, bar, mcast, desc: Int64, which: cutlass.Constexpr[int]):
