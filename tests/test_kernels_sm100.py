@@ -352,3 +352,12 @@ def test_group_tensors_refuses_misaligned_tensors():
     shifted[0] = (moved, b, c)
     with pytest.raises(ValueError, match="group 0: a must start at a 32-byte aligned address"):
         kgroups.group_tensors((shifted, data[1], data[2], data[3]), 0)
+
+
+@pytest.mark.gpu
+def test_resident_clusters_from_the_occupancy_api():
+    """The persistent grid's size on this GPU (any CUDA GPU: the query compiles an empty kernel for
+    it): one CTA an SM, pairs at most half the SMs (H100: 132 and 66, 2026-11-26)."""
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    assert host.resident_clusters(0, 1) == sms
+    assert 0 < host.resident_clusters(0, 2) <= sms // 2

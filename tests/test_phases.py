@@ -55,3 +55,36 @@ def test_chrome_trace_has_one_track_per_cta_and_the_switches():
 def test_a_buffer_too_narrow_is_refused():
     with pytest.raises(ValueError, match="at least 9 slots"):
         ph.analyse([[1, 2, 3]])
+
+
+def test_sm100_phases_by_hand_and_named_for_the_map_mode():
+    from nvgg.kernels.phase_slots import SM100, sm100_for
+
+    def row(start, bars, tmem, maps, issued, landed, mma, main, epi, end, switches=()):
+        r = [0] * SM100.slots
+        for slot, t in zip(("START", "BARRIERS_READY", "TMEM_READY", "MAPS_READY", "FIRST_TMA_ISSUED",
+                            "FIRST_TMA_LANDED", "FIRST_MMA", "MAINLOOP_DONE", "EPILOGUE_DONE", "EXIT"),
+                           (start, bars, tmem, maps, issued, landed, mma, main, epi, end)):
+            r[getattr(SM100, slot)] = t
+        r[SM100.SWITCHES] = len(switches)
+        for i, t in enumerate(switches):
+            r[SM100.FIRST_SWITCH + i] = t
+        return r
+
+    leader = row(1_000, 1_400, 1_600, 1_900, 2_000, 2_800, 3_000, 20_000, 21_000, 21_500, switches=(1_900, 9_000))
+    # the other CTA of a pair issues no MMA: it counts as a CTA without work
+    peer = row(1_100, 1_500, 1_700, 2_000, 2_100, 0, 0, 0, 21_000, 21_600)
+    host = sm100_for("host")
+    rep = ph.analyse([leader, peer], host)
+    by = {p.name: p for p in rep.phases}
+    assert (rep.ctas, rep.ctas_with_work) == (2, 1)
+    assert by["barrier init"].median_us == pytest.approx(0.4) and by["tensor-memory alloc"].median_us == pytest.approx(0.2)
+    assert by["map prefetch"].median_us == pytest.approx(0.5) and "map replace" not in by
+    assert by["first TMA landing"].median_us == pytest.approx(0.8)
+    assert by["to first MMA"].median_us == pytest.approx(2.0) and rep.time_to_first_mma_us == pytest.approx(2.0)
+    assert by["main loops"].median_us == pytest.approx(17.0) and by["exit"].median_us == pytest.approx(0.5)
+    assert rep.switches_median == 1.0  # the leader's 2, the peer's 0
+    assert [p[0] for p in sm100_for("device").phases][2] == "map replace"
+    assert sm100_for("device").slots == SM100.slots and sm100_for("device").FIRST_MMA == SM100.FIRST_MMA
+    trace = ph.chrome_trace([leader, peer], host)
+    assert sum(e["ph"] == "i" for e in trace["traceEvents"]) == 2

@@ -209,6 +209,9 @@ def resident_clusters(device_index: int, cta_group: int) -> int:
     last clusters in a second wave. Needs the GPU."""
     from cutlass.utils import HardwareInfo
 
+    # HardwareInfo's driver calls need the device's primary context current (CUDA_ERROR_NOT_INITIALIZED
+    # otherwise, seen on an H100); torch makes it so. There: 132 clusters of 1 CTA, 66 of 2 (2026-11-26).
+    torch.zeros(1, device=torch.device("cuda", device_index))
     return int(HardwareInfo(device_index).get_max_active_clusters(cta_group))
 
 
