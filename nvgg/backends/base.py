@@ -72,6 +72,17 @@ class Backend:
         raise NotImplementedError
 
 
+def group_problem(case: Case, is_valid, kernel: str) -> str | None:
+    """The first group a kernel cannot take, as a sentence: `is_valid(m, n, k)` says why (its words
+    "the kernel" become `kernel`), prefixed with the group where the case has several."""
+    for i, (m, n, k) in enumerate(case.groups):
+        reason = is_valid(m, n, k)
+        if reason:
+            where = f"group {i}: " if case.g > 1 else ""
+            return f"{where}{reason.replace('the kernel', kernel)}"
+    return None
+
+
 def kernel_info(entry, extra: dict) -> KernelInfo:
     """KernelInfo of a compiled kernel (a kernels.cache.Entry): resources read from its cubin, the
     compile times, its PTX, cubin and SASS files (SASS where nvdisasm is installed), and `extra`."""

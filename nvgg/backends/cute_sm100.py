@@ -33,7 +33,7 @@ from ..kernels import phase_slots
 from ..kernels.sm100 import host
 from ..kernels.sm100 import nvfp4_gemm as gemm
 from ..profiles import get as get_profile
-from .base import KernelInfo, Launch, kernel_info
+from .base import KernelInfo, Launch, group_problem, kernel_info
 
 ARCH = "sm_100a"
 TENSORMAP_MODES = gemm.TENSORMAP_MODES
@@ -64,13 +64,7 @@ class Sm100Kernels:
     default_mode = DEFAULT_MODE
 
     def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
-        config = gemm.Sm100Config()
-        for i, (m, n, k) in enumerate(case.groups):
-            reason = config.is_valid(m, n, k)
-            if reason:
-                where = f"group {i}: " if case.g > 1 else ""
-                return f"{where}{reason.replace('the kernel', 'the sm_100a cute kernel')}"
-        return None
+        return group_problem(case, gemm.Sm100Config().is_valid, "the sm_100a cute kernel")
 
     def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None,
                 tensormaps: str = DEFAULT_MODE) -> list[KernelInfo]:

@@ -26,7 +26,7 @@ from ..kernels import groups as kgroups, launch
 from ..kernels.sm90 import host
 from ..kernels.sm90 import nvfp4_gemm as gemm
 from ..kernels.phase_slots import SM90
-from .base import KernelInfo, Launch, kernel_info
+from .base import KernelInfo, Launch, group_problem, kernel_info
 
 ARCH = "sm_90a"
 # where the persistent kernel's tensor maps come from: its producer rewrites its maps in the kernel
@@ -65,12 +65,7 @@ def persistent_config(ms, ns, sms: int) -> gemm.GemmConfig:
 
 
 def _shape_problem(case: Case, config: gemm.GemmConfig) -> str | None:
-    for i, (m, n, k) in enumerate(case.groups):
-        reason = config.is_valid(m, n, k)
-        if reason:
-            where = f"group {i}: " if case.g > 1 else ""
-            return f"{where}{reason.replace('the kernel', 'the cute backend')}"
-    return None
+    return group_problem(case, config.is_valid, "the cute backend")
 
 
 class Sm90Kernels:

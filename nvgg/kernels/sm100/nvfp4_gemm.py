@@ -465,13 +465,10 @@ class Nvfp4GemmSm100:
                 group, tile_n, tile_m, k_tiles = self._tile(runs, tiles, cluster, i, bidx, bidy, k_tiles_here)
                 desc = Int64(0)
                 if cutlass.const_expr(config.persistent):
-                    if group != last_group:
-                        visit += 1
-                        self._maps_for(group, visit, cta, visits, groups, maps_ptr, map_smem,
-                                       (atom_a, atom_b, atom_sfa, atom_sfb), (0, 1, 2, 3), warp_idx, TMA_WARP)
-                        self._stamp_switch(phases, cta, visit)
-                        last_group = group
-                    desc = self._map_base(group, visit, cta, visits, maps_ptr)
+                    visit, desc = self._visit(group, last_group, visit, cta, visits, groups, maps_ptr, map_smem,
+                                              (atom_a, atom_b, atom_sfa, atom_sfb), (0, 1, 2, 3), warp_idx, TMA_WARP,
+                                              phases)
+                    last_group = group
                     if i == 0:
                         self._stamp(phases, cta, warp_idx, TMA_WARP, self.layout.MAPS_READY)
                 tAgA_t = tAgA[(None, tile_n, None, 0)]
@@ -565,12 +562,9 @@ class Nvfp4GemmSm100:
                 group, tile_n, tile_m, _ = self._tile(runs, tiles, cluster, i, bidx, bidy, k_tiles_here)
                 desc = Int64(0)
                 if cutlass.const_expr(config.persistent):
-                    if group != last_group:
-                        visit += 1
-                        self._maps_for(group, visit, cta, visits, groups, maps_ptr, map_smem, (atom_c,), (4,),
-                                       warp_idx, EPILOGUE_WARPS[0])
-                        last_group = group
-                    desc = self._map_base(group, visit, cta, visits, maps_ptr)
+                    visit, desc = self._visit(group, last_group, visit, cta, visits, groups, maps_ptr, map_smem,
+                                              (atom_c,), (4,), warp_idx, EPILOGUE_WARPS[0], None)
+                    last_group = group
                 bSG_gC = bSG_gC_all[(None, None, None, tile_n, tile_m, 0)]
                 tTR_tAcc = tTR_tAcc_base[(None, None, None, None, None, acc_state.index)]
                 acc_pipeline.consumer_wait(acc_state)
@@ -631,6 +625,21 @@ class Nvfp4GemmSm100:
             return maps_ptr.toint() + Int64(group) * (MAPS * MAP_BYTES)
         else:
             return maps_ptr.toint() + (Int64(cta) * Int64(visits) + Int64(visit)) * (MAPS * MAP_BYTES)
+
+    @cute.jit
+    def _visit(self, group: Int32, last_group: Int32, visit: Int32, cta: Int32, visits: Int32, groups: cute.Tensor,
+               maps_ptr: cute.Pointer, map_smem, atoms, which: cutlass.Constexpr, warp_idx: Int32,
+               warp: cutlass.Constexpr[int], phases):
+        """A tile of `group` after one of `last_group`: on a change, the next visit and its maps made
+        ready (`_maps_for`; `phases`: stamp the switch, the TMA warp only). Returns (visit, address
+        of the five maps). The TMA warp and the epilogue walk the same tiles through this one
+        function, so their visit counts, and the workspace slots they write, agree."""
+        if group != last_group:
+            visit = visit + 1
+            self._maps_for(group, visit, cta, visits, groups, maps_ptr, map_smem, atoms, which, warp_idx, warp)
+            if cutlass.const_expr(phases is not None):
+                self._stamp_switch(phases, cta, visit)
+        return visit, self._map_base(group, visit, cta, visits, maps_ptr)
 
     @cute.jit
     def _desc(self, base: Int64, which: cutlass.Constexpr[int], space: cutlass.Constexpr = cute.AddressSpace.generic):
