@@ -57,8 +57,8 @@ def main() -> int:
             waves = tiles / (prof.sm_count * max(theo.blocks_per_sm, 1))
             row = {
                 "case": case.id, "strategy": strategy, "status": res.status,
-                "event_us": res.time_us, "cupti_kernel_us": cu.get("busy_us"), "span_us": cu.get("span_us"),
-                "gaps_us": cu.get("idle_us"), "host_overhead_us": cu.get("host_overhead_us"), "kernels": cu.get("activities"),
+                "event_us": res.time_us, "cupti_kernel_us": cu.get("kernel_us"), "span_us": cu.get("span_us"),
+                "gaps_us": cu.get("gaps_us"), "host_overhead_us": cu.get("host_overhead_us"), "kernels": cu.get("activities"),
                 "setup_share": ph.report.setup_share if strategy == "persistent" else None,
                 "first_mma_us": ph.report.time_to_first_mma_us if strategy == "persistent" else None,
                 "achieved_occupancy_pct": occ[0] if occ else None, "dram_vs_sol": occ[1] if occ else None,

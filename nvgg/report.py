@@ -53,9 +53,10 @@ def status_text(r) -> str:
     return {"ok": "ok", "wrong": "WRONG", "error": "ERROR", "unsupported": "n/a"}[r.status]
 
 
-def results_table(results) -> str:
+def results_table(results, fmt: str = "github") -> str:
     ups = speedups(results)
     with_cupti = any(r.cupti for r in results)
+    with_verdict = any(getattr(r, "verdict", None) for r in results)
     rows = []
     for i, r in enumerate(results):
         st = r.stats
@@ -66,18 +67,29 @@ def results_table(results) -> str:
         ]
         if with_cupti:
             cu = r.cupti or {}
-            row += [_us(cu.get("busy_us")), str(cu.get("activities", "—")), _us(cu.get("idle_us")), _us(cu.get("host_overhead_us"))]
+            gaps = _us(cu.get("gaps_us")) if cu.get("gaps_shown", True) else "— (see below)"
+            row += [_us(cu.get("kernel_us")), _num(cu.get("activities")), gaps, _us(cu.get("host_overhead_us"))]
         row += [
             f"{ups[i]:.2f}x" if i in ups else "—",
             f"{r.gap:.1f}x" if r.gap else "—",
             status_text(r) + (f": {r.message}" if r.message and r.status != "ok" else ""),
         ]
+        if with_verdict:
+            row.append((r.verdict or {}).get("phrase", "—"))
         rows.append(row)
     headers = ["case", "strategy/backend", "time µs", "± err"]
     if with_cupti:
-        headers += ["kernel µs (CUPTI)", "kernels", "gaps µs", "host+launch µs"]
-    headers += ["vs sequential", "gap to SOL", "check"]
-    return tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+        headers += ["kernel µs (CUPTI)", "launches", "gaps in a call µs", "host+launch µs"]
+    headers += ["vs sequential", "gap to SOL", "check"] + (["verdict"] if with_verdict else [])
+    table = tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
+    notes = [f"{r.case} {label(r)}: {r.cupti['gaps_note']}" for r in results if r.cupti and r.cupti.get("gaps_note")]
+    if with_cupti:
+        notes.insert(0, "CUPTI, per call: time = kernel µs + host+launch µs; gaps in a call are part of host+launch")
+    return table + "".join("\n" + n for n in notes)
+
+
+def _num(x) -> str:
+    return "—" if x is None else f"{x:g}"
 
 
 def geomean_table(results, benchmark_ids: set[str]) -> str:
@@ -108,19 +120,33 @@ def document(results, env: dict, benchmark_ids: set[str]) -> dict:
     return {"env": env, "results": [r.to_dict() for r in results], "geomean_us": geomeans(results, benchmark_ids)}
 
 
-def write_json(path: str | Path, payload) -> None:
+def markdown_report(results, env: dict, benchmark_ids: set[str]) -> str:
+    """The comparison as GitHub-flavoured Markdown (a CI job summary): the card, the results table
+    (verdicts included) and the geometric means."""
+    from .env import card
+    parts = [f"## nvgg compare\n\ncard: {card(env)}\n", results_table(results)]
+    means = geomean_table(results, benchmark_ids)
+    if means:
+        parts.append("\n" + means)
+    return "\n".join(parts) + "\n"
+
+
+def write_text(path: str | Path, text: str) -> None:
     """Write atomically: a temporary file in the same folder, then rename over the target."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
         with os.fdopen(fd, "w") as fh:
-            json.dump(payload, fh, indent=2, default=str)
-            fh.write("\n")
+            fh.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def write_json(path: str | Path, payload) -> None:
+    write_text(path, json.dumps(payload, indent=2, default=str) + "\n")
 
 
 def load_baseline(path: str | Path) -> dict[tuple[str, str, str, str], dict]:
@@ -170,16 +196,27 @@ def _pct(x) -> str:
     return "—" if x is None else f"{x:.1f}%"
 
 
-def ncu_table(report) -> str:
-    rows = [[k.name[:60], _us(k.duration_us), f"{k.dram_bytes / 1e6:.2f}", _pct(k.dram_pct), _pct(k.tensor_pct),
-             _pct(k.achieved_occupancy_pct), _pct(k.theoretical_occupancy_pct), k.registers, k.smem_bytes, k.grid, k.block]
-            for k in report.kernels]
-    table = tabulate(rows, headers=["kernel", "µs", "DRAM MB", "DRAM % peak", "tensor pipe", "achieved occ.",
-                                    "theor. occ.", "regs", "smem B", "grid", "block"], tablefmt="github", disable_numparse=True)
-    total = f"total: {report.duration_us:.2f} µs over {len(report.kernels)} kernels, DRAM {report.dram_bytes / 1e6:.2f} MB"
-    if report.sol_bytes:
-        total += f" = {report.dram_bytes / report.sol_bytes:.2f}x the SOL model's {report.sol_bytes / 1e6:.2f} MB"
-    return f"{table}\n{total}\nreport: {report.report_file}"
+def ncu_table(reports) -> str:
+    """Nsight Compute's kernels of one call: one table across cases ({case: NcuReport}), or one
+    report's; a total line a case."""
+    by_case = reports if isinstance(reports, dict) else {"": reports}
+    rows, totals = [], []
+    for cid, report in by_case.items():
+        for k in report.kernels:
+            rows.append(([cid] if cid else []) + [
+                k.name[:60], _us(k.duration_us), f"{k.dram_bytes / 1e6:.2f}", _pct(k.dram_pct), _pct(k.tensor_pct),
+                _pct(k.achieved_occupancy_pct), _pct(k.theoretical_occupancy_pct), k.registers, k.smem_bytes, k.grid,
+                k.block])
+        total = (f"{'case ' + cid + ': ' if cid else ''}total {report.duration_us:.2f} µs over {len(report.kernels)} "
+                 f"kernels, DRAM {report.dram_bytes / 1e6:.2f} MB")
+        if report.sol_bytes:
+            total += f" = {report.dram_bytes / report.sol_bytes:.2f}x the SOL model's {report.sol_bytes / 1e6:.2f} MB"
+        totals.append(f"{total}; report {report.report_file}")
+    headers = (["case"] if "" not in by_case else []) + [
+        "kernel", "µs", "DRAM MB", "DRAM % peak", "tensor pipe", "achieved occ.", "theor. occ.", "regs", "smem B",
+        "grid", "block"]
+    table = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+    return "\n".join([table] + totals)
 
 
 def phase_table(run) -> str:
@@ -196,9 +233,11 @@ def phase_table(run) -> str:
 
 
 def occupancy_table(rows: list[dict]) -> str:
-    table = [[r["kernel"][:60], r["registers"], r["smem_bytes"], r["threads"], f"{r['theoretical']:.1%}",
-              r["blocks_per_sm"], r["limited_by"], "—" if r["api_blocks_per_sm"] is None else r["api_blocks_per_sm"],
-              r["tiles"], f"{r['sm_coverage']:.0%}", f"{r['waves']:.2f}"] for r in rows]
-    return tabulate(table, headers=["kernel", "regs", "smem B", "threads", "theoretical occ.", "blocks/SM",
-                                    "limited by", "blocks/SM (CUDA API)", "tiles", "SM coverage", "waves"],
-                    tablefmt="github", disable_numparse=True)
+    with_case = any("case" in r for r in rows)
+    table = [([r.get("case", "")] if with_case else []) + [
+        r["kernel"][:60], r["registers"], r["smem_bytes"], r["threads"], f"{r['theoretical']:.1%}",
+        r["blocks_per_sm"], r["limited_by"], "—" if r["api_blocks_per_sm"] is None else r["api_blocks_per_sm"],
+        r["tiles"], f"{r['sm_coverage']:.0%}", f"{r['waves']:.2f}"] for r in rows]
+    return tabulate(table, headers=(["case"] if with_case else []) + [
+        "kernel", "regs", "smem B", "threads", "theoretical occ.", "blocks/SM", "limited by", "blocks/SM (CUDA API)",
+        "tiles", "SM coverage", "waves"], tablefmt="github", disable_numparse=True)

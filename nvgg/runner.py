@@ -12,6 +12,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from . import backends, env as envmod, inputs, reference, sol as solmod, strategies, timing
+from . import verdict as verdictmod
 from .cases import Case
 from .errors import NvggError
 from .backends.base import arch_of
@@ -37,6 +38,12 @@ class Result:
     kernels: list = field(default_factory=list)
     inputs: str = ""
     env: dict = field(default_factory=dict)
+    # the launches' output tiles (one entry a launch), the GPU's SMs and the kernel's resident CTAs
+    # an SM: the evidence of the wave verdict (empty where the backend cannot say)
+    tiles: list = field(default_factory=list)
+    sms: int = 0
+    ctas_per_sm: int = 0
+    verdict: dict = field(default_factory=dict)  # verdict.Verdict as a dict: kind, phrase, evidence
 
     @property
     def correct(self) -> bool | None:
@@ -137,11 +144,19 @@ def setup(case: Case, *, strategy=None, backend=None, device: torch.device | Non
     if device.type == "cuda":
         sms = torch.cuda.get_device_properties(device).multi_processor_count
         t0 = time.perf_counter()
-        result.kernels = [k.to_dict() for k in be.compile(case, arch_of(device), grouped=st.grouped, sms=sms)]
+        infos = be.compile(case, arch_of(device), grouped=st.grouped, sms=sms)
+        result.kernels = [k.to_dict() for k in infos]
         result.setup_us["compile"] = (time.perf_counter() - t0) * 1e6
         t0 = time.perf_counter()
         be.compile(case, arch_of(device), grouped=st.grouped, sms=sms)  # again: what a cache hit costs
         result.setup_us["compile_warm"] = (time.perf_counter() - t0) * 1e6
+        result.tiles = be.tiles(case, grouped=st.grouped, sms=sms, arch=arch_of(device))
+        result.sms = sms
+        if infos and prof is not None:
+            from .profiling.occupancy import theoretical
+            first = infos[0]
+            result.ctas_per_sm = theoretical(first.registers, first.smem_bytes, first.threads, prof,
+                                             first.extra.get("tmem_alloc_columns")).blocks_per_sm
 
     count = batch or (inputs.BATCH if device.type == "cuda" else CPU_BATCH)
     batch_data = inputs.generate_batch(case, device, count)
@@ -187,6 +202,8 @@ def measure(session: Session, timer: str = "leaderboard") -> None:
     result.stats = clock.per_call(launches) if timer == "per-call" else clock.batch(launches)
     if timer == "cupti" and device.type == "cuda":
         result.cupti = cupti_per_call(launches, device, result.stats.mean_us)
+    found = verdictmod.judge(result)
+    result.verdict = found.to_dict() if found else {}
 
 
 def run_one(case: Case, *, strategy=None, backend=None, device: torch.device | None = None,
@@ -215,25 +232,26 @@ def launch_host_us(launches, device: torch.device) -> float:
 
 
 def cupti_per_call(launches, device: torch.device, event_us: float) -> dict:
-    """CUPTI activity records of one batch measured as the leaderboard measures it (L2 flushed
-    once, the calls back to back), per call: activities launched, their summed and merged
-    durations, the span from first start to last end and the idle gaps inside it. The event
-    time minus the merged kernel time is what the host and the launches added."""
+    """CUPTI activity records of each call of the batch, recorded one call at a time with L2
+    flushed before each (so every activity belongs to its call), summarised beside the event
+    time: kernels by name, launches, kernel time, gaps inside a call, host overhead
+    (profiling/cupti.py `per_call`)."""
     from .profiling import cupti
-    timing.L2Flush(device)()
-    torch.cuda.synchronize(device)
-    batch = cupti.summarize(cupti.record(lambda: [launch() for launch in launches], device))
-    n = len(launches)
-    out = {"activities": batch.activities / n, "busy_us": batch.busy_us / n, "sum_us": batch.sum_us / n,
-           "span_us": batch.span_us / n, "idle_us": batch.idle_us / n}
-    out.update(calls=n, event_us=event_us, host_overhead_us=event_us - out["busy_us"])
-    return out
+    flush = timing.L2Flush(device)
+    calls = []
+    for launch in launches:
+        flush()
+        torch.cuda.synchronize(device)
+        calls.append(cupti.record(launch, device))
+    return cupti.per_call(calls, event_us)
 
 
 def run_many(cases: list[Case], strategy_names: list[str], backend_names: list[str], *, on_result=None,
-             submission: str | None = None, tensormaps: list[str] | None = None, **kwargs) -> list[Result]:
+             submission: str | None = None, submission_timeout_s: float | None = None,
+             tensormaps: list[str] | None = None, **kwargs) -> list[Result]:
     """`run_one` over cases x strategies x backends; an unsupported pair becomes a row, not an abort.
-    `tensormaps`: the persistent strategy once per mode listed (None: once, in the default mode)."""
+    `tensormaps`: the persistent strategy once per mode listed (None: once, in the default mode);
+    `submission`: a submission.py run beside them on each case, in its own process."""
     from .backends import submission as sub
     results = []
     for case in cases:
@@ -249,7 +267,7 @@ def run_many(cases: list[Case], strategy_names: list[str], backend_names: list[s
             if on_result:
                 on_result(res)
         if submission:
-            res = sub.run_submission(submission, case, **kwargs)
+            res = sub.run_submission(submission, case, timeout_s=submission_timeout_s or sub.TIMEOUT_S, **kwargs)
             results.append(res)
             if on_result:
                 on_result(res)

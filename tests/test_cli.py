@@ -142,3 +142,106 @@ def test_compare_for_real_on_cpu():
     out = cli.invoke(app, ["compare", "--case", "test-1", "--strategy", "sequential,graph", "--backend", "torch"])
     assert out.exit_code == 0, out.output
     assert "sequential/torch" in out.stdout and "n/a: the graph strategy needs a CUDA GPU" in out.stdout
+
+
+# --- profile across the benchmarks, submissions, verdicts, Markdown, timeouts --------------------------
+
+def _as_gpu(monkeypatch):
+    import torch
+    from nvgg import backends
+    monkeypatch.setattr(runner_mod, "default_device", lambda: torch.device("cuda"))
+    monkeypatch.setattr(backends, "best", lambda device: "cute")
+
+
+def _cupti(kernel_us=30.0, host=2.0, launches=1):
+    return {"calls": 15, "activities": launches, "kernel_us": kernel_us, "sum_us": kernel_us, "span_us": kernel_us,
+            "gaps_us": 0.0, "event_us": kernel_us + host, "host_overhead_us": host, "gaps_shown": True,
+            "gaps_note": "", "kernels": [{"name": "my_gemm_kernel", "per_call": launches, "mean_us": kernel_us / launches}]}
+
+
+def test_profile_without_a_case_covers_the_benchmarks_in_one_table(monkeypatch):
+    _as_gpu(monkeypatch)
+    seen = []
+
+    def fake_run_one(case, **kwargs):
+        seen.append((case.id, kwargs["timer"], kwargs["strategy"]))
+        res = _fake(case.id, "persistent", "cute", 32.0)
+        res.cupti = _cupti()
+        res.setup_us["launch_host"] = 31.0  # the host as slow as the GPU: host-bound
+        return res
+
+    monkeypatch.setattr(runner_mod, "run_one", fake_run_one)
+    out = cli.invoke(app, ["profile", "--cupti"])
+    assert out.exit_code == 0, out.output
+    assert seen == [(c, "cupti", "persistent") for c in ("1", "2", "3", "4")]
+    table = [line for line in out.stdout.splitlines() if "persistent/cute" in line]
+    assert len(table) >= 4 and "host-bound: launches take 31.0 µs a call against 30.0 µs of kernels" in out.stdout
+    assert "my_gemm_kernel" in out.stdout and "time = kernel µs + host+launch µs" in out.stdout
+
+
+def test_profile_ncu_exactly_as_users_call_it(monkeypatch, tmp_path):
+    _as_gpu(monkeypatch)
+    from nvgg.profiling import ncu
+    calls = []
+
+    def fake_profile(target, out_dir, **kwargs):
+        calls.append(target)
+        return ncu.NcuReport([ncu.KernelMetrics("k", 10.0, 2e6, 70.0, 10.0, 50.0, 60.0, 90, 1024, 132, 256)])
+
+    monkeypatch.setattr(ncu, "profile", fake_profile)
+    out = cli.invoke(app, ["profile", "--ncu", "--out", str(tmp_path)])
+    assert out.exit_code == 0, out.output
+    assert [t["case"]["id"] for t in calls] == ["1", "2", "3", "4"] and calls[0]["strategy"] == "persistent"
+    assert out.stdout.count("| k ") == 4 and "case 4: total 10.00 µs" in out.stdout
+
+
+def test_profile_a_submission_with_cupti_and_a_timeout(monkeypatch, tmp_path):
+    _as_gpu(monkeypatch)
+    from nvgg.backends import submission as sub
+    seen = {}
+
+    def fake_sub(path, case, **kwargs):
+        seen.update(kwargs, path=path, case=case.id)
+        res = _fake(case.id, "submission", "submission", 40.0)
+        res.backend, res.cupti = "submission", _cupti(kernel_us=36.0, launches=8)
+        return res
+
+    monkeypatch.setattr(sub, "run_submission", fake_sub)
+    out = cli.invoke(app, ["profile", "--cupti", "--submission", "mine.py", "--case", "3", "--timeout", "20",
+                           "--json", str(tmp_path / "p.json")])
+    assert out.exit_code == 0, out.output
+    assert seen["timer"] == "cupti" and seen["timeout_s"] == 20.0 and seen["case"] == "3"
+    assert "my_gemm_kernel" in out.stdout and "| 8 " in out.stdout
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert doc["results"][0]["cupti"]["kernels"][0]["name"] == "my_gemm_kernel" and doc["results"][0]["verdict"]["kind"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["profile", "--phases", "--submission", "mine.py"], "a submission is profiled with --cupti and --ncu"),
+    (["profile", "--cupti", "--timeout", "5"], "--timeout bounds a submission's run"),
+    (["run", "--case", "3", "--timeout", "5"], "--timeout bounds a submission's run"),
+    (["compare", "--timeout", "5"], "--timeout bounds a submission's run"),
+    (["profile", "--phases", "--trace", "t.json"], "--trace writes one case's phases"),
+])
+def test_profile_and_timeout_refusals(monkeypatch, args, says):
+    _as_gpu(monkeypatch)
+    out = cli.invoke(app, args)
+    assert out.exit_code == 2 and says in out.output, out.output
+
+
+def test_compare_writes_markdown_with_verdicts(monkeypatch, tmp_path):
+    def fake_many(cases, st_names, be_names, **kwargs):
+        rows = []
+        for c in cases:
+            r = _fake(c.id, "graph", "torch", 50.0)
+            r.verdict = {"kind": "host-bound", "phrase": "host-bound: launches take 55.0 µs a call against 50.0 µs measured"}
+            rows.append(r)
+        return rows
+
+    monkeypatch.setattr(runner_mod, "run_many", fake_many)
+    md = tmp_path / "summary.md"
+    out = cli.invoke(app, ["compare", "--case", "1,2,3,4", "--strategy", "graph", "--backend", "torch", "--markdown", str(md)])
+    assert out.exit_code == 0, out.output
+    text = md.read_text()
+    assert text.startswith("## nvgg compare") and "| case" in text and "|---" in text.replace(" ", "")
+    assert text.count("host-bound: launches take 55.0 µs") == 4 and "geomean µs over benchmarks" in text

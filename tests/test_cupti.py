@@ -1,4 +1,6 @@
-from nvgg.profiling.cupti import Activity, summarize
+import pytest
+
+from nvgg.profiling.cupti import Activity, per_call, summarize
 
 
 def test_summary_of_overlapping_and_gapped_activities():
@@ -10,3 +12,25 @@ def test_summary_of_overlapping_and_gapped_activities():
 
 def test_summary_of_nothing():
     assert summarize([]).span_us == 0.0
+
+
+def test_per_call_columns_add_up_for_one_kernel_a_call():
+    # one 38.3 µs kernel a call (the example that once printed 173 µs of "gaps"): no gaps in a call
+    calls = [[Activity("gemm", "kernel", t, t + 38_300)] for t in (0, 100_000, 250_000)]
+    cu = per_call(calls, event_us=40.0)
+    assert cu["calls"] == 3 and cu["activities"] == 1 and cu["gaps_us"] == 0.0 and cu["gaps_shown"]
+    assert cu["kernel_us"] == pytest.approx(38.3) and cu["host_overhead_us"] == pytest.approx(1.7)
+    assert cu["kernels"] == [{"name": "gemm", "per_call": 1.0, "mean_us": pytest.approx(38.3)}]
+
+
+def test_per_call_hides_gaps_that_tracing_inflated():
+    # two kernels a call, 10 µs apart under tracing, but the untraced call spends only 2 µs outside them
+    calls = [[Activity("expand", "kernel", 0, 5_000), Activity("gemm", "kernel", 15_000, 35_000)]] * 2
+    cu = per_call(calls, event_us=27.0)
+    assert cu["activities"] == 2 and cu["gaps_us"] == pytest.approx(10.0) and not cu["gaps_shown"]
+    assert "tracing slows the launches" in cu["gaps_note"] and cu["host_overhead_us"] == pytest.approx(2.0)
+    assert [k["name"] for k in cu["kernels"]] == ["gemm", "expand"]  # by total time
+    shown = per_call(calls, event_us=40.0)
+    assert shown["gaps_shown"] and shown["gaps_note"] == "" and shown["host_overhead_us"] == pytest.approx(15.0)
+    with pytest.raises(ValueError):
+        per_call([], 1.0)

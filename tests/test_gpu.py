@@ -51,7 +51,10 @@ def test_gpu_reference_is_fast_and_agrees_with_the_cpu():
 
 def test_timer_adds_little_beyond_the_kernels():
     """A CUDA graph of 15 spin kernels (~20 µs each) timed as one call: the harness's own cost
-    (events, flush, loop) must keep per-kernel time within 3% of CUPTI's kernel durations."""
+    (events, flush, loop) must keep per-kernel time within 3% of CUPTI's kernel durations. Both are
+    taken over the same replays (CUPTI records the timed repetitions themselves): a spin kernel's
+    length follows the clock, so a recording taken apart from the timing can differ by more than
+    the bound (it did on two H200s, 2026-11-26)."""
     from nvgg import timing
     from nvgg.profiling import cupti
     cycles = int(20 * timing.spin_cycles_per_us(CUDA))
@@ -60,10 +63,13 @@ def test_timer_adds_little_beyond_the_kernels():
         for _ in range(15):
             torch.cuda._sleep(cycles)
     graph.replay()
-    acts = cupti.record(graph.replay)
-    assert len(acts) == 15
-    truth = sum(a.us for a in acts) / len(acts)
-    stats = timing.EventTimer(CUDA).batch([graph.replay])
+    flush = [a.name for a in cupti.record(timing.L2Flush(CUDA))]  # the timer's own kernel, to leave out
+    timed = []
+    acts = cupti.record(lambda: timed.append(timing.EventTimer(CUDA, min_reps=5, max_reps=5).batch([graph.replay])))
+    spins = [a for a in acts if a.name not in flush]
+    stats = timed[0]
+    assert len(spins) == 15 * stats.runs == 75
+    truth = sum(a.us for a in spins) / len(spins)
     assert stats.mean_us / 15 == pytest.approx(truth, rel=0.03)
 
 

@@ -486,11 +486,16 @@ def test_dsl_launch_with_arguments_converted_once_matches_the_reference_on_any_s
 
     case = cases.get("test-4")
     data = inputs.generate(case, "cuda")
-    groups, config, entry, ctas = Sm90Kernels()._persistent(data, instrument=False)
+    groups, config, _, ctas = Sm90Kernels()._persistent(data, instrument=False)
+    entry = host.compile_gemm(config, None, "sm_90a")  # with the DSL's callable
     tables = host.build_tables(groups, config, ctas)
     args = (make_ptr(cutlass.Int64, tables.table.data_ptr(), cutlass.cute.AddressSpace.gmem, assumed_align=16),
             cutlass.Int32(tables.total_tiles), cutlass.Int32(ctas))
     launch = klaunch.DslLaunch(entry.fn, args, keep=tables)
+    # the driver path (the backend's), on the same tables: the same output
+    direct = klaunch.DirectLaunch(entry, tables, host.grid_dims(config, None, ctas))
+    verdict = reference.checked_call(data, direct)
+    assert verdict.ok, verdict.message
     verdict = reference.checked_call(data, launch)
     assert verdict.ok, verdict.message
     want = reference.reference(data)

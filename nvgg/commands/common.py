@@ -13,6 +13,9 @@ from ..errors import NvggError
 CasesFile = Annotated[Optional[str], typer.Option("--cases", help="A YAML file of extra cases (cases: {id: {m, n, k, g, seed}}).")]
 Shape = Annotated[Optional[str], typer.Option("--shape", help='An inline case: "m: [64, 128]; n: [256, 256]; k: [512, 512]; g: 2; seed: 7".')]
 Profile = Annotated[Optional[str], typer.Option("--profile", help="GPU profile for the SOL (b200, h100, h200); default: the running GPU's.")]
+SubmissionTimeout = Annotated[Optional[float], typer.Option(
+    "--timeout", min=1.0, help="Seconds a submission may take on one case (its own process; default 300) before "
+                               "it is stopped and reported as timed out.")]
 JsonOut = Annotated[Optional[str], typer.Option("--json", help="Also write the results as JSON to this file.")]
 
 

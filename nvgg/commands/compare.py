@@ -13,8 +13,9 @@ from .. import backends, cases as casesmod, env as envmod, runner, strategies
 from ..backends.cute import TENSORMAP_MODES
 from ..cli import command
 from ..errors import NvggError
-from ..report import document, geomean_table, label, load_baseline, regressions, results_table, status_text, write_json
-from .common import CasesFile, JsonOut, Profile, Shape, Timer, TimerOpt, names, pick_cases
+from ..report import (document, geomean_table, label, load_baseline, markdown_report, regressions, results_table,
+                      status_text, write_json, write_text)
+from .common import CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, Timer, TimerOpt, names, pick_cases
 
 
 class What(str, Enum):
@@ -32,10 +33,13 @@ def register(app: typer.Typer) -> None:
                     submission: Annotated[Optional[str], typer.Option("--submission", help="Add a competition-format submission.py.")] = None,
                     tensormaps: Annotated[Optional[str], typer.Option("--tensormaps", help="The persistent cute kernel's tensor maps: device, host, or both (device,host or all), a row each.")] = None,
                     shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
-                    timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None,
+                    timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None, timeout: SubmissionTimeout = None,
+                    markdown: Annotated[Optional[str], typer.Option("--markdown", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
                     baseline: Annotated[Optional[str], typer.Option("--baseline", help="An earlier --json file to gate against.")] = None,
                     max_regression: Annotated[float, typer.Option("--max-regression", help="Allowed slowdown in percent with --baseline.")] = 5.0) -> None:
         """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness."""
+        if timeout is not None and not submission:
+            raise NvggError("--timeout bounds a submission's run: pass --submission FILE")
         device = runner.default_device()
         picked = pick_cases(None if shape else case, shape, cases_file)
         base = load_baseline(baseline) if baseline else None
@@ -59,7 +63,8 @@ def register(app: typer.Typer) -> None:
                 bar.current_item = r
                 bar.update(1)
             results = runner.run_many(picked, st_names, be_names, on_result=advance, tensormaps=modes,
-                                      submission=submission, device=device, profile=profile, timer=timer.value)
+                                      submission=submission, submission_timeout_s=timeout, device=device,
+                                      profile=profile, timer=timer.value)
         env = next((r.env for r in results if r.env), None) or envmod.collect(device)
         bench_ids = {c.id for c in casesmod.benchmarks()}
         typer.echo(f"card: {envmod.card(env)}")
@@ -69,6 +74,8 @@ def register(app: typer.Typer) -> None:
             typer.echo("\n" + means)
         if json_out:
             write_json(json_out, document(results, env, bench_ids))
+        if markdown:
+            write_text(markdown, markdown_report(results, env, bench_ids))
         failed = [r for r in results if r.status in ("wrong", "error")]
         if base is not None:
             bad = regressions(results, base, max_regression)

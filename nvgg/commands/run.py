@@ -12,7 +12,8 @@ from ..backends import submission as sub
 from ..cli import command
 from ..errors import NvggError
 from ..report import document, results_table, write_json
-from .common import CasesFile, JsonOut, Profile, Shape, TensorMaps, Timer, TimerOpt, mode_value, pick_cases
+from .common import (CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, TensorMaps, Timer, TimerOpt, mode_value,
+                     pick_cases)
 
 
 def render(results, env: dict) -> str:
@@ -44,17 +45,21 @@ def register(app: typer.Typer) -> None:
                 strategy: Annotated[Optional[str], typer.Option("--strategy", help="persistent, multistream, graph or sequential.")] = None,
                 backend: Annotated[Optional[str], typer.Option("--backend", help="cute or torch (default: the best this machine has).")] = None,
                 submission: Annotated[Optional[str], typer.Option("--submission", help="Run a competition-format submission.py instead.")] = None,
-                tensormaps: TensorMaps = None, shape: Shape = None, cases_file: CasesFile = None,
+                tensormaps: TensorMaps = None, timeout: SubmissionTimeout = None, shape: Shape = None,
+                cases_file: CasesFile = None,
                 profile: Profile = None, timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None) -> None:
         """Check and time one strategy on one case (default: the best strategy and backend here)."""
         picked = pick_cases(case, shape, cases_file)
         if len(picked) != 1:
             raise NvggError("nvgg run takes one case: use `nvgg compare` for several")
         the_case = picked[0]
+        if timeout is not None and not submission:
+            raise NvggError("--timeout bounds a submission's run: pass --submission FILE")
         if submission:
             if strategy or backend or tensormaps:
                 raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
-            result = sub.run_submission(submission, the_case, profile=profile, timer=timer.value)
+            result = sub.run_submission(submission, the_case, profile=profile, timer=timer.value,
+                                        timeout_s=timeout or sub.TIMEOUT_S)
         else:
             result = runner.run_one(the_case, strategy=strategy, backend=backend, profile=profile, timer=timer.value,
                                     tensormaps=mode_value(tensormaps))

@@ -2,6 +2,8 @@
 
 - `DirectLaunch`: the driver's cuLaunchKernel on the entry's cubin through ctypes, its parameters
   packed once (the sm_90a kernels, whose parameters are plain values and empty placeholders).
+Both read the current stream as a raw handle (`current_stream_handle`) at every call, so a launch
+runs on whatever stream is current: multistream's pool, a graph capture.
 - `DslLaunch`: the DSL's own compiled host function (it builds the kernel's tensor-map parameters
   and launches, with clusters), its arguments converted once and only the stream set per call (the
   sm_100a kernels).
@@ -48,18 +50,20 @@ _LIBCUDA = None
 
 
 def _driver_launch():
-    """libcuda's cuLaunchKernel through ctypes, the cheapest Python path to a launch. Host time per
-    launch, H200, 2026-11-26 (benchmarks/check_kernels_sm90.py, 20 launches unsynchronised):
-    about 10 µs this way (stream query included), 10-17 µs through cuda-python's wrapper, 16-21 µs
-    through the DSL's own call."""
+    """libcuda's cuLaunchKernel through ctypes, the cheapest Python path to a launch; called with
+    ctypes objects made once (no argument conversion per call)."""
     global _LIBCUDA
     if _LIBCUDA is None:
-        lib = ctypes.CDLL("libcuda.so.1")
-        fn = lib.cuLaunchKernel
+        fn = ctypes.CDLL("libcuda.so.1").cuLaunchKernel
         fn.restype = ctypes.c_int
-        fn.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
         _LIBCUDA = fn
     return _LIBCUDA
+
+
+def current_stream_handle(device_index: int) -> int:
+    """The raw CUstream of torch's current stream on the device, without building a Stream
+    object (torch.cuda.current_stream() costs a few µs of host time a call)."""
+    return torch._C._cuda_getCurrentRawStream(device_index)
 
 
 def entry_params(ptx_text: str) -> list[str]:
@@ -74,7 +78,8 @@ class DirectLaunch:
     Python call path, for kernels whose parameters are (table pointer, total tiles, then one empty
     placeholder byte for each static argument the DSL still declares: the tiled MMAs, the
     shared-memory layout), prepared once as a C array of exactly the entry's parameter count,
-    recorded from its PTX when it was compiled. `tables` is what the kernel reads through raw
+    recorded from its PTX when it was compiled. Every argument of cuLaunchKernel is a ctypes
+    object made once; a call only sets the stream. `tables` is what the kernel reads through raw
     pointers (it has `.table`, a device tensor, and `.total_tiles`); the launch owns it."""
 
     def __init__(self, entry: kcache.Entry, tables, grid: tuple[int, int, int]):
@@ -82,7 +87,7 @@ class DirectLaunch:
         self.grid = grid
         self.smem = entry.info["dynamic_smem_bytes"]
         self.threads = entry.info["threads"]
-        self._fn = ctypes.c_void_p(int(_function(entry)))
+        self._device = tables.table.device.index or 0
         # the GEMM kernels: (table, tiles, placeholders); the expand kernel: (table) alone
         params = entry.info["params"]
         if (not params or not params[0].startswith(".param .align 8 .b8") or params[1:2] and ".u32" not in params[1]
@@ -92,16 +97,17 @@ class DirectLaunch:
         values = [ctypes.c_uint64(tables.table.data_ptr()), ctypes.c_uint32(tables.total_tiles)]
         self._values = tuple(values[:len(params)]) + tuple(ctypes.c_uint8(0) for _ in params[2:])
         self._params = (ctypes.c_void_p * len(self._values))(*(ctypes.addressof(v) for v in self._values))
+        self._stream = ctypes.c_void_p(0)
+        u = ctypes.c_uint
+        self._args = (ctypes.c_void_p(int(_function(entry))), *(u(x) for x in grid), u(self.threads), u(1), u(1),
+                      u(self.smem), self._stream, self._params, ctypes.c_void_p(0))
         self._launch = _driver_launch()
 
     def __call__(self) -> None:
-        gx, gy, gz = self.grid
-        err = self._launch(self._fn, gx, gy, gz, self.threads, 1, 1, self.smem,
-                           torch.cuda.current_stream().cuda_stream, self._params, None)
+        self._stream.value = current_stream_handle(self._device)
+        err = self._launch(*self._args)
         if err:
             raise RuntimeError(f"cuLaunchKernel failed with CUresult {err}")
-
-
 
 
 class _StreamArg:
@@ -117,15 +123,16 @@ class _StreamArg:
 
 class DslLaunch:
     """A compiled DSL host function (`cute.compile`'s result) called with `args` converted to C
-    once; per call only the stream handle is set (torch's current stream; `stream=False` for a
-    host function that takes none). The host function
-    builds the kernel's tensor-map parameters and launches it, clusters included: the DSL's own,
-    tested launch path without its per-call argument conversion. `keep` is what the kernel reads
-    through raw pointers; the launch owns it."""
+    and packed once; per call only the stream handle is set (torch's current stream; `stream=False`
+    for a host function that takes none). The host function builds the kernel's tensor-map
+    parameters and launches it, clusters included: the DSL's own, tested launch path without its
+    per-call argument conversion. `keep` is what the kernel reads through raw pointers; the launch
+    owns it."""
 
-    def __init__(self, fn, args: tuple, keep=None, *, stream: bool = True):
+    def __init__(self, fn, args: tuple, keep=None, *, stream: bool = True, device_index: int = 0):
         self._executor = fn.to()
         self._slot = ctypes.c_void_p(0) if stream else None
+        self._device = device_index
         # the C pointers the DSL makes point into the argument objects themselves (a pointer
         # argument's address lives in the object), so the objects must outlive every call
         self._argv = (*args, _StreamArg(self._slot)) if stream else tuple(args)
@@ -134,5 +141,5 @@ class DslLaunch:
 
     def __call__(self) -> None:
         if self._slot is not None:
-            self._slot.value = torch.cuda.current_stream().cuda_stream
+            self._slot.value = current_stream_handle(self._device)
         self._executor.run_compiled_program(self._args)

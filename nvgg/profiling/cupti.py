@@ -6,6 +6,11 @@ durations, the span from the first start to the last end, and the idle time insi
 the host and the launches add. Tracing slows the host's launches (and the profiler's start delays
 the first ones it sees), so the gaps seen under the profiler are an upper bound on the gaps of an
 untraced run; the kernel durations are not affected.
+
+`per_call` turns one recording per call into the summary the tables show, defined so that its
+columns add up: the untraced event time of a call = its kernel time (CUPTI, the union) + what the
+host and the launches added; the gaps between a call's own kernels are part of the latter, shown
+only where tracing did not inflate them past it.
 """
 
 from __future__ import annotations
@@ -66,3 +71,32 @@ def summarize(acts: list[Activity]) -> CallProfile:
     busy += cur_end - cur_start
     span = max(a.end_ns for a in acts) - acts[0].start_ns
     return CallProfile(len(acts), busy / 1e3, sum(a.end_ns - a.start_ns for a in acts) / 1e3, span / 1e3, (span - busy) / 1e3)
+
+
+def per_call(calls: list[list[Activity]], event_us: float) -> dict:
+    """Mean over calls (each call's activities recorded on its own) of what one call launched,
+    beside `event_us`, the call's untraced event time. Keys: calls, activities (launches a call),
+    kernel_us (union), sum_us, span_us, gaps_us (idle inside a call's span; 0 for one activity),
+    host_overhead_us (event_us - kernel_us: host work, launch latency, gaps), gaps_shown (False
+    where the traced gaps exceed the untraced host overhead: tracing slowed the launches between
+    them), gaps_note, and kernels: [{name, per_call, mean_us}] by total time."""
+    if not calls:
+        raise ValueError("no calls recorded")
+    n = len(calls)
+    sums = [summarize(acts) for acts in calls]
+    kernel_us = sum(s.busy_us for s in sums) / n
+    gaps_us = sum(s.idle_us for s in sums) / n
+    host_us = event_us - kernel_us
+    by_name: dict[str, list[float]] = {}
+    for acts in calls:
+        for a in acts:
+            by_name.setdefault(a.name, []).append(a.us)
+    kernels = sorted(({"name": name, "per_call": len(d) / n, "mean_us": sum(d) / len(d)} for name, d in by_name.items()),
+                     key=lambda k: -k["per_call"] * k["mean_us"])
+    shown = gaps_us <= max(host_us, 0.0) + 1e-9
+    note = "" if shown else (f"gaps not shown: {gaps_us:.1f} µs between a call's kernels under tracing exceed the "
+                             f"{host_us:.1f} µs an untraced call spends outside them (tracing slows the launches)")
+    return {"calls": n, "activities": sum(s.activities for s in sums) / n, "kernel_us": kernel_us,
+            "sum_us": sum(s.sum_us for s in sums) / n, "span_us": sum(s.span_us for s in sums) / n,
+            "gaps_us": gaps_us, "event_us": event_us, "host_overhead_us": host_us, "gaps_shown": shown,
+            "gaps_note": note, "kernels": kernels}

@@ -150,7 +150,9 @@ def profile(target_args: dict, out_dir: str | Path, *, clock_control: str = "non
     ncu = find_ncu()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    base = out_dir / f"nvgg-{target_args['case']['id']}-{target_args['strategy']}-{target_args['backend']}"
+    who = ("submission" if target_args.get("submission")
+           else f"{target_args['strategy']}-{target_args['backend']}")
+    base = out_dir / f"nvgg-{target_args['case']['id']}-{who}"
     cmd = [ncu, "--clock-control", clock_control, "--nvtx", "--nvtx-include", f"{RANGE}/", "-f", "-o", str(base)]
     for section in SECTIONS:
         cmd += ["--section", section]

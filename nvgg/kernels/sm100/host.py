@@ -286,7 +286,7 @@ def group_launch(entry: kcache.Entry, g: kgroups.GroupTensors, config: gemm.Sm10
     DSL's host code at every call."""
     if config.persistent:
         raise ValueError("group_launch takes the per-group kernel")
-    return launch.DslLaunch(entry.fn, _args(config, g, None, 0), keep=g)
+    return launch.DslLaunch(entry.fn, _args(config, g, None, 0), keep=g, device_index=g.c.device.index or 0)
 
 
 def persistent_launch(entry: kcache.Entry, groups: list[kgroups.GroupTensors], tables: Tables,
@@ -295,7 +295,8 @@ def persistent_launch(entry: kcache.Entry, groups: list[kgroups.GroupTensors], t
     if not config.persistent:
         raise ValueError("persistent_launch takes the persistent kernel")
     ctas = tables.plan.clusters * config.cta_group
-    return launch.DslLaunch(entry.fn, _args(config, groups[0], tables, ctas), keep=(groups, tables))
+    return launch.DslLaunch(entry.fn, _args(config, groups[0], tables, ctas), keep=(groups, tables),
+                            device_index=groups[0].c.device.index or 0)
 
 
 def with_mode(config: gemm.Sm100Config, tensormaps_mode: str, instrument: bool = False) -> gemm.Sm100Config:
