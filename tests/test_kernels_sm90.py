@@ -374,9 +374,14 @@ def test_backend_check_without_a_gpu():
 
 def test_backend_check_names_the_gpu_it_refuses(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    from nvgg.backends import base
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (12, 0))
-    with pytest.raises(NvggError, match="runs on sm_90a, sm_100a; this GPU is sm_120a: use --backend torch"):
-        CuteBackend().check(cases.get("test-1"), torch.device("cuda"))
+    base._capability.cache_clear()  # arch_of remembers a device's capability
+    try:
+        with pytest.raises(NvggError, match="runs on sm_90a, sm_100a; this GPU is sm_120a: use --backend torch"):
+            CuteBackend().check(cases.get("test-1"), torch.device("cuda"))
+    finally:
+        base._capability.cache_clear()
 
 
 def test_cubin_resources_reads_registers_and_threads(store):

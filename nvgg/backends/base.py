@@ -18,6 +18,7 @@ sfasfb_reordered[g] the same scales in cuBLAS's blocked layout on the device (se
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -103,5 +104,11 @@ def kernel_info(entry, extra: dict) -> KernelInfo:
 def arch_of(device: torch.device) -> str:
     """The compile target of a CUDA device: sm_90a on Hopper, sm_100a on B200 (the arch-specific
     targets our kernels need: wgmma, tcgen05)."""
-    major, minor = torch.cuda.get_device_capability(device)
+    major, minor = _capability(torch.device(device).index or 0)
     return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
+
+
+@functools.lru_cache(maxsize=None)
+def _capability(index: int) -> tuple[int, int]:
+    # asked for many times a run; each query takes milliseconds on some machines (6 ms on the lent H100)
+    return torch.cuda.get_device_capability(index)

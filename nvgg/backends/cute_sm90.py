@@ -24,7 +24,7 @@ from ..cases import Case
 from ..errors import NvggError
 from ..kernels import groups as kgroups, launch
 from ..kernels.sm90 import host
-from ..kernels.sm90 import nvfp4_gemm as gemm
+from ..kernels.sm90 import config as gemm
 from ..kernels.phase_slots import SM90
 from .base import KernelInfo, Launch, group_problem, kernel_info
 

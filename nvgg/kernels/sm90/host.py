@@ -20,14 +20,16 @@ from pathlib import Path
 
 import torch
 
-from .. import asm, groups as kgroups, launch, phase_slots, schedule, tensormaps
+from .. import groups as kgroups, launch, schedule, tensormaps
 from .. import cache as kcache
 from ..groups import GroupTensors
-from . import nvfp4_gemm as gemm
+from . import config as gemm  # the DSL kernel (nvfp4_gemm) is imported where one is compiled
 
-# what a compiled entry depends on; this file too, since it writes the entry's recorded facts
-SOURCES = (Path(gemm.__file__), Path(gemm.ptx.__file__), Path(asm.__file__), Path(phase_slots.__file__),
-           Path(kgroups.__file__), Path(__file__))
+_HERE = Path(__file__).resolve().parent
+# what a compiled entry depends on (by path: importing the kernel modules imports CuTe DSL); this
+# file too, since it writes the entry's recorded facts
+SOURCES = tuple(_HERE / name for name in ("nvfp4_gemm.py", "ptx.py", "config.py")) + tuple(
+    _HERE.parent / name for name in ("asm.py", "phase_slots.py", "groups.py", "schedule.py")) + (Path(__file__),)
 SUPPORTED_ARCHS = ("sm_90a",)
 
 
@@ -60,7 +62,9 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
         import cutlass.cute as cute
         from cutlass.cute.runtime import make_fake_stream, make_ptr
 
-        kernel = gemm.Nvfp4GemmSm90(config, shape)
+        from .nvfp4_gemm import Nvfp4GemmSm90
+
+        kernel = Nvfp4GemmSm90(config, shape)
         table = make_ptr(cutlass.Int64, 0, cute.AddressSpace.gmem, assumed_align=16)
         fn = cute.compile(kernel, table, cutlass.Int32(0), cutlass.Int32(1), make_fake_stream(),
                           options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {folder}")

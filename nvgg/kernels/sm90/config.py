@@ -1,0 +1,286 @@
+"""Configuration of the sm_90a NVFP4 kernels and the arithmetic of their tiles, in plain Python:
+what the host side, the backend and `nvgg compile` need without importing CuTe DSL (whose import
+costs seconds); the DSL kernel itself is nvfp4_gemm.py, which builds on these names.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .. import groups
+from ..schedule import makespan, schedule
+
+TILE_N = 128  # rows of B per CTA tile: two consumer warpgroups × 64 (wgmma's M per warpgroup)
+K_STAGE = 256  # k per pipeline stage: 128 packed bytes a row, the tensor map box width
+K_SUB = 64  # k per fp16 subtile: one 128-byte swizzle atom of fp16
+SUBS_PER_STAGE = K_STAGE // K_SUB
+A16_SLOTS = 8  # fp16 A buffers the producer loads ahead (64 k each)
+A16_BOX_ROWS = 32  # rows of one fp16 A copy: a slot gets only the boxes that hold rows < m
+ABLATIONS = ("", "no_mma", "no_expand", "no_scale", "no_fp16", "a16_hot", "a16_oob")
+EXPAND_THREADS = 256  # threads per CTA of the expand kernel (the per-group launches' phase 0)
+SCALE_CHUNK = 512  # bytes of scales for 128 rows × 64 k
+SCALE_RUN = SCALE_CHUNK * SUBS_PER_STAGE  # bytes of scales for 128 rows × one stage
+ROW_BYTES = K_STAGE // 2
+MMA_THREADS = 256  # warps 0-7: the two MMA warpgroups (64 rows of B each)
+MMA_WARPS = MMA_THREADS // 32
+BAR_MMA = 1  # named CTA barrier of the MMA warps alone (phase 0)
+HALF_ROWS = 64  # rows of A up to which a tile of tile_m 128 runs the half-width wgmma
+# registers a thread after setmaxnreg (wide tiles, 384 threads): 168 each at launch (64 K registers
+# over 384 threads, in steps of 8) = 2 × 128 × MMA_REGS + 128 × PRODUCER_REGS
+PRODUCER_REGS, MMA_REGS = 40, 232
+# Sources of the limits below:
+SMEM_LIMIT = 232448  # bytes per block, CUDA C Programming Guide, compute capability 9.0 table
+REG_LIMIT = 255  # registers per thread, same table
+TMA_BOX_MAX = 256  # elements per box dimension, CUDA driver API cuTensorMapEncodeTiled
+TMA_DIM_MAX = 1 << 32  # elements per tensor dimension, same
+WGMMA_N = range(8, 257, 8)  # wgmma .f16 N: multiples of 8 up to 256, PTX ISA "wgmma.mma_async" shapes
+
+# Columns of the int64 group table (one row a group) both kernels read: the group's packed A and B,
+# blocked scales and C (addresses), its shape, and its tiles in the persistent kernel's order.
+COL_A, COL_B, COL_SFA, COL_SFB, COL_C, COL_M, COL_N, COL_K = (groups.COL_A, groups.COL_B, groups.COL_SFA, groups.COL_SFB,
+                                                            groups.COL_C, groups.COL_M, groups.COL_N, groups.COL_K)
+COL_TILE_BEGIN, COL_TILE_END, COL_M_TILES = 8, 9, 10
+# Launch-wide columns, read from row 0 only: the host-encoded template tensor-map pair (A, B), the
+# workspace holding one pair per CTA (CTA c's at workspace + c * PAIR_BYTES), and the phase buffer
+# of the instrumented build ([ctas, phases.SLOTS] int64; 0 when not instrumented).
+COL_TEMPLATE, COL_WORKSPACE, COL_PHASES = 12, 13, 14
+# A expanded once per launch (phase 0): per group the fp16 copy (m × k,
+# row-major, each 64-k block in the k order of the B fragments) and its share of the phase-0 work
+# units (one unit: one row × 64 k); launch-wide, the unit count and (persistent kernel) the grid
+# barrier's state.
+COL_A16, COL_UNIT_BEGIN, COL_UNIT_END = 11, 15, 16
+COL_UNITS, COL_BARRIER, COL_GROUPS = 17, 18, 19
+# launch-wide (persistent kernel): int32 [ctas + 1 + tiles], each CTA's list of tiles (`schedule`):
+# the ctas + 1 run boundaries, then the tile order
+COL_RUNS = 20
+TABLE_COLS = 21
+# the columns phase 0 reads per group, staged in shared memory (the fp16 A slots, unused until the
+# grid barrier) by the persistent kernel, which therefore takes at most MAX_GROUPS groups
+INFO_COLS = (COL_UNIT_END, COL_UNIT_BEGIN, COL_K, COL_A, COL_SFA, COL_A16)
+MAX_GROUPS = 512
+TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
+TENSORMAP_BYTES = 128  # sizeof(CUtensorMap), CUDA driver API
+PAIR_BYTES = 2 * TENSORMAP_BYTES
+
+
+@dataclass(frozen=True)
+class GemmConfig:
+    """Launch configuration shared by the per-group and the persistent kernel."""
+
+    tile_m: int = 128  # rows of A per CTA tile (wgmma N); 128 must be a multiple
+    stages: int = 3  # depth of the packed-data ring (each stage is 256 k)
+    persistent: bool = False
+    # the persistent kernel's phase-timestamp build (profiling only; never the timed build): it
+    # writes %globaltimer readings into the buffer at table row 0, COL_PHASES (see profiling/phases.py)
+    instrument: bool = False
+    # benchmarks only (never the timed build): "no_mma" drops the wgmma, "no_expand" the expansion,
+    # "no_scale" the scale multiply, "no_fp16" every fp16 multiply of the expansion (the scales'
+    # too), "a16_hot" loads one fp16 A box over and over, "a16_oob" loads zero fill only, so that
+    # the parts can be timed apart; the results are garbage
+    ablate: str = ""
+    # persistent kernel: each CTA takes the list of tiles `schedule` gives it (contiguous runs,
+    # balanced by cost; True) rather than every grid-th tile; a run stays in one group for longer,
+    # so CTAs retarget their maps less often
+    chunked: bool = True
+    # fp16 A slots (64 k each) the producer may load ahead
+    slots: int = A16_SLOTS
+    # L2 eviction priorities on the copies, "last" for the fp16 A that every n
+    # tile reads again, "first" for packed B that at most a few tiles of one CTA read
+    l2_hints: bool = True
+    # the expand kernel alone: phase 0 over the table's groups, for the per-group launches (which
+    # cannot meet at a grid barrier: their grid may exceed what is resident)
+    expand_only: bool = False
+    # tile_m 128: a tile of at most HALF_ROWS rows (a group's last, or a group of m <= 64) runs a
+    # wgmma half as wide (N = 64), at about half the tensor work
+    half_tiles: bool = True
+    # persistent kernel, tile_m 128 with half tiles: a group's last full tile and the at most
+    # HALF_ROWS rows after it may run as one wide tile (the N = 128 and the N = 64 wgmma over the
+    # same B fragments, so B is loaded and decoded once for both); the fp16 A slots hold
+    # tile_m + HALF_ROWS rows. Whether a launch merges its tiles is the host's choice
+    # (`tile_plan`), told to the kernel through the table's m-tile counts.
+    wide_tiles: bool = False
+
+    @property
+    def slot_rows(self) -> int:
+        """Rows of one fp16 A slot: tile_m, or tile_m + HALF_ROWS with wide tiles."""
+        return self.tile_m + HALF_ROWS if self.wide_tiles else self.tile_m
+
+    @property
+    def threads(self) -> int:
+        """MMA warpgroups and one producer warp, or with wide tiles a whole producer warpgroup
+        (three of its warps idle) so that setmaxnreg can move registers to the MMA warpgroups
+        (the expand kernel: EXPAND_THREADS)."""
+        if self.expand_only:
+            return EXPAND_THREADS
+        return MMA_THREADS + (128 if self.wide_tiles else 32)
+
+    @property
+    def a16_slots(self) -> int:
+        return self.slots
+
+    @property
+    def producer_warp(self) -> int:
+        return MMA_WARPS
+
+    @property
+    def stage_bytes(self) -> int:
+        return TILE_N * ROW_BYTES + SCALE_RUN  # packed B and its scales; A arrives as fp16 in slots
+
+    @property
+    def smem_bytes(self) -> int:
+        fp16 = self.slots * self.slot_rows * K_SUB * 2  # A only: B goes to registers
+        barriers = 2 * (self.stages + self.slots) * 8
+        return self.stages * self.stage_bytes + fp16 + barriers + 2 * 1024  # 1 KB alignment of 2 regions
+
+    def problems(self) -> str | None:
+        """Why this configuration cannot compile, or None."""
+        if self.tile_m not in (32, 64, 128):
+            # 256 (one wgmma over a whole group of m <= 256) was tried: at 288 threads ptxas caps the
+            # kernel at 168 registers, spills and serialises every wgmma (2026-11-26)
+            return f"tile_m={self.tile_m} must be 32, 64 or 128"
+        if self.tile_m not in WGMMA_N or self.tile_m > TMA_BOX_MAX:
+            return f"tile_m={self.tile_m} is not a valid wgmma N / tensor-map box height"
+        if self.ablate not in ABLATIONS:
+            return f"ablate={self.ablate!r} must be one of {', '.join(map(repr, ABLATIONS))}"
+        if self.instrument and not self.persistent:
+            return "instrument=True needs the persistent kernel (the phase buffer has one row per CTA)"
+        if self.tile_m % A16_BOX_ROWS:
+            return f"tile_m={self.tile_m} must be a multiple of the fp16 A box ({A16_BOX_ROWS} rows)"
+        if self.slots < SUBS_PER_STAGE:
+            return f"slots={self.slots}: the kernel needs at least {SUBS_PER_STAGE} (one stage of A)"
+        if self.stages < 2:
+            return f"stages={self.stages}: the load ring needs at least 2 stages to overlap"
+        if self.wide_tiles and not (self.persistent and has_half_width(self.tile_m, self.half_tiles)):
+            return "wide_tiles needs the persistent kernel with tile_m 128 and half tiles"
+        if self.persistent and self.slots * self.slot_rows * K_SUB * 2 < MAX_GROUPS * len(INFO_COLS) * 8:
+            return f"slots={self.slots}, tile_m={self.tile_m}: the fp16 A slots cannot stage {MAX_GROUPS} groups' phase-0 columns"
+        if self.smem_bytes > SMEM_LIMIT:
+            return (f"tile_m={self.tile_m}, stages={self.stages} needs {self.smem_bytes} bytes of shared "
+                    f"memory, over sm_90's {SMEM_LIMIT}")
+        return None
+
+    def is_valid(self, m: int, n: int, k: int) -> str | None:
+        """None if one group (m, n, k) runs with this configuration, else the reason."""
+        reason = self.problems()
+        if reason:
+            return reason
+        if m < 1:
+            return f"m={m} must be positive"
+        if k % K_STAGE or k < K_STAGE:
+            return f"k={k} is not a multiple of {K_STAGE} (the kernel's K stage)"
+        if n % TILE_N or n < TILE_N:
+            return f"n={n} is not a multiple of {TILE_N} (the kernel's N tile)"
+        if max(m, n) >= TMA_DIM_MAX or k // 2 >= TMA_DIM_MAX:
+            return f"({m}, {n}, {k}) exceeds the tensor map's 2^32 elements a dimension"
+        return None
+
+
+def pick_tile_m(ms) -> int:
+    """Smallest allowed A tile that holds the largest group's m (fewer wasted wgmma columns)."""
+    largest = max(ms)
+    for tile in (32, 64):
+        if largest <= tile:
+            return tile
+    return 128
+
+
+def stages_for(tile_m: int, slots: int = A16_SLOTS, wide_tiles: bool = False) -> int:
+    """Deepest load ring that fits next to the fp16 buffers."""
+    stages = 2
+    while (GemmConfig(tile_m=tile_m, stages=stages + 1, slots=slots, persistent=wide_tiles,
+                      wide_tiles=wide_tiles).smem_bytes
+           <= SMEM_LIMIT and stages < 6):
+        stages += 1
+    return stages
+
+
+
+def m_tiles_of(m: int, tile_m: int, wide: bool = False) -> int:
+    """Tiles across a group's m: ceil(m / tile_m), one fewer where `wide` merges the last full tile
+    with the at most HALF_ROWS rows after it (a wide tile, see GemmConfig.wide_tiles)."""
+    tiles = -(-m // tile_m)
+    if wide and m > tile_m and 0 < m % tile_m <= HALF_ROWS:
+        tiles -= 1
+    return tiles
+
+
+def table_tiles(ms, ns, tile_m: int, wide: bool = False) -> tuple[list[int], list[int], int]:
+    """Per-group first tile and m-tile count, and the total, in the persistent kernel's order."""
+    begins, m_tiles, total = [], [], 0
+    for m, n in zip(ms, ns):
+        mt = m_tiles_of(m, tile_m, wide)
+        begins.append(total)
+        m_tiles.append(mt)
+        total += mt * (n // TILE_N)
+    return begins, m_tiles, total
+
+
+# A half-width tile's time against a full tile's: its wgmma work halves, its B loads and B decode
+# do not. Measured from per-CTA main-loop times and each CTA's mix of tiles (H200, 2026-11-26):
+# 0.71 on case 2 (k 2048), about 0.8 on case 1 (k 7168).
+HALF_TILE_COST = 0.75
+# A wide tile's (a full and a half tile's rows over one B decode), measured the same way on case 2
+# (H200, 2026-11-26: 18.6 µs against 14.1 for a full tile and 11.0 for a half one in the same
+# build); a fixed part plus a part in proportion to the rows would have made it 1.25
+WIDE_TILE_COST = 1.32
+
+
+def has_half_width(tile_m: int, half_tiles: bool) -> bool:
+    """Whether tiles of at most HALF_ROWS rows run the half-width wgmma: only tile_m 128 has one."""
+    return half_tiles and tile_m == 2 * HALF_ROWS
+
+
+def tile_costs(ms, ns, tile_m: int, half_tiles: bool, wide: bool = False) -> list[float]:
+    """Each tile's relative cost, in the persistent kernel's tile order (group by group; in a group
+    n tile by n tile, m fastest): 1, HALF_TILE_COST for a half-width tile, WIDE_TILE_COST for a
+    wide one (`wide`: merged, see m_tiles_of)."""
+    costs = []
+    for m, n in zip(ms, ns):
+        per_n = []
+        m_tiles = m_tiles_of(m, tile_m, wide)
+        for mt in range(m_tiles):
+            rows = m - mt * tile_m if mt == m_tiles - 1 else tile_m
+            if rows > tile_m:
+                per_n.append(WIDE_TILE_COST)
+            elif has_half_width(tile_m, half_tiles) and rows <= HALF_ROWS:
+                per_n.append(HALF_TILE_COST)
+            else:
+                per_n.append(1.0)
+        costs += per_n * (n // TILE_N)
+    return costs
+
+
+def tile_plan(ms, ns, config: GemmConfig, resident: int) -> bool:
+    """Whether a persistent launch on `resident` CTAs gains by merging tiles into wide ones
+    (`config`, with wide_tiles, against the same tiles unmerged): only where that shortens the
+    longest CTA's list (fewer, costlier tiles leave CTAs idle where the tiles are already fewer
+    than the CTAs)."""
+    spans = []
+    for wide in (False, True):
+        costs = tile_costs(ms, ns, config.tile_m, config.half_tiles, wide)
+        spans.append(makespan(costs, *schedule(costs, grid_for(len(costs), resident))))
+    return spans[1] < spans[0] - 1e-9
+
+
+SM_SMEM = 233472  # shared memory per SM (228 KB), CUDA C Programming Guide, compute capability 9.0
+SM_REGS = 65536  # 32-bit registers per SM, same table
+SM_THREADS = 2048  # resident threads per SM, same table
+
+
+THREADS = GemmConfig().threads  # threads per CTA of the default configuration
+
+
+def ctas_per_sm(registers: int, smem_bytes: int, threads: int = THREADS) -> int:
+    """Resident CTAs per SM for this kernel's registers and shared memory (the occupancy bound)."""
+    regs_per_cta = threads * max(registers, 1)
+    return max(1, min(SM_SMEM // max(smem_bytes, 1), SM_REGS // regs_per_cta, SM_THREADS // threads))
+
+
+def grid_for(total_tiles: int, sm_count: int, per_sm: int = 1, units: int = 0) -> int:
+    """Persistent grid: as many CTAs as fit on the GPU at once, never more than there are tiles,
+    unless phase 0's `units` need more CTAs for one round (one unit an MMA thread): a CTA left
+    without tiles still expands its share of A and arrives at the grid barrier. (Case 3 has 120
+    tiles and 32768 units: on 120 CTAs, 2048 units took a second round on 8 CTAs and every CTA
+    waited for them at the barrier; 128 CTAs took it from 38.2 to 36.3 µs on an H200.)"""
+    wanted = max(total_tiles, -(-units // MMA_THREADS))
+    return max(1, min(wanted, sm_count * per_sm))
