@@ -52,3 +52,16 @@ def test_fields_match_the_drivers_encoding(dtype, elem, cols, box_cols):
     words = tensormaps.encode_tiled_2d(dtype, buf.data_ptr(), 176, cols, elem, box_cols, 32)
     f = tensormaps.fields(words, 2)
     assert f == tensormaps.MapFields(buf.data_ptr(), (cols, 176), (cols * elem,), (box_cols, 32))
+
+
+def test_launch_config_struct_has_the_drivers_layout():
+    """launch._LaunchConfig is passed to cuLaunchKernelEx by pointer: its layout must be cuda.h's
+    CUlaunchConfig on a 64-bit machine (seven unsigned ints, the stream, the attribute pointer,
+    their count)."""
+    import ctypes
+
+    from nvgg.kernels.launch import _LaunchConfig
+    offsets = {name: getattr(_LaunchConfig, name).offset for name, _ in _LaunchConfig._fields_}
+    assert offsets == {"gridDimX": 0, "gridDimY": 4, "gridDimZ": 8, "blockDimX": 12, "blockDimY": 16, "blockDimZ": 20,
+                       "sharedMemBytes": 24, "hStream": 32, "attrs": 40, "numAttrs": 48}
+    assert ctypes.sizeof(_LaunchConfig) == 56
