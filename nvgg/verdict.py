@@ -10,7 +10,8 @@ measured; the first that holds, in this order, is the verdict:
 2. launch gaps: the idle time between a call's own kernels (CUPTI) is a fifth of the call or more.
 3. setup: the persistent kernel's first MMA comes after a third of its time or more (phases).
 4. under-filled or wave quantization: a launch has fewer tiles than the GPU has CTA slots, or its
-   last wave is less than half full within the first three (tiles, SMs, resident CTAs an SM).
+   last wave is less than half full within the first three (tiles, SMs, resident CTAs an SM); the
+   launches of multistream and graph overlap, so their tiles count together.
 5. memory-, compute- or latency-bound: where Nsight Compute ran, DRAM or the tensor pipe at 60% of
    peak or more, or neither.
 6. otherwise the distance to the speed of light and which floor it is (the SOL model).
@@ -31,6 +32,7 @@ FULL_COVERAGE = 0.8
 HALF_WAVE = 0.5
 FEW_WAVES = 3
 BUSY_PCT = 60.0
+CONCURRENT = ("multistream", "graph")  # strategies whose per-group launches overlap on the GPU
 
 
 @dataclass(frozen=True)
@@ -99,6 +101,8 @@ def _waves(result, time_us, _):
     if not tiles or not sms:
         return None
     slots = sms * max(result.ctas_per_sm or 1, 1)
+    if result.strategy in CONCURRENT and len(tiles) > 1:
+        tiles = [sum(tiles)]  # their launches run side by side: together they fill the GPU
     waves = [t / slots for t in tiles]
     coverage = sum(min(w, 1.0) for w in waves) / len(waves)
     evidence = {"tiles": tiles, "sms": sms, "ctas_per_sm": result.ctas_per_sm or 1, "waves": waves,

@@ -11,9 +11,10 @@ from nvgg.runner import Result
 from nvgg.sol import sol
 
 
-def _result(time_us, *, host=None, cupti=None, tiles=(), sms=132, per_sm=1, clock="cuda events", case="3"):
+def _result(time_us, *, host=None, cupti=None, tiles=(), sms=132, per_sm=1, clock="cuda events", case="3",
+            strategy="persistent"):
     stats = timing.reduce([time_us], batch=15, method="leaderboard", clock=clock)
-    r = Result(case=case, strategy="persistent", backend="cute", status="ok", stats=stats,
+    r = Result(case=case, strategy=strategy, backend="cute", status="ok", stats=stats,
                sol=sol(cases.get(case), get_profile("h100")), tiles=list(tiles), sms=sms, ctas_per_sm=per_sm)
     if host is not None:
         r.setup_us["launch_host"] = host
@@ -46,8 +47,10 @@ def test_setup_share_from_the_phases():
 
 
 def test_under_filled_and_wave_quantization():
-    v = verdict.judge(_result(50.0, host=2.0, tiles=[48, 72], sms=132))
+    v = verdict.judge(_result(50.0, host=2.0, tiles=[48, 72], sms=132, strategy="sequential"))
     assert v.kind == "under-filled" and "2 launches of 48-72 tiles on 132 CTA slots" in v.phrase
+    # the same launches side by side (graph, multistream) fill 120 of 132 slots together
+    assert verdict.judge(_result(50.0, host=2.0, tiles=[48, 72], sms=132, strategy="graph")).kind == "device"
     v = verdict.judge(_result(140.0, host=2.0, tiles=[160], sms=132))
     assert v.kind == "wave quantization" and "160 tiles = 1.21 waves" in v.phrase and "(last wave 21% full)" in v.phrase
     # a full last wave, or many waves, is no finding
