@@ -22,9 +22,9 @@ from tabulate import tabulate
 
 from nvgg import cases, env, inputs, reference, timing
 from nvgg.backends.cute_sm90 import NOMINAL_SMS, config_for, persistent_config, wide_config
-from nvgg.kernels import groups as kgroups, launch
+from nvgg.kernels import groups as kgroups, launch as klaunch
 from nvgg.kernels.sm90 import host
-from nvgg.kernels.sm90 import nvfp4_gemm as gemm
+from nvgg.kernels.sm90 import config as gemm
 from nvgg.kernels.phase_slots import SM90
 from nvgg.profiling import phases
 
@@ -62,7 +62,7 @@ def launcher(data, config):
     groups = [kgroups.group_tensors(data, g) for g in range(len(data[3]))]
     entry = host.compile_gemm(config, None, "sm_90a")
     grid = host.persistent_grid(groups, config, entry)
-    return launch.DirectLaunch(entry, host.build_tables(groups, config, grid), (grid, 1, 1)), host.resources(entry)
+    return klaunch.DirectLaunch(entry, host.build_tables(groups, config, grid), (grid, 1, 1)), host.resources(entry)
 
 
 def phase_medians(batch, config, runs: int = 3) -> dict[str, float]:
@@ -76,7 +76,7 @@ def phase_medians(batch, config, runs: int = 3) -> dict[str, float]:
         groups = [kgroups.group_tensors(data, g) for g in range(len(data[3]))]
         grid = host.persistent_grid(groups, config, host.compile_gemm(config, None, "sm_90a"))
         buffer = torch.zeros((grid, SM90.slots), dtype=torch.int64, device="cuda")
-        launch = launch.DirectLaunch(entry, host.build_tables(groups, inst, grid, buffer), (grid, 1, 1))
+        launch = klaunch.DirectLaunch(entry, host.build_tables(groups, inst, grid, buffer), (grid, 1, 1))
         flush()
         launch()
         torch.cuda.synchronize()

@@ -18,7 +18,7 @@ from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache  # noqa: E402
 from nvgg.kernels import groups as kgroups, tools  # noqa: E402
 from nvgg.kernels.sm90 import dequant_ref, host, ptx  # noqa: E402
-from nvgg.kernels.sm90 import nvfp4_gemm as gemm  # noqa: E402
+from nvgg.kernels.sm90 import config as gemm  # noqa: E402
 
 E2M1 = torch.tensor(reference.E2M1_VALUES, dtype=torch.float64)
 # sm_90 limits, CUDA C Programming Guide, compute capability 9.0 table

@@ -84,6 +84,22 @@ def group_problem(case: Case, is_valid, kernel: str) -> str | None:
     return None
 
 
+def checked_group(data, g: int, is_valid, kernel: str):
+    """Group g's device tensors (kernels/groups.py), refused with a sentence where the kernel cannot
+    take its shape (`is_valid`, worded as in `group_problem`) or the tensors break the layout."""
+    from ..errors import NvggError
+    from ..kernels import groups as kgroups
+
+    m, n, k, _ = data[3][g]
+    reason = is_valid(m, n, k)
+    if reason:
+        raise NvggError(f"group {g}: {reason.replace('the kernel', kernel)}")
+    try:
+        return kgroups.group_tensors(data, g)
+    except ValueError as exc:
+        raise NvggError(f"the cute backend cannot read the inputs: {exc}") from None
+
+
 def kernel_info(entry, extra: dict) -> KernelInfo:
     """KernelInfo of a compiled kernel (a kernels.cache.Entry): resources read from its cubin, the
     compile times, its PTX, cubin and SASS files (SASS where nvdisasm is installed), and `extra`."""

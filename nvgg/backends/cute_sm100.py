@@ -26,14 +26,13 @@ import statistics
 import torch
 
 from ..cases import Case
-from ..errors import NvggError
 from ..kernels import cache as kcache
 from ..kernels import groups as kgroups
 from ..kernels import phase_slots
 from ..kernels.sm100 import host
 from ..kernels.sm100 import nvfp4_gemm as gemm
 from ..profiles import get as get_profile
-from .base import KernelInfo, Launch, group_problem, kernel_info
+from .base import KernelInfo, Launch, checked_group, group_problem, kernel_info
 
 ARCH = "sm_100a"
 TENSORMAP_MODES = gemm.TENSORMAP_MODES
@@ -141,11 +140,4 @@ class Sm100Kernels:
 
 
 def _group(data, g: int) -> kgroups.GroupTensors:
-    m, n, k, _ = data[3][g]
-    reason = gemm.Sm100Config().is_valid(m, n, k)
-    if reason:
-        raise NvggError(f"group {g}: {reason.replace('the kernel', 'the sm_100a cute kernel')}")
-    try:
-        return kgroups.group_tensors(data, g)
-    except ValueError as exc:
-        raise NvggError(f"the cute backend cannot read the inputs: {exc}") from None
+    return checked_group(data, g, gemm.Sm100Config().is_valid, "the sm_100a cute kernel")

@@ -26,7 +26,7 @@ from ..kernels import groups as kgroups, launch
 from ..kernels.sm90 import host
 from ..kernels.sm90 import config as gemm
 from ..kernels.phase_slots import SM90
-from .base import KernelInfo, Launch, group_problem, kernel_info
+from .base import KernelInfo, Launch, checked_group, group_problem, kernel_info
 
 ARCH = "sm_90a"
 # where the persistent kernel's tensor maps come from: its producer rewrites its maps in the kernel
@@ -158,11 +158,4 @@ class Sm90Kernels:
 
     @staticmethod
     def _group(data, g: int) -> kgroups.GroupTensors:
-        m, n, k, _ = data[3][g]
-        reason = config_for([m], persistent=False).is_valid(m, n, k)
-        if reason:
-            raise NvggError(f"group {g}: {reason.replace('the kernel', 'the cute backend')}")
-        try:
-            return kgroups.group_tensors(data, g)
-        except ValueError as exc:
-            raise NvggError(f"the cute backend cannot read the inputs: {exc}") from None
+        return checked_group(data, g, config_for([data[3][g][0]], persistent=False).is_valid, "the cute backend")

@@ -89,15 +89,13 @@ from cutlass import Float16, Float32, Int32, Int64, Uint32
 
 from ..phase_slots import SM90 as phase_slots
 from . import ptx
-from .config import (  # noqa: F401  (re-exported: the kernel's configuration and tile arithmetic)
-    A16_BOX_ROWS, A16_SLOTS, ABLATIONS, BAR_MMA, COL_A, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K,
-    COL_M, COL_M_TILES, COL_N, COL_PHASES, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE, COL_TILE_BEGIN,
-    COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig,
-    HALF_ROWS, HALF_TILE_COST, INFO_COLS, K_STAGE, K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS,
-    PAIR_BYTES, PRODUCER_REGS, REG_LIMIT, ROW_BYTES, SCALE_CHUNK, SCALE_RUN, SMEM_LIMIT, SM_REGS, SM_SMEM,
-    SM_THREADS, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, THREADS, TILE_N, TMA_BOX_MAX,
-    TMA_DIM_MAX, WGMMA_N, WIDE_TILE_COST, ctas_per_sm, grid_for, has_half_width, m_tiles_of, makespan,
-    pick_tile_m, schedule, stages_for, table_tiles, tile_costs, tile_plan)
+from .config import (
+    A16_BOX_ROWS, BAR_MMA, COL_A, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
+    COL_N, COL_PHASES, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE, COL_TILE_BEGIN, COL_TILE_END, COL_UNITS,
+    COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
+    K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
+    SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N, has_half_width)
+
 
 class Nvfp4GemmSm90:
     """One compiled kernel: per-group (static m, n, k) or persistent (shapes from the table)."""
