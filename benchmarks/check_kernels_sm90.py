@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from nvgg import cases, inputs, reference  # noqa: E402
 from nvgg.backends.cute import CuteBackend  # noqa: E402
+from nvgg.backends.cute_sm90 import Sm90Kernels  # noqa: E402
 from nvgg.profiling import phases  # noqa: E402
 from nvgg.timing import L2Flush  # noqa: E402
 
@@ -186,13 +187,21 @@ def timing(be, case, reps: int, label: str = ""):
     return out
 
 
-class DslCallBackend(CuteBackend):
-    """The same kernels launched through the DSL's own Python call instead of cuLaunchKernel."""
+class DslCallKernels(Sm90Kernels):
+    """The same sm_90a kernels launched through the DSL's own Python call instead of the driver."""
 
     @staticmethod
     def _launcher(entry, tables, grid):
         from nvgg.kernels.sm90 import host
+        if entry.fn is None:  # read from disk: the DSL's callable is built by compiling
+            entry = host.compile_gemm(host.gemm.GemmConfig(**entry.info["config"]), entry.info["shape"] and
+                                      tuple(entry.info["shape"]), entry.info["arch"])
         return host.Launch(entry.fn, tables, grid)
+
+
+class DslCallBackend(CuteBackend):
+    def _family(self, data):
+        return DslCallKernels()
 
 
 def main() -> int:

@@ -204,7 +204,7 @@ class Launch:
 def persistent_grid(groups: list[GroupTensors], config: gemm.GemmConfig, entry: kcache.Entry) -> int:
     """CTAs of the persistent kernel's launch: as many as are resident at once (its grid barrier
     needs every CTA running), never more than there are tiles or phase-0 rounds need
-    (`nvfp4_gemm.grid_for`)."""
+    (`config.grid_for`)."""
     res = resources(entry)
     sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
     units = sum(group_units(g) for g in groups)
