@@ -1,5 +1,5 @@
 """B200 tests of the sm_100a kernels (marker `b200`: `python -m pytest -m b200` on a B200; skipped
-elsewhere, never run here: no B200 is lent to this project). Every strategy and both tensor-map
+elsewhere; this project has never run them: it has had no B200). Every strategy and both tensor-map
 modes against the exact reference on the 14 competition cases and on shapes the competition never
 uses, outputs poisoned first; repeated launches over the same buffers; the instrumented build's
 phase order; a launch on a side stream."""

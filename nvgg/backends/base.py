@@ -126,5 +126,5 @@ def arch_of(device: torch.device) -> str:
 
 @functools.lru_cache(maxsize=None)
 def _capability(index: int) -> tuple[int, int]:
-    # asked for many times a run; each query takes milliseconds on some machines (6 ms on the lent H100)
+    # asked for many times a run; each query takes milliseconds on some machines (6 ms on an H100, 2026-11-26)
     return torch.cuda.get_device_capability(index)

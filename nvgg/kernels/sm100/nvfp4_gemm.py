@@ -20,8 +20,8 @@ pair of CTAs (a cluster of 2) runs one `cta_group::2` MMA of 256 rows of B; each
 Data (the competition's layout): A (m, k/2) and B (n, k/2) bytes, K-major, two e2m1 a byte with
 the lower k in the low nibble (the `float4_e2m1fn_x2` convention the tensor core reads); scales in
 cuBLAS's blocked layout, which is exactly the layout of the MMA's scale-factor atom
-(`blockscaled_layout.tile_atom_to_shape_SF`; checked element by element against the competition's
-`to_blocked`, see ../shared facts); C (m, n) fp16, written in place.
+(`blockscaled_layout.tile_atom_to_shape_SF`; tests/test_kernels_sm100.py reads every scale through
+it from nvgg's copy of the competition's `to_blocked`); C (m, n) fp16, written in place.
 
 Warps (192 threads): 0-3 epilogue (tensor memory → registers → fp16 → shared memory → bulk tensor
 store), 4 MMA (scales to tensor memory by `tcgen05.cp`, then the MMAs of each 256-k stage), 5 TMA
