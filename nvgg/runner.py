@@ -133,7 +133,7 @@ def setup(case: Case, *, strategy=None, backend=None, device: torch.device | Non
     st.check(be, case, device)
     prof = device_profile(device, profile)
     result = Result(case=case.id, strategy=st.name, backend=be.name, status="ok", env=envmod.collect(device))
-    if st.grouped and hasattr(be, "mode") and device.type == "cuda":
+    if st.grouped and device.type == "cuda":
         result.tensormaps = be.mode(arch_of(device))
     result.inputs = ("competition-identical (CUDA generator)" if inputs.same_bits_as_competition(device)
                      else "CPU generator: same algorithm, different bits from the competition's")

@@ -66,6 +66,11 @@ class Backend:
     def check_grouped(self, case: Case, device: torch.device) -> None:
         """What the persistent strategy needs beyond `check` (NvggError if not met)."""
 
+    def mode(self, arch: str) -> str:
+        """Where the persistent kernel on `arch` takes its tensor maps from ("" where the backend
+        has no such kernel)."""
+        return ""
+
     def group_launcher(self, data, g: int) -> Launch:
         raise NotImplementedError
 

@@ -50,7 +50,7 @@ class CuteBackend(Backend):
         kernel has it, else its default."""
         kernels = family(arch)
         if self.tensormaps is None:
-            return getattr(kernels, "default_mode", kernels.tensormap_modes[0])
+            return kernels.default_mode
         if self.tensormaps not in kernels.tensormap_modes:
             raise NvggError(f"the {arch} persistent kernel has tensor maps {' or '.join(kernels.tensormap_modes)} only; "
                             f"--tensormaps {self.tensormaps} is not built for it")
@@ -103,11 +103,7 @@ class CuteBackend(Backend):
     def phase_layout(self, device: torch.device):
         """The slot layout of the instrumented build's buffer on this GPU (kernels/phase_slots.py)."""
         arch = arch_of(device)
-        kernels = family(arch)
-        if hasattr(kernels, "phase_layout"):
-            return kernels.phase_layout(self.mode(arch))
-        from ..kernels.phase_slots import SM90
-        return SM90
+        return family(arch).phase_layout(self.mode(arch))
 
     @staticmethod
     def _arch(data) -> str:

@@ -118,7 +118,8 @@ class Sm100Kernels:
         the_plan = host.plan([(g.m, g.n, g.k) for g in groups], config, resident)
         buffer = torch.zeros((the_plan.clusters * config.cta_group, phase_slots.SM100.slots), dtype=torch.int64,
                              device=groups[0].c.device)
-        kernel = host.persistent_launch(entry, groups, host.build_tables(groups, config, resident, buffer), config)
+        tables = host.build_tables(groups, config, resident, buffer, the_plan)
+        kernel = host.persistent_launch(entry, groups, tables, config)
 
         def launch() -> None:
             buffer.zero_()

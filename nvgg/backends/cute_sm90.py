@@ -73,6 +73,7 @@ class Sm90Kernels:
 
     arch = ARCH
     tensormap_modes = TENSORMAP_MODES
+    default_mode = "device"
 
     def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
         if grouped and case.g > gemm.MAX_GROUPS:
@@ -135,6 +136,10 @@ class Sm90Kernels:
             kernel()
 
         return launch, buffer
+
+    @staticmethod
+    def phase_layout(tensormaps: str = "device"):
+        return SM90
 
     def _persistent(self, data, *, instrument: bool):
         if len(data[3]) > gemm.MAX_GROUPS:

@@ -35,6 +35,12 @@ def mode_value(mode: TensorMapMode | None) -> str | None:
     return mode.value if mode is not None else None
 
 
+def check_timeout(timeout: float | None, submission: str | None) -> None:
+    """--timeout bounds a submission's process; alone it would bound nothing."""
+    if timeout is not None and not submission:
+        raise NvggError("--timeout bounds a submission's run: pass --submission FILE")
+
+
 class Timer(str, Enum):
     leaderboard = "leaderboard"
     queue_ahead = "queue-ahead"

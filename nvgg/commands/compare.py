@@ -15,7 +15,8 @@ from ..cli import command
 from ..errors import NvggError
 from ..report import (document, geomean_table, label, load_baseline, markdown_report, regressions, results_table,
                       status_text, write_json, write_text)
-from .common import CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, Timer, TimerOpt, names, pick_cases
+from .common import (CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, Timer, TimerOpt, check_timeout, names,
+                     pick_cases)
 
 
 class What(str, Enum):
@@ -38,8 +39,7 @@ def register(app: typer.Typer) -> None:
                     baseline: Annotated[Optional[str], typer.Option("--baseline", help="An earlier --json file to gate against.")] = None,
                     max_regression: Annotated[float, typer.Option("--max-regression", help="Allowed slowdown in percent with --baseline.")] = 5.0) -> None:
         """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness."""
-        if timeout is not None and not submission:
-            raise NvggError("--timeout bounds a submission's run: pass --submission FILE")
+        check_timeout(timeout, submission)
         device = runner.default_device()
         picked = pick_cases(None if shape else case, shape, cases_file)
         base = load_baseline(baseline) if baseline else None

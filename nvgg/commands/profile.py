@@ -14,7 +14,8 @@ from .. import backends, cases as casesmod, env as envmod, runner, verdict as ve
 from ..cli import command
 from ..errors import NvggError
 from ..report import document, ncu_table, occupancy_table, phase_table, results_table, setup_table, write_json
-from .common import CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, TensorMaps, mode_value, pick_cases
+from .common import (CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, TensorMaps, check_timeout, mode_value,
+                     pick_cases)
 
 
 def register(app: typer.Typer) -> None:
@@ -40,8 +41,7 @@ def register(app: typer.Typer) -> None:
             raise NvggError("a submission is profiled with --cupti and --ncu (its kernels' occupancy is in ncu's "
                             "Occupancy section); --phases, --occupancy, --strategy, --backend and --tensormaps "
                             "need our kernels")
-        if timeout is not None and not submission:
-            raise NvggError("--timeout bounds a submission's run: pass --submission FILE")
+        check_timeout(timeout, submission)
         picked = pick_cases(case, shape, cases_file, default="benchmarks")
         if trace and len(picked) != 1:
             raise NvggError("--trace writes one case's phases: pass one --case")

@@ -12,8 +12,8 @@ from ..backends import submission as sub
 from ..cli import command
 from ..errors import NvggError
 from ..report import document, results_table, write_json
-from .common import (CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, TensorMaps, Timer, TimerOpt, mode_value,
-                     pick_cases)
+from .common import (CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, TensorMaps, Timer, TimerOpt, check_timeout,
+                     mode_value, pick_cases)
 
 
 def render(results, env: dict) -> str:
@@ -53,8 +53,7 @@ def register(app: typer.Typer) -> None:
         if len(picked) != 1:
             raise NvggError("nvgg run takes one case: use `nvgg compare` for several")
         the_case = picked[0]
-        if timeout is not None and not submission:
-            raise NvggError("--timeout bounds a submission's run: pass --submission FILE")
+        check_timeout(timeout, submission)
         if submission:
             if strategy or backend or tensormaps:
                 raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")

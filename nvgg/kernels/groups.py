@@ -40,7 +40,7 @@ class GroupTensors:
                 self.m, self.n, self.k]
 
 
-def blocked_strides(rows: int, k: int) -> tuple[int, ...]:
+def blocked_strides(k: int) -> tuple[int, ...]:
     """Byte strides of the competition's blocked scale view [32, 4, rest_rows, 4, rest_k] (batch last)."""
     rest_k = -(-k // 64)
     return (16, 4, rest_k * 512, 1, 512)
@@ -63,10 +63,10 @@ def group_tensors(data, g: int) -> GroupTensors:
                              f"got shape {tuple(t.shape)} strides {t.stride()}")
     if c2.dtype != torch.float16:
         raise ValueError(f"group {g}: c must be float16, got {c2.dtype}")
-    for name, t, rows in (("sfa", sfa, m), ("sfb", sfb, n)):
-        if t.element_size() != 1 or tuple(t.stride()[:5]) != blocked_strides(rows, k):
+    for name, t in (("sfa", sfa), ("sfb", sfb)):
+        if t.element_size() != 1 or tuple(t.stride()[:5]) != blocked_strides(k):
             raise ValueError(f"group {g}: {name} is not in the blocked scale layout "
-                             f"(strides {t.stride()}, expected {blocked_strides(rows, k)} + batch)")
+                             f"(strides {t.stride()}, expected {blocked_strides(k)} + batch)")
     # the copy engine reads each tensor from its base address: 16-byte aligned at least (CUDA driver
     # API, cuTensorMapEncodeTiled), 32 for the packed 4-bit operands the sm_100a kernel declares
     for name, t, align in (("a", a2, 32), ("b", b2, 32), ("sfa", sfa, 16), ("sfb", sfb, 16), ("c", c2, 16)):

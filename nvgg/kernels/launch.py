@@ -3,11 +3,12 @@
 - `DirectLaunch`: the driver's cuLaunchKernelEx on the entry's cubin through ctypes, its
   parameters and launch configuration packed once (the sm_90a kernels, whose parameters are plain
   values and empty placeholders).
-Both read the current stream as a raw handle (`current_stream_handle`) at every call, so a launch
-runs on whatever stream is current: multistream's pool, a graph capture.
 - `DslLaunch`: the DSL's own compiled host function (it builds the kernel's tensor-map parameters
   and launches, with clusters), its arguments converted once and only the stream set per call (the
   sm_100a kernels).
+
+Both read the current stream as a raw handle (`current_stream_handle`) at every call, so a launch
+runs on whatever stream is current: multistream's pool, a graph capture.
 """
 
 from __future__ import annotations

@@ -182,9 +182,11 @@ class Tables:
 
 
 def build_tables(groups: list[kgroups.GroupTensors], config: gemm.Sm100Config, resident: int,
-                 phases: torch.Tensor | None = None) -> Tables:
+                 phases: torch.Tensor | None = None, the_plan: Plan | None = None) -> Tables:
+    """The device tables of a persistent launch over `groups` (`the_plan`: the schedule, where
+    the caller has made it already)."""
     device = groups[0].c.device
-    the_plan = plan([(g.m, g.n, g.k) for g in groups], config, resident)
+    the_plan = the_plan or plan([(g.m, g.n, g.k) for g in groups], config, resident)
     ctas = the_plan.clusters * config.cta_group
     runs = torch.tensor(the_plan.runs, dtype=torch.int32).to(device)
     tiles = torch.tensor(the_plan.records, dtype=torch.int32).to(device)

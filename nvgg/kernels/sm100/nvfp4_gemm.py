@@ -125,12 +125,24 @@ class Sm100Config:
         return 1 if self.mma_n == 256 else 2
 
     @property
+    def acc_tmem_columns(self) -> int:
+        return self.mma_n * self.acc_stages
+
+    @property
+    def sfa_tmem_columns(self) -> int:
+        """The MMA's A scales of one stage: 4 columns per 32 rows of a CTA's operand tile
+        (blockscaled_layout.make_tmem_layout_sfa)."""
+        return (CTA_ROWS // 32) * (TILE_K // 64)
+
+    @property
+    def sfb_tmem_columns(self) -> int:
+        """The MMA's B scales of one stage, over whole 128-row scale atoms (make_tmem_layout_sfb)."""
+        return (_round_up(self.mma_n, 128) // 32) * (TILE_K // 64)
+
+    @property
     def tmem_columns(self) -> int:
-        """32-bit tensor-memory columns used: accumulators, then the scales of A and B for one stage
-        (4 columns per 32 rows of a CTA's operand tile, blockscaled_layout.make_tmem_layout_sf*)."""
-        sfa = (CTA_ROWS // 32) * (TILE_K // 64)
-        sfb = (_round_up(self.mma_n, 128) // 32) * (TILE_K // 64)
-        return self.mma_n * self.acc_stages + sfa + sfb
+        """32-bit tensor-memory columns used: accumulators, then the scales of A and B for one stage."""
+        return self.acc_tmem_columns + self.sfa_tmem_columns + self.sfb_tmem_columns
 
     def problems(self) -> str | None:
         """Why this configuration cannot be built, or None."""
@@ -235,8 +247,8 @@ class Nvfp4GemmSm100:
                                                                              self.num_ab_stage)
         self.c_smem_layout_staged = sm100_utils.make_smem_layout_epi(C_DTYPE, self.c_layout, self.epi_tile,
                                                                      self.num_c_stage)
-        self.num_sfa_tmem_cols = (CTA_ROWS // 32) * (TILE_K // 64)
-        self.num_acc_tmem_cols = self.config.mma_n * self.num_acc_stage
+        self.num_sfa_tmem_cols = self.config.sfa_tmem_columns
+        self.num_acc_tmem_cols = self.config.acc_tmem_columns
 
     @cute.jit
     def operands(self, b_ptr: cute.Pointer, a_ptr: cute.Pointer, sfb_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
@@ -283,7 +295,7 @@ class Nvfp4GemmSm100:
                     c_ptr: cute.Pointer, m: Int32, n: Int32, k: Int32, out: cute.Pointer):
         """Host code only (no kernel): the five tensor maps of one group, exactly as the kernel's
         atoms would encode them, written to `out` (5 × 128 bytes of host memory). The host mode's
-        prepare step runs this once per group (host.encode_group_maps)."""
+        prepare step runs this once per group (host.encoder)."""
         tiled_mma, tiled_mma_sfb = self._tiled_mmas()
         self._setup(tiled_mma, tiled_mma_sfb)
         atoms = self._atoms(tiled_mma, tiled_mma_sfb, *self.operands(b_ptr, a_ptr, sfb_ptr, sfa_ptr, c_ptr, m, n, k))
