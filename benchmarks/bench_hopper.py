@@ -3,17 +3,24 @@ one run. Prints a table (and writes JSON to $OUT or --json).
 
 Columns, all µs per call with the leaderboard's timer (15 inputs, L2 flushed each repetition):
 - nvgg strategies on the cute backend (persistent, multistream, graph, sequential), checked first;
+  the persistent kernel by build: `persistent[host]` and `persistent[device]` (its tensor-map
+  modes, with the grid barrier after phase 0), `persistent[rows+host]` (waiting on the readiness
+  counters of a group's rows instead), `persistent[rows+host+late_b]` (no B load before the CTA's
+  own phase 0 is written), `persistent[device]` alone is the earlier build; `persistent` is the
+  backend's default build;
 - the torch backend's graph and sequential strategies (expand in PyTorch, then cuBLAS);
 - cuBLAS fp16 on inputs already expanded to fp16 (not timed: the expansion), one GEMM per group,
   eager and replayed from a CUDA graph: a bound that no FP4-reading pipeline gets for free;
 - the fp16 compute floor: FLOPs / the card's fp16 dense rate measured here (cuBLAS 8192^3).
 
-    python benchmarks/bench_hopper.py [--cases 1,2,3,4] [--strategies persistent/cute,...] [--repeat N] [--json FILE]
+    python benchmarks/bench_hopper.py [--cases 1,2,3,4] [--strategies persistent[host]/cute,...] [--repeat N]
+        [--phases] [--json FILE]
 
 With --repeat N every column is measured N times, the passes interleaved (each pass times every
 column of a case once), and the table shows the median (the JSON keeps every pass): run-to-run
 spread, cuBLAS's eager launches above all, is as large as some of the differences the table is
-read for.
+read for. --phases adds, per case and persistent build, the instrumented build's phases (medians
+and maxima over CTAs): the time to the first MMA and what precedes it.
 """
 
 from __future__ import annotations
@@ -30,8 +37,26 @@ from tabulate import tabulate
 from nvgg import cases, env, inputs, reference, runner, timing
 from nvgg.errors import NvggError
 
-STRATEGIES = [("persistent", "cute"), ("multistream", "cute"), ("graph", "cute"), ("sequential", "cute"),
-              ("graph", "torch"), ("sequential", "torch")]
+STRATEGIES = [("persistent[host]", "cute"), ("persistent[device]", "cute"), ("persistent[rows+host]", "cute"),
+              ("multistream", "cute"), ("graph", "cute"), ("sequential", "cute"), ("graph", "torch"),
+              ("sequential", "torch")]
+KNOWN = STRATEGIES + [("persistent", "cute")]
+
+
+def _column(strategy: str, backend: str) -> dict:
+    """runner.run_one's arguments for a column name: persistent[OPTIONS] takes options joined by
+    "+": host (default) or device maps, grid (default) or rows wait, late_b (rows: B only after
+    the CTA's own phase 0)."""
+    if not strategy.startswith("persistent["):
+        return {"strategy": strategy, "backend": backend}
+    options = set(strategy[len("persistent["):-1].split("+"))
+    unknown = options - {"host", "device", "grid", "rows", "late_b"}
+    if unknown:
+        raise SystemExit(f"unknown persistent build options {sorted(unknown)}: host, device, grid, rows, late_b")
+    from nvgg.backends.cute_sm90 import variant_backend
+    return {"strategy": "persistent", "backend": variant_backend(
+        "device" if "device" in options else "host", readiness="rows" if "rows" in options else "grid",
+        early_b="late_b" not in options)}
 
 
 def fp16_peak_tflops() -> float:
@@ -85,12 +110,13 @@ def main() -> None:
     parser.add_argument("--strategies", default=",".join(f"{s}/{b}" for s, b in STRATEGIES),
                         help="nvgg columns, strategy/backend joined by commas")
     parser.add_argument("--repeat", type=int, default=1, help="interleaved passes; the table shows medians")
+    parser.add_argument("--phases", action="store_true", help="the persistent builds' device phases too")
     parser.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "bench_hopper.json"))
     args = parser.parse_args()
     columns = [tuple(c.split("/")) for c in args.strategies.split(",") if c]
-    unknown = [c for c in columns if c not in STRATEGIES]
+    unknown = [c for c in columns if c not in KNOWN and not c[0].startswith("persistent[")]
     if unknown or args.repeat < 1:
-        raise SystemExit(f"--strategies takes {', '.join(f'{s}/{b}' for s, b in STRATEGIES)} and --repeat "
+        raise SystemExit(f"--strategies takes {', '.join(f'{s}/{b}' for s, b in KNOWN)} and --repeat "
                          f"at least 1 (got {args.strategies!r}, {args.repeat})")
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     peak = fp16_peak_tflops()
@@ -101,7 +127,7 @@ def main() -> None:
             entry = {}
             for strategy, backend in columns:
                 try:
-                    res = runner.run_one(case, strategy=strategy, backend=backend)
+                    res = runner.run_one(case, **_column(strategy, backend))
                     entry[f"{strategy}/{backend}"] = res.time_us if res.status == "ok" else f"{res.status}: {res.message}"
                 except NvggError as exc:
                     entry[f"{strategy}/{backend}"] = f"n/a: {exc}"
@@ -120,6 +146,36 @@ def main() -> None:
     print(f"card: {doc['env']['gpu']}; fp16 dense peak measured {peak:.0f} TFLOP/s (cuBLAS 8192^3); "
           f"median of {args.repeat} interleaved pass(es)")
     print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
+    if args.phases:
+        print_phases(args, columns, doc)
+        with open(args.json, "w") as fh:
+            json.dump(doc, fh, indent=2, default=str)
+
+
+def print_phases(args, columns, doc) -> None:
+    """Each persistent build's device phases (instrumented build, checked first), per case."""
+    from nvgg.profiling import device_phases
+
+    rows, names = [], None
+    for case in cases.select(args.cases):
+        for strategy, backend in columns:
+            if not strategy.startswith("persistent"):
+                continue
+            kwargs = _column(strategy, backend)
+            try:
+                run = device_phases.run(case, backend=kwargs["backend"])
+            except NvggError as exc:
+                rows.append([case.id, strategy, f"n/a: {exc}"])
+                continue
+            rep = run.report
+            names = names or [p.name for p in rep.phases]
+            doc["cases"][case.id].setdefault("phases", {})[strategy] = run.to_dict()
+            rows.append([case.id, strategy, f"{run.plain_us:.1f}", f"{rep.time_to_first_mma_us:.2f}"]
+                        + [f"{p.median_us:.2f} / {p.max_us:.2f}" for p in rep.phases])
+    print("\ndevice phases, µs (median / max over CTAs; kernel: CUPTI, the timed build); "
+          "targets: to first MMA at most 3 µs on cases 3 and 4")
+    print(tabulate(rows, headers=["case", "build", "kernel µs", "to first MMA µs"] + (names or []),
+                   tablefmt="github", disable_numparse=True))
 
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ cutlass = pytest.importorskip("cutlass")
 
 from nvgg import cases, inputs, reference  # noqa: E402
 from nvgg.backends.cute import CuteBackend  # noqa: E402
-from nvgg.backends.cute_sm90 import Sm90Kernels, config_for  # noqa: E402
+from nvgg.backends.cute_sm90 import Sm90Kernels, config_for, variant_backend  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache  # noqa: E402
 from nvgg.kernels import groups as kgroups, tools  # noqa: E402
@@ -144,6 +144,12 @@ def store(tmp_path_factory):
     (gemm.GemmConfig(tile_m=128, stages=4, persistent=True), None),
     (gemm.GemmConfig(tile_m=64, stages=5, persistent=True), None),
     (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True), None),
+    (gemm.GemmConfig(tile_m=128, stages=3, persistent=True, tensormaps="host"), None),
+    (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True, tensormaps="host"), None),
+    (gemm.GemmConfig(tile_m=128, stages=3, persistent=True, readiness="rows"), None),
+    (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True, tensormaps="host",
+                     readiness="rows"), None),
+    (gemm.GemmConfig(tile_m=64, stages=5, persistent=True, tensormaps="host", readiness="rows", early_b=False), None),
 ])
 def test_compiles_for_sm90a_within_limits(store, config, shape):
     entry = host.compile_gemm(config, shape, "sm_90a", store=store)
@@ -156,18 +162,35 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
     if config.tile_m == 128 and (shape is None or 0 < shape[0] % 128 <= 64):
         assert "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16" in ptx_text
     assert "cp.async.bulk.tensor.2d" in ptx_text and "cvt.rn.f16x2.e4m3x2" in ptx_text
-    # each CTA's descriptor pair is retargeted in place, then released and acquired before use
-    for field in ("global_address.global.b1024.b64", "global_dim.global.b1024.b32", "global_stride.global.b1024.b64"):
-        assert f"tensormap.replace.tile.{field}" in ptx_text
-    assert "fence.proxy.tensormap::generic.release.gpu" in ptx_text
-    assert "fence.proxy.tensormap::generic.acquire.gpu" in ptx_text
+    if config.tensormaps == "device":
+        # each CTA's descriptor pair is retargeted in place, then released and acquired before use
+        for field in ("global_address.global.b1024.b64", "global_dim.global.b1024.b32",
+                      "global_stride.global.b1024.b64"):
+            assert f"tensormap.replace.tile.{field}" in ptx_text
+        assert "fence.proxy.tensormap::generic.release.gpu" in ptx_text
+        assert "fence.proxy.tensormap::generic.acquire.gpu" in ptx_text
+        assert "prefetch.tensormap" not in ptx_text
+    else:
+        # the host's maps are only read: acquired and prefetched (both of a pair, for the first
+        # tile and at a change of group), never written
+        assert "tensormap.replace" not in ptx_text and "fence.proxy.tensormap::generic.release" not in ptx_text
+        assert ptx_text.count("fence.proxy.tensormap::generic.acquire.sys") == 4
+        assert ptx_text.count("prefetch.tensormap") == 4
     assert "%globaltimer" not in ptx_text  # only the instrumented build reads the timer
     if config.persistent:
-        # phase 0 reads packed A and writes the fp16 copy, the grid meets (the MMA warps arrive,
-        # the producer waits), and TMA loads the copy
+        # phase 0 reads packed A and writes the fp16 copy, which TMA then loads
         assert "ld.global.nc.v4.b32" in ptx_text and "st.global.v4.b32" in ptx_text
         assert "fence.proxy.async;" in ptx_text and "fence.proxy.async.global" in ptx_text
-        assert "red.release.gpu.global.add.u64" in ptx_text and "ld.acquire.gpu.global.u64" in ptx_text
+        adds = ptx_text.count("red.release.gpu.global.add.u64")
+        assert "ld.acquire.gpu.global.u64" in ptx_text
+        if config.readiness == "rows":
+            # the row counters (phase 0's writers add, the producer's lanes spin until theirs
+            # are full, then meet at a warp barrier), and the launch count (one relaxed arrival a
+            # CTA, read first by the same thread)
+            assert adds == 1 and "bar.warp.sync" in ptx_text and "nanosleep.u32 20" in ptx_text
+            assert "red.relaxed.gpu.global.add.u64" in ptx_text and "shfl.sync.idx.b32" in ptx_text
+        else:
+            assert adds == 1 and "bar.warp.sync" not in ptx_text  # the grid barrier alone
     else:
         assert "red.release.gpu.global.add.u64" not in ptx_text  # no grid barrier: any grid size
     # only the wide-tile build moves registers from its producer warpgroup to the MMA warpgroups
@@ -251,7 +274,7 @@ def test_cache_hits_in_memory_and_on_disk(store, tmp_path):
 
 def test_key_names_every_ingredient():
     key = kcache.CacheKey.make("k", gemm.GemmConfig(), (1, 128, 256), "sm_90a", host.SOURCES)
-    assert key.config == (128, 3, False, False, "", True, 8, True, False, True, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
+    assert key.config == (128, 3, False, False, "", True, 8, True, False, "device", "grid", True, True, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
     assert key.dsl and len(key.source) == 16
 
 
@@ -271,7 +294,7 @@ def test_backend_compile_reports_each_distinct_kernel():
     assert grouped[0].extra["cache_hit"] in ("cold", "memory", "disk") and grouped[0].extra["wgmma"]
     # case 2 merges tiles on 132 SMs: the wide-tile build, a producer warpgroup beside the MMA ones
     (wide,) = be.compile(cases.get("2"), "sm_90a", grouped=True)
-    assert wide.name == "nvfp4_grouped_gemm_sm90[tile_m=128,stages=4,slots=6,wide_tiles]"
+    assert wide.name == "nvfp4_grouped_gemm_sm90[tile_m=128,stages=4,slots=6,wide_tiles,host_maps]"
     assert (wide.threads, wide.registers) == (384, 168) and wide.extra["frame_bytes"] == 0
     assert wide.extra["setmaxnreg"] == {"inc": gemm.MMA_REGS, "dec": gemm.PRODUCER_REGS} == {"inc": 232, "dec": 40}
     assert "setmaxnreg" not in grouped[0].extra
@@ -355,6 +378,53 @@ def test_schedule_places_any_mix_of_tile_costs():
         assert sum(costs) / ctas - 1e-9 <= span <= max(costs, default=0.0) * -(-len(costs) // ctas) + 1e-9
 
 
+def test_persistent_tables_count_rows_pack_groups_and_encode_maps_per_group(monkeypatch):
+    groups = kgroups.all_groups(inputs.generate(cases.get("test-9"), "cpu"))  # m 40, 56, 384, 512
+    calls = []
+
+    def fake(kind):
+        def encode(ptr, rows, cols, box):
+            calls.append((kind, ptr, rows, cols, box))
+            return [len(calls)] * 16
+        return encode
+
+    monkeypatch.setattr(host, "encode_tensor_map_f16", fake("a16"))
+    monkeypatch.setattr(host, "encode_tensor_map", fake("b"))
+    ctas = 132
+    config = gemm.GemmConfig(tile_m=128, stages=3, persistent=True, tensormaps="host")
+    tables = host.build_tables(groups, config, ctas)
+    table = tables.table.tolist()
+    # one readiness counter a 32 rows of A, zero before the first launch
+    assert [r[gemm.COL_READY_BEGIN] for r in table] == [0, 2, 4, 16] and tables.ready.tolist() == [0] * 32
+    assert table[0][gemm.COL_READY] == tables.ready.data_ptr()
+    # each tile once in the order, with the group that holds it in its high bits
+    order = tables.runs.tolist()[ctas + 1:]
+    tiles = [e & (gemm.MAX_TILES - 1) for e in order]
+    assert sorted(tiles) == list(range(tables.total_tiles))
+    for e, t in zip(order, tiles):
+        g = e >> gemm.ORDER_GROUP_SHIFT
+        assert table[g][gemm.COL_TILE_BEGIN] <= t < table[g][gemm.COL_TILE_END]
+    # host maps: each group's fp16 copy (m × k, 32-row boxes) and packed B (n × k/2 bytes, 128 rows)
+    assert calls == [x for g, r in zip(groups, table) for x in (
+        ("a16", r[gemm.COL_A16], g.m, g.k, gemm.A16_BOX_ROWS), ("b", g.b.data_ptr(), g.n, g.k // 2, gemm.TILE_N))]
+    assert tables.maps.tolist() == [[[2 * i + 1] * 16, [2 * i + 2] * 16] for i in range(len(groups))]
+    assert table[0][gemm.COL_MAPS] == tables.maps.data_ptr() and len(tables.encode_us) == len(groups)
+    device = host.build_tables(groups, gemm.GemmConfig(tile_m=128, stages=3, persistent=True), ctas)
+    # device maps: the template pair (group 0's) alone, which each CTA copies and rewrites
+    assert device.maps is None and device.table[0, gemm.COL_MAPS] == 0 and len(calls) == 2 * len(groups) + 2
+    assert table[0][gemm.COL_TEMPLATE] == table[0][gemm.COL_WORKSPACE] == 0 and tables.workspace is None
+    monkeypatch.setattr(gemm, "MAX_TILES", tables.total_tiles)
+    with pytest.raises(ValueError, match="tile order holds fewer than"):
+        host.build_tables(groups, config, ctas)
+
+
+def test_persistent_only_options_are_refused_elsewhere():
+    assert "persistent kernel only" in gemm.GemmConfig(tensormaps="host").problems()
+    assert "persistent kernel only" in gemm.GemmConfig(readiness="rows").problems()
+    assert "must be one of" in gemm.GemmConfig(persistent=True, tensormaps="kernel").problems()
+    assert gemm.GemmConfig(persistent=True, tensormaps="host", readiness="rows").problems() is None
+
+
 def test_persistent_kernel_refuses_more_groups_than_it_stages():
     # the group count is checked before anything touches the (here absent) tensors
     data = ([], [], [], [(1, 128, 256, 1)] * (gemm.MAX_GROUPS + 1))
@@ -396,20 +466,29 @@ def _sm90() -> bool:
     return torch.cuda.is_available() and torch.cuda.get_device_capability() == (9, 0)
 
 
+def _backend(build: str) -> CuteBackend:
+    """"per-group", "default", or a persistent build: maps (host, device) + wait (grid, rows)."""
+    if build in ("per-group", "default"):
+        return CuteBackend()
+    maps, wait = build.split("+")
+    return variant_backend(maps, readiness=wait)
+
+
 @pytest.mark.gpu
 @pytest.mark.sm90
 @pytest.mark.parametrize("case_id", ["test-1", "test-4", "test-9", "test-10"])
-@pytest.mark.parametrize("grouped", [False, True])
-def test_matches_reference_on_competition_inputs(case_id, grouped):
+@pytest.mark.parametrize("build", ["per-group", "default", "host+rows", "device+rows", "device+grid"])
+def test_matches_reference_on_competition_inputs(case_id, build):
+    """Per-group launches, and the persistent kernel with either map mode and either wait."""
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
     case = cases.get(case_id)
     data = inputs.generate(case, "cuda")
     want = reference.reference(data)
     reference.poison(data)  # every element must be written
-    be = CuteBackend()
+    be = _backend(build)
     be.check(case, torch.device("cuda"))
-    launches = [be.grouped_launcher(data)] if grouped else [be.group_launcher(data, g) for g in range(case.g)]
+    launches = [be.grouped_launcher(data)] if build != "per-group" else [be.group_launcher(data, g) for g in range(case.g)]
     for launch in launches:
         launch()
     torch.cuda.synchronize()
@@ -419,7 +498,8 @@ def test_matches_reference_on_competition_inputs(case_id, grouped):
 
 @pytest.mark.gpu
 @pytest.mark.sm90
-def test_phase_buffer_orders_the_phases_of_every_cta_with_work():
+@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows"])
+def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
     from nvgg.kernels.phase_slots import SM90
@@ -429,7 +509,7 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work():
     data = inputs.generate(case, "cuda")
     want = reference.reference(data)
     reference.poison(data)
-    launch, buffer = CuteBackend().phase_launcher(data)
+    launch, buffer = _backend(build).phase_launcher(data)
     launch()
     torch.cuda.synchronize()
     result = reference.check(inputs.outputs(data), want)
@@ -441,8 +521,12 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work():
     for r in worked:
         assert (r[SM90.START] < r[SM90.DESC_READY] <= r[SM90.FIRST_MMA] < r[SM90.MAINLOOP_DONE]
                 <= r[SM90.EPILOGUE_DONE] <= r[SM90.EXIT]), r[:SM90.FIRST_SWITCH]
-        assert r[SM90.START] < r[SM90.PHASE0_DONE] <= r[SM90.BARRIER_DONE] <= r[SM90.FIRST_MMA], \
-            r[:SM90.FIRST_SWITCH]
+        # the producer saw its first tile's rows after its maps; the MMA warps issued after their
+        # own share of phase 0 and after those rows were seen (the grid barrier: after every share)
+        assert r[SM90.START] < r[SM90.PHASE0_DONE] <= r[SM90.FIRST_MMA], r[:SM90.FIRST_SWITCH]
+        assert r[SM90.DESC_READY] <= r[SM90.A_READY] <= r[SM90.FIRST_MMA], r[:SM90.FIRST_SWITCH]
+        if build.endswith("grid"):
+            assert r[SM90.A_READY] >= max(x[SM90.PHASE0_DONE] for x in rows)
         switches = r[SM90.SWITCHES]
         assert 0 <= switches < case.g
         stamps = r[SM90.FIRST_SWITCH:SM90.FIRST_SWITCH + switches]
@@ -455,17 +539,23 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work():
 
 @pytest.mark.gpu
 @pytest.mark.sm90
-@pytest.mark.parametrize("case_id", ["3", "test-4"])
-def test_repeated_launches_wait_for_their_own_phase_0(case_id):
-    """The grid barrier's count is never reset: each launch must wait for its own fp16 copy, not
-    pass on the previous launch's count. The copy is poisoned (NaN) before every launch, so a main
-    loop that read it early would put NaN into C."""
+@pytest.mark.parametrize("case_id", ["3", "test-4", "many"])
+@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "device+rows"])
+def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
+    """Neither the launch count nor the row counters are ever reset: each launch must wait for its
+    own fp16 copy, not pass on the previous launch's counts. The copy is poisoned (NaN) before
+    every launch, so a main loop that read it early would put NaN into C. "many": 200 groups of
+    m 1-200 (more groups than CTAs, groups of one row, most groups no CTA starts in)."""
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
-    case = cases.get(case_id)
+    if case_id == "many":
+        ms = [1 + (37 * i) % 200 for i in range(200)]
+        case = cases.make_case("many", ms, [128 + 128 * (i % 3) for i in range(200)], [256 + 256 * (i % 2) for i in range(200)])
+    else:
+        case = cases.get(case_id)
     data = inputs.generate(case, "cuda")
     want = reference.reference(data)
-    launch = CuteBackend().grouped_launcher(data)
+    launch = _backend(build).grouped_launcher(data)
     tables = launch.tables
     launches = 5
     for _ in range(launches):
@@ -476,6 +566,11 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id):
         result = reference.check(inputs.outputs(data), want)
         assert result.ok, result.message
     assert tables.barrier.cpu().tolist() == [launches << 32]  # 2^32 a launch, whatever the grid
+    # every row block's counter holds its work units once a launch (rows × k/64), on either wait
+    # (the grid build's phase 0 never counts rows: its counters stay 0)
+    want_counts = [launches * min(gemm.READY_ROWS, m - r) * (k // gemm.K_SUB) if build.endswith("rows") else 0
+                   for m, _, k in case.groups for r in range(0, m, gemm.READY_ROWS)]
+    assert tables.ready.cpu().tolist() == want_counts
 
 
 @pytest.mark.gpu

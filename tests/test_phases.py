@@ -6,10 +6,10 @@ from nvgg.kernels.phase_slots import SM90 as L
 from nvgg.profiling import phases as ph
 
 
-def _row(start, desc, p0, bar, mma, main, epi, end, switches=()):
+def _row(start, desc, p0, a_ready, mma, main, epi, end, switches=()):
     row = [0] * L.slots
     row[L.START], row[L.DESC_READY], row[L.FIRST_MMA] = start, desc, mma
-    row[L.PHASE0_DONE], row[L.BARRIER_DONE] = p0, bar
+    row[L.PHASE0_DONE], row[L.A_READY] = p0, a_ready
     row[L.MAINLOOP_DONE], row[L.EPILOGUE_DONE], row[L.EXIT] = main, epi, end
     row[L.SWITCHES] = len(switches)
     for i, t in enumerate(switches):
@@ -19,7 +19,7 @@ def _row(start, desc, p0, bar, mma, main, epi, end, switches=()):
 
 BUFFER = [
     _row(1_000, 3_000, 2_500, 4_000, 5_000, 95_000, 99_000, 100_000, switches=(40_000,)),
-    _row(2_000, 6_000, 4_000, 5_000, 12_000, 90_000, 96_000, 98_000),
+    _row(2_000, 6_000, 4_000, 7_000, 12_000, 90_000, 96_000, 98_000),
     [1_500, 0, 0, 0, 0, 2_500] + [0] * (L.slots - 6),   # a CTA that found no tile
 ]
 
@@ -29,11 +29,12 @@ def test_phase_statistics_by_hand():
     assert (rep.ctas, rep.ctas_with_work) == (3, 2)
     assert rep.kernel_us == pytest.approx(99.0)
     by = {p.name: p for p in rep.phases}
-    assert by["descriptor setup"].median_us == pytest.approx(3.0) and by["descriptor setup"].max_us == pytest.approx(4.0)
+    assert by["tensor maps"].median_us == pytest.approx(3.0) and by["tensor maps"].max_us == pytest.approx(4.0)
     assert by["phase 0"].median_us == pytest.approx(1.75) and by["phase 0"].max_us == pytest.approx(2.0)
-    assert by["grid barrier"].median_us == pytest.approx(1.25) and by["grid barrier"].max_us == pytest.approx(1.5)
-    # from the later of the descriptors and the grid barrier: 4.0 -> 5.0 and 6.0 -> 12.0
-    assert by["to first MMA"].median_us == pytest.approx(3.5) and by["to first MMA"].max_us == pytest.approx(6.0)
+    # the producer's wait, from its maps to its first tile's A rows: 3.0 -> 4.0 and 6.0 -> 7.0
+    assert by["wait for A rows"].median_us == pytest.approx(1.0) and by["wait for A rows"].max_us == pytest.approx(1.0)
+    # from the later of the A rows and the CTA's own phase 0: 4.0 -> 5.0 and 7.0 -> 12.0
+    assert by["to first MMA"].median_us == pytest.approx(3.0) and by["to first MMA"].max_us == pytest.approx(5.0)
     assert by["mainloops"].max_us == pytest.approx(90.0)
     assert rep.time_to_first_mma_us == pytest.approx((4.0 + 10.0) / 2)
     assert rep.setup_share == pytest.approx((4 / 99 + 10 / 96) / 2)
@@ -46,7 +47,7 @@ def test_chrome_trace_has_one_track_per_cta_and_the_switches():
     assert {e["tid"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"} == {0, 1, 2}
     complete = [e for e in events if e["ph"] == "X"]
     assert len(complete) == 2 * len(L.phases)
-    first = next(e for e in complete if e["tid"] == 0 and e["name"] == "descriptor setup")
+    first = next(e for e in complete if e["tid"] == 0 and e["name"] == "tensor maps")
     assert first["ts"] == 0.0 and first["dur"] == 2.0
     switches = [e for e in events if e["ph"] == "i"]
     assert len(switches) == 1 and switches[0]["ts"] == pytest.approx(39.0)

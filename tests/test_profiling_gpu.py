@@ -43,7 +43,7 @@ def test_phases_of_the_persistent_kernel(tmp_path):
     assert rep.ctas_with_work > 0 and rep.kernel_us > 0
     assert 0 < rep.time_to_first_mma_us < rep.kernel_us and 0 < rep.setup_share < 1
     names = [p.name for p in rep.phases]
-    assert names[:5] == ["descriptor setup", "phase 0", "grid barrier", "to first MMA", "mainloops"]
+    assert names[:5] == ["tensor maps", "phase 0", "wait for A rows", "to first MMA", "mainloops"]
     phases.write_trace(run.buffer, tmp_path / "t.json")
     trace = json.loads((tmp_path / "t.json").read_text())
     assert sum(e["ph"] == "X" for e in trace["traceEvents"]) >= rep.ctas_with_work * 3

@@ -16,6 +16,7 @@ takes at most 512 groups (gemm.MAX_GROUPS).
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import replace
 
 import torch
@@ -29,8 +30,9 @@ from ..kernels.phase_slots import SM90
 from .base import KernelInfo, Launch, checked_group, group_problem, kernel_info
 
 ARCH = "sm_90a"
-# where the persistent kernel's tensor maps come from: its producer rewrites its maps in the kernel
-TENSORMAP_MODES = ("device",)
+# where the persistent kernel's tensor maps come from: its producer rewrites one pair in the kernel
+# (`device`), or the host encodes every group's pair at prepare time (`host`; gemm.GemmConfig)
+TENSORMAP_MODES = gemm.TENSORMAP_MODES
 
 
 def config_for(ms, *, persistent: bool) -> gemm.GemmConfig:
@@ -73,7 +75,16 @@ class Sm90Kernels:
 
     arch = ARCH
     tensormap_modes = TENSORMAP_MODES
-    default_mode = "device"
+    # host maps: as fast as device maps or faster on the four benchmarks, their setup in the
+    # kernel about 1 µs against 4-18 (H100, 2026-11-26, NOTES.md)
+    default_mode = "host"
+
+    def __init__(self, readiness: str = "grid", early_b: bool = True):
+        # builds of the persistent kernel other than the default, for benchmarks and tests: how
+        # it waits for phase 0 (gemm.READINESS) and whether, waiting on rows, it loads B before
+        # its own share of phase 0 is written
+        self.readiness = readiness
+        self.early_b = early_b
 
     def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
         if grouped and case.g > gemm.MAX_GROUPS:
@@ -84,7 +95,8 @@ class Sm90Kernels:
     def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None,
                 tensormaps: str = "device") -> list[KernelInfo]:
         if grouped:
-            builds = [(persistent_config(case.m, case.n, sms or NOMINAL_SMS), None)]
+            builds = [(replace(persistent_config(case.m, case.n, sms or NOMINAL_SMS), tensormaps=tensormaps,
+                               readiness=self.readiness, early_b=self.early_b), None)]
         else:  # every per-group launch runs the expand kernel first
             builds = [(config_for([m], persistent=False), (m, n, k)) for m, n, k in dict.fromkeys(case.groups)]
             builds.append((host.EXPAND_CONFIG, None))
@@ -95,7 +107,7 @@ class Sm90Kernels:
         res = host.resources(entry)
         extra = {"wgmma": entry.info["wgmma"]}
         if entry.info["config"]["persistent"]:
-            extra["tensormaps"] = "device"
+            extra["tensormaps"] = entry.info["config"]["tensormaps"]
         if res["setmaxnreg"]:  # the wide build's warpgroups after setmaxnreg (MMA "inc", producer "dec")
             extra["setmaxnreg"] = res["setmaxnreg"]
         return kernel_info(entry, extra)
@@ -119,14 +131,19 @@ class Sm90Kernels:
         return host.ExpandThenGemm(expand, gemm_launch)
 
     def grouped_launcher(self, data, tensormaps: str = "device") -> Launch:
-        groups, config, entry, grid = self._persistent(data, instrument=False)
-        return self._launcher(entry, host.build_tables(groups, config, grid), host.grid_dims(config, None, grid))
+        groups, config, entry, grid = self._persistent(data, tensormaps, instrument=False)
+        tables = host.build_tables(groups, config, grid)
+        out = self._launcher(entry, tables, host.grid_dims(config, None, grid))
+        if tables.encode_us:  # host maps: their encoding is prepare-time work, reported apart
+            out.setup_us = {"encode_maps": sum(tables.encode_us),
+                            "encode_maps_per_group": statistics.median(tables.encode_us)}
+        return out
 
     def phase_launcher(self, data, tensormaps: str = "device") -> tuple[Launch, torch.Tensor]:
         """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
         int64 [ctas, SM90.slots] buffer each launch fills with %globaltimer readings (zeroed
         first; see nvgg/kernels/phase_slots.py for the slots). Same grid and tiles as the timed build."""
-        groups, config, entry, grid = self._persistent(data, instrument=True)
+        groups, config, entry, grid = self._persistent(data, tensormaps, instrument=True)
         buffer = torch.zeros((grid, SM90.slots), dtype=torch.int64, device=groups[0].c.device)
         kernel = self._launcher(entry, host.build_tables(groups, config, grid, buffer),
                                 host.grid_dims(config, None, grid))
@@ -141,13 +158,14 @@ class Sm90Kernels:
     def phase_layout(tensormaps: str = "device"):
         return SM90
 
-    def _persistent(self, data, *, instrument: bool):
+    def _persistent(self, data, tensormaps: str = "device", *, instrument: bool):
         if len(data[3]) > gemm.MAX_GROUPS:
             raise NvggError(f"the persistent cute kernel takes at most {gemm.MAX_GROUPS} groups, got {len(data[3])}: "
                             "use --strategy graph or multistream")
         groups = [self._group(data, g) for g in range(len(data[3]))]
         sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
-        config = replace(persistent_config([t.m for t in groups], [t.n for t in groups], sms), instrument=instrument)
+        config = replace(persistent_config([t.m for t in groups], [t.n for t in groups], sms), instrument=instrument,
+                         tensormaps=tensormaps, readiness=self.readiness, early_b=self.early_b)
         # the launches go through the driver on the cubin (launch.DirectLaunch): a compiled entry on
         # disk serves a new process without rebuilding the DSL's callable (about 2 s a kernel)
         timed = host.compile_gemm(replace(config, instrument=False), None, ARCH, need_callable=False)
@@ -164,3 +182,17 @@ class Sm90Kernels:
     @staticmethod
     def _group(data, g: int) -> kgroups.GroupTensors:
         return checked_group(data, g, config_for([data[3][g][0]], persistent=False).is_valid, "the cute backend")
+
+
+def variant_backend(tensormaps: str = "host", **build):
+    """The cute backend running another build of the sm_90a persistent kernel (`build`: readiness,
+    early_b, see Sm90Kernels), for benchmarks and tests to compare against; readiness="grid" with
+    device maps is the earlier build."""
+    from .cute import CuteBackend
+
+    class Variant(CuteBackend):
+        def _family(self, data):
+            return Sm90Kernels(**build)
+
+    return Variant(tensormaps=tensormaps)
+

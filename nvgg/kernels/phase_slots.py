@@ -40,15 +40,18 @@ class SlotLayout:
         return SlotLayout(self.kernel, self.names, phases, self.max_switches)
 
 
-# sm_90a persistent kernel (kernels/sm90/nvfp4_gemm.py). The producer's descriptor setup runs
-# beside phase 0; "to first MMA" runs from the later of the grid barrier and the descriptors.
+# sm_90a persistent kernel (kernels/sm90/nvfp4_gemm.py), the same slots in every build: the
+# producer's tensor maps (DESC_READY: replaced, or acquired and prefetched) are ready beside phase
+# 0 (PHASE0_DONE: this CTA's share written, by its MMA warps); A_READY is when the producer saw its
+# first tile's fp16 A rows written (their readiness counters, or the grid barrier of the "grid"
+# build); "to first MMA" runs from the later of A_READY and this CTA's own phase 0.
 SM90 = SlotLayout(
     "nvfp4_grouped_gemm_sm90",
-    ("START", "DESC_READY", "FIRST_MMA", "MAINLOOP_DONE", "EPILOGUE_DONE", "EXIT", "PHASE0_DONE", "BARRIER_DONE"),
-    (("descriptor setup", "START", "DESC_READY"),
+    ("START", "DESC_READY", "FIRST_MMA", "MAINLOOP_DONE", "EPILOGUE_DONE", "EXIT", "PHASE0_DONE", "A_READY"),
+    (("tensor maps", "START", "DESC_READY"),
      ("phase 0", "START", "PHASE0_DONE"),
-     ("grid barrier", "PHASE0_DONE", "BARRIER_DONE"),
-     ("to first MMA", ("DESC_READY", "BARRIER_DONE"), "FIRST_MMA"),
+     ("wait for A rows", "DESC_READY", "A_READY"),
+     ("to first MMA", ("A_READY", "PHASE0_DONE"), "FIRST_MMA"),
      ("mainloops", "FIRST_MMA", "MAINLOOP_DONE"),
      ("last epilogue", "MAINLOOP_DONE", "EPILOGUE_DONE"),
      ("exit", "EPILOGUE_DONE", "EXIT")),

@@ -34,8 +34,9 @@ class PhaseRun:
                 "instrumentation_cost": self.cost, "kernel": self.layout.kernel, "tensormaps": self.tensormaps}
 
 
-def run(case: Case, *, profile: str | None = None, tensormaps: str | None = None) -> PhaseRun:
-    session = runner.setup(case, strategy="persistent", backend="cute", profile=profile, tensormaps=tensormaps)
+def run(case: Case, *, profile: str | None = None, tensormaps: str | None = None, backend="cute") -> PhaseRun:
+    """`backend`: "cute", or a cute backend object (then the mode is the object's)."""
+    session = runner.setup(case, strategy="persistent", backend=backend, profile=profile, tensormaps=tensormaps)
     if not runner.check(session):
         raise NvggError(f"the persistent kernel failed its check on case {case.id}: {session.result.message}")
     backend = session.backend

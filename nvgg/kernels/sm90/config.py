@@ -24,6 +24,10 @@ ROW_BYTES = K_STAGE // 2
 MMA_THREADS = 256  # warps 0-7: the two MMA warpgroups (64 rows of B each)
 MMA_WARPS = MMA_THREADS // 32
 BAR_MMA = 1  # named CTA barrier of the MMA warps alone (phase 0)
+# named CTA barrier at which the MMA warps tell the producer warp that they are done with the
+# group columns staged in the last fp16 A slots (phase 0 over); the producer waits there before it
+# first fills one of those slots
+BAR_INFO = 2
 HALF_ROWS = 64  # rows of A up to which a tile of tile_m 128 runs the half-width wgmma
 # registers a thread after setmaxnreg (wide tiles, 384 threads): 168 each at launch (64 K registers
 # over 384 threads, in steps of 8) = 2 × 128 × MMA_REGS + 128 × PRODUCER_REGS
@@ -53,11 +57,26 @@ COL_UNITS, COL_BARRIER, COL_GROUPS = 17, 18, 19
 # launch-wide (persistent kernel): int32 [ctas + 1 + tiles], each CTA's list of tiles (`schedule`):
 # the ctas + 1 run boundaries, then the tile order
 COL_RUNS = 20
-TABLE_COLS = 21
+# persistent kernel: launch-wide, the host-encoded maps (`host` mode: [groups, 2, 16] int64, each
+# group's fp16 A map then its packed B map) and the readiness counters of the fp16 copy (u64, one
+# per READY_ROWS rows of a group's A); per group, the index of its first counter
+COL_MAPS, COL_READY, COL_READY_BEGIN = 21, 22, 23
+TABLE_COLS = 24
 # the columns phase 0 reads per group, staged in shared memory (the fp16 A slots, unused until the
-# grid barrier) by the persistent kernel, which therefore takes at most MAX_GROUPS groups
-INFO_COLS = (COL_UNIT_END, COL_UNIT_BEGIN, COL_K, COL_A, COL_SFA, COL_A16)
+# first tile's loads) by the persistent kernel, which therefore takes at most MAX_GROUPS groups
+INFO_COLS = (COL_UNIT_END, COL_UNIT_BEGIN, COL_K, COL_A, COL_SFA, COL_A16, COL_READY_BEGIN)
 MAX_GROUPS = 512
+# rows of a group's A one readiness counter covers: one fp16 A box, what one TMA load reads
+READY_ROWS = A16_BOX_ROWS
+# the persistent kernel's tile order entries (int32): tile | group << ORDER_GROUP_SHIFT, so that a
+# CTA finds a tile's group without searching the table (a chain of dependent loads)
+ORDER_GROUP_SHIFT = 22
+MAX_TILES = 1 << ORDER_GROUP_SHIFT
+TENSORMAP_MODES = ("device", "host")
+# how the persistent kernel's producer knows the fp16 A rows of a group are written: "grid", a
+# grid-wide barrier after all of phase 0; "rows", the readiness counters of just that group's rows.
+# "grid" is the default: faster on benchmarks 1-3, "rows" on 4 (H100, 2026-11-26, NOTES.md)
+READINESS = ("grid", "rows")
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
 TENSORMAP_BYTES = 128  # sizeof(CUtensorMap), CUDA driver API
 PAIR_BYTES = 2 * TENSORMAP_BYTES
@@ -90,6 +109,15 @@ class GemmConfig:
     # the expand kernel alone: phase 0 over the table's groups, for the per-group launches (which
     # cannot meet at a grid barrier: their grid may exceed what is resident)
     expand_only: bool = False
+    # persistent kernel: where its tensor maps come from. "device": each CTA's producer rewrites one
+    # pair in place (tensormap.replace) on every change of group; "host": every group's pair is
+    # encoded at prepare time, the kernel only acquires and prefetches the group's pair
+    tensormaps: str = "device"
+    # persistent kernel: see READINESS
+    readiness: str = "grid"
+    # persistent kernel: its producer may load packed B before its own CTA's share of phase 0 is
+    # written (True), or only after (False: phase 0's DRAM traffic first)
+    early_b: bool = True
     # tile_m 128: a tile of at most HALF_ROWS rows (a group's last, or a group of m <= 64) runs a
     # wgmma half as wide (N = 64), at about half the tensor work
     half_tiles: bool = True
@@ -104,6 +132,12 @@ class GemmConfig:
     def slot_rows(self) -> int:
         """Rows of one fp16 A slot: tile_m, or tile_m + HALF_ROWS with wide tiles."""
         return self.tile_m + HALF_ROWS if self.wide_tiles else self.tile_m
+
+    @property
+    def info_slots(self) -> int:
+        """The last fp16 A slots, which hold the staged group columns (INFO_COLS) during phase 0."""
+        slot_bytes = self.slot_rows * K_SUB * 2
+        return -(-MAX_GROUPS * len(INFO_COLS) * 8 // slot_bytes)
 
     @property
     def threads(self) -> int:
@@ -150,9 +184,14 @@ class GemmConfig:
             return f"slots={self.slots}: the kernel needs at least {SUBS_PER_STAGE} (one stage of A)"
         if self.stages < 2:
             return f"stages={self.stages}: the load ring needs at least 2 stages to overlap"
+        if self.tensormaps not in TENSORMAP_MODES or self.readiness not in READINESS:
+            return (f"tensormaps={self.tensormaps!r} must be one of {TENSORMAP_MODES}, readiness={self.readiness!r} "
+                    f"one of {READINESS}")
+        if not self.persistent and (self.tensormaps, self.readiness, self.early_b) != ("device", "grid", True):
+            return "tensormaps and readiness choose between builds of the persistent kernel only"
         if self.wide_tiles and not (self.persistent and has_half_width(self.tile_m, self.half_tiles)):
             return "wide_tiles needs the persistent kernel with tile_m 128 and half tiles"
-        if self.persistent and self.slots * self.slot_rows * K_SUB * 2 < MAX_GROUPS * len(INFO_COLS) * 8:
+        if self.persistent and self.info_slots >= self.slots:
             return f"slots={self.slots}, tile_m={self.tile_m}: the fp16 A slots cannot stage {MAX_GROUPS} groups' phase-0 columns"
         if self.smem_bytes > SMEM_LIMIT:
             return (f"tile_m={self.tile_m}, stages={self.stages} needs {self.smem_bytes} bytes of shared "

@@ -6,10 +6,12 @@ cuTensorMapEncodeTiled: A's describes the fp16 copy of A that phase 0 writes (k 
 A16_BOX_ROWS rows × 64 k), B's the packed bytes of B as a 2-D uint8 tensor (k/2 bytes × n, boxes
 of 128 bytes × 128 rows); both with the 128-byte swizzle and rows beyond the tensor filled with
 zeros. The template's box, swizzle and fill are what every group uses, its address and dimensions
-are placeholders (group 0's). Each CTA copies the template into its own slot of the
-workspace (one pair per CTA), and its producer warp rewrites the address, dimensions and row
-stride in place (tensormap.replace) whenever its next tile belongs to another group, from the
-group's row of the table (see ptx.retarget_tensormap and ptx.publish_tensormaps).
+are placeholders (group 0's). In the persistent kernel's `device` mode each CTA copies the template
+into its own slot of the workspace (one pair per CTA), and its producer warp rewrites the address,
+dimensions and row stride in place (tensormap.replace) whenever its next tile belongs to another
+group, from the group's row of the table (see ptx.retarget_tensormap and ptx.publish_tensormaps).
+In `host` mode the host encodes every group's pair at prepare time into a table [G, 2, 16] (the
+same encoder, the group's own address and dimensions), which the kernel only reads.
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ def kernel_name(config: gemm.GemmConfig, shape) -> str:
         suffix += "" if config.half_tiles else ",no_half_tiles"
         suffix += ",wide_tiles" if config.wide_tiles else ""
         suffix += f",ablate={config.ablate}" if config.ablate else ""
+        suffix += ",host_maps" if config.tensormaps == "host" else ""
+        suffix += "" if config.readiness == "grid" else f",{config.readiness}_wait"
+        suffix += "" if config.early_b else ",late_b"
         return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
     m, n, k = shape
     return f"nvfp4_gemm_sm90[m={m},n={n},k={k},tile_m={config.tile_m},stages={config.stages}]"
@@ -75,7 +80,9 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
                 "config": {"tile_m": config.tile_m, "stages": config.stages, "persistent": config.persistent,
                            "instrument": config.instrument, "ablate": config.ablate, "chunked": config.chunked,
                            "slots": config.slots, "l2_hints": config.l2_hints, "half_tiles": config.half_tiles,
-                           "expand_only": config.expand_only, "wide_tiles": config.wide_tiles},
+                           "expand_only": config.expand_only, "wide_tiles": config.wide_tiles,
+                           "tensormaps": config.tensormaps, "readiness": config.readiness,
+                           "early_b": config.early_b},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx,
                 # read from the PTX once here, not at every launcher built from the entry
                 "params": launch.entry_params(ptx), "setmaxnreg": setmaxnreg(ptx)}
@@ -111,14 +118,17 @@ def encode_tensor_map_f16(ptr: int, rows: int, cols: int, box_rows: int) -> list
 @dataclass
 class Tables:
     table: torch.Tensor  # int64 [G, TABLE_COLS] on the device
-    template: torch.Tensor  # int64 [2, 16]: the host-encoded template pair (A, B)
-    workspace: torch.Tensor  # int64 [ctas, 2, 16]: each CTA's own descriptor pair
+    template: torch.Tensor | None  # `device` maps: int64 [2, 16], the host-encoded template pair (A, B)
+    workspace: torch.Tensor | None  # `device` maps: int64 [ctas, 2, 16], each CTA's own descriptor pair
     total_tiles: int
     phases: torch.Tensor | None = None  # int64 [ctas, SLOTS]: the instrumented build's timestamps
     a16: torch.Tensor | None = None  # persistent kernel: every group's fp16 A, written by phase 0
     barrier: torch.Tensor | None = None  # persistent kernel: the grid barrier's arrival count (u64, see ptx.grid_target)
     units: int = 0  # phase-0 work units (one row × 64 k of A) over all groups
     runs: torch.Tensor | None = None  # persistent kernel: int32 [ctas + 1 + tiles], each CTA's tiles (schedule.schedule)
+    ready: torch.Tensor | None = None  # persistent kernel: u64 readiness counter a READY_ROWS rows of A (ptx.ready_wait)
+    maps: torch.Tensor | None = None  # `host` maps: int64 [G, 2, 16], each group's fp16 A and packed B maps
+    encode_us: list[float] | None = None  # `host` maps: the host's time for each group's pair
 
 
 def count_tiles(groups: list[GroupTensors], tile_m: int, wide: bool = False) -> int:
@@ -146,10 +156,18 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     a16_offsets = [sum(sizes[:i]) for i in range(len(groups))]
     a16 = torch.empty(sum(sizes), dtype=torch.float16, device=device)
     barrier = torch.zeros(1, dtype=torch.int64, device=device) if config.persistent else None
-    a_map = encode_tensor_map_f16(a16.data_ptr(), first.m, first.k, gemm.A16_BOX_ROWS)
-    template = torch.tensor([a_map, encode_tensor_map(first.b.data_ptr(), first.n, first.k // 2, gemm.TILE_N)],
-                            dtype=torch.int64).to(device)
-    workspace = torch.zeros((ctas, 2, gemm.TENSORMAP_BYTES // 8), dtype=torch.int64, device=device)
+    template = workspace = None
+    if config.tensormaps == "device":  # the template pair and each CTA's pair, rewritten in the kernel
+        a_map = encode_tensor_map_f16(a16.data_ptr(), first.m, first.k, gemm.A16_BOX_ROWS)
+        template = torch.tensor([a_map, encode_tensor_map(first.b.data_ptr(), first.n, first.k // 2, gemm.TILE_N)],
+                                dtype=torch.int64).to(device)
+        workspace = torch.zeros((ctas, 2, gemm.TENSORMAP_BYTES // 8), dtype=torch.int64, device=device)
+    if total >= gemm.MAX_TILES:
+        raise ValueError(f"{total} tiles: the persistent kernel's tile order holds fewer than {gemm.MAX_TILES}")
+    ready_begins = [0]
+    for g in groups:
+        ready_begins.append(ready_begins[-1] + -(-g.m // gemm.READY_ROWS))
+    ready = torch.zeros(ready_begins[-1], dtype=torch.int64, device=device) if config.persistent else None
     rows, units = [], 0
     for i, g in enumerate(groups):
         row = g.base_row() + [0] * (gemm.TABLE_COLS - kgroups.BASE_COLS)
@@ -160,22 +178,45 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         row[gemm.COL_UNIT_BEGIN] = units
         units += group_units(g)
         row[gemm.COL_UNIT_END] = units
+        row[gemm.COL_READY_BEGIN] = ready_begins[i]
         rows.append(row)
-    rows[0][gemm.COL_TEMPLATE] = template.data_ptr()
-    rows[0][gemm.COL_WORKSPACE] = workspace.data_ptr()
+    if template is not None:
+        rows[0][gemm.COL_TEMPLATE] = template.data_ptr()
+        rows[0][gemm.COL_WORKSPACE] = workspace.data_ptr()
     if phases is not None:
         rows[0][gemm.COL_PHASES] = phases.data_ptr()
-    runs = None
+    runs = maps = None
     if config.persistent:
         bounds, order = schedule.schedule(gemm.tile_costs(ms, ns, tile_m, config.half_tiles, wide), ctas)
-        runs = torch.tensor(bounds + order, dtype=torch.int32).to(device)
+        runs = torch.tensor(bounds + pack_order(order, begins), dtype=torch.int32).to(device)
         rows[0][gemm.COL_RUNS] = runs.data_ptr()
+        rows[0][gemm.COL_READY] = ready.data_ptr()
+    if config.tensormaps == "host":
+        maps = tensormaps.build_table(len(groups), 2, lambda i, row: encode_pair(
+            groups[i], rows[i][gemm.COL_A16], row), device)
+        rows[0][gemm.COL_MAPS] = maps.table.data_ptr()
     rows[0][gemm.COL_UNITS] = units
     rows[0][gemm.COL_GROUPS] = len(groups)
     if barrier is not None:
         rows[0][gemm.COL_BARRIER] = barrier.data_ptr()
     table = torch.tensor(rows, dtype=torch.int64).to(device)
-    return Tables(table, template, workspace, total, phases, a16, barrier, units, runs)
+    return Tables(table, template, workspace, total, phases, a16, barrier, units, runs, ready,
+                  maps.table if maps else None, maps.encode_us if maps else None)
+
+
+def encode_pair(g: GroupTensors, a16_ptr: int, out: torch.Tensor) -> None:
+    """Group g's two maps (`host` mode) into `out` (int64 [2, 16]): its fp16 A copy at `a16_ptr`,
+    then its packed B, as the device mode's retargeting would make them."""
+    out[0] = torch.tensor(encode_tensor_map_f16(a16_ptr, g.m, g.k, gemm.A16_BOX_ROWS))
+    out[1] = torch.tensor(encode_tensor_map(g.b.data_ptr(), g.n, g.k // 2, gemm.TILE_N))
+
+
+def pack_order(order: list[int], begins: list[int]) -> list[int]:
+    """The persistent kernel's tile order with each tile's group in its high bits
+    (tile | group << ORDER_GROUP_SHIFT; `begins`: each group's first tile)."""
+    import bisect
+
+    return [t | (bisect.bisect_right(begins, t) - 1) << gemm.ORDER_GROUP_SHIFT for t in order]
 
 
 class Launch:

@@ -90,11 +90,12 @@ from cutlass import Float16, Float32, Int32, Int64, Uint32
 from ..phase_slots import SM90 as phase_slots
 from . import ptx
 from .config import (
-    A16_BOX_ROWS, BAR_MMA, COL_A, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
-    COL_N, COL_PHASES, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE, COL_TILE_BEGIN, COL_TILE_END, COL_UNITS,
-    COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
+    A16_BOX_ROWS, BAR_INFO, BAR_MMA, COL_A, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
+    COL_MAPS, COL_N, COL_PHASES, COL_READY, COL_READY_BEGIN, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE,
+    COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
-    SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N, has_half_width)
+    ORDER_GROUP_SHIFT, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
+    has_half_width)
 
 
 class Nvfp4GemmSm90:
@@ -126,6 +127,8 @@ class Nvfp4GemmSm90:
         self.half = has_half_width(self.tile_m, config.half_tiles)
         self.wide = config.wide_tiles
         self.box_bytes = A16_BOX_ROWS * K_SUB * 2
+        self.host_maps = config.tensormaps == "host"
+        self.rows_ready = config.persistent and config.readiness == "rows"
 
     @cute.jit
     def __call__(self, table_ptr: cute.Pointer, total_tiles: Int32, grid_ctas: Int32, stream):
@@ -174,7 +177,7 @@ class Nvfp4GemmSm90:
         tidx, _, _ = cute.arch.thread_idx()
         bidx, _, _ = cute.arch.block_idx()
         gdimx, _, _ = cute.arch.grid_dim()
-        self._expand_a_global(table, bidx * EXPAND_THREADS + tidx, gdimx * EXPAND_THREADS)
+        self._expand_a_global(table, bidx * EXPAND_THREADS + tidx, gdimx * EXPAND_THREADS, Int32(table[(0, COL_UNITS)]))
         ptx.fence_proxy_async_global()
 
     @cute.kernel
@@ -203,13 +206,11 @@ class Nvfp4GemmSm90:
             tile = bidy + bidx * m_tiles
             stride = m_tiles * (self.shape[1] // TILE_N)  # one tile per CTA
             cta = tile
-        order = None  # tile positions are tile numbers, except in the scheduled persistent kernel
+        all_tiles = total_tiles
         if cutlass.const_expr(self.config.persistent and self.config.chunked):
             # this CTA's list of tiles, from the host's cost-balanced schedule: `tile` walks the
-            # positions runs[c] .. runs[c + 1] of the order, which names the tiles
-            runs = cute.make_tensor(cute.make_ptr(Int32, table[(0, COL_RUNS)], cute.AddressSpace.gmem, assumed_align=4),
-                                    cute.make_layout(gdimx + 1 + total_tiles))
-            order = cute.make_tensor(runs.iterator + (gdimx + 1), cute.make_layout(total_tiles))
+            # positions runs[c] .. runs[c + 1] of the order (`_order`), which names the tiles
+            runs = self._runs(table, gdimx, all_tiles)
             tile = runs[bidx]
             stride = 1
             total_tiles = runs[bidx + 1]  # this CTA's end
@@ -232,11 +233,14 @@ class Nvfp4GemmSm90:
         # NOTES.md.)
         barrier_state = Int64(0)
         target = Int64(0)
-        if cutlass.const_expr(self.config.persistent):
+        if cutlass.const_expr(self.config.persistent and not self.rows_ready):
             barrier_state = Int64(table[(0, COL_BARRIER)])
-            if warp_idx == self.config.producer_warp:
-                target = ptx.grid_target(barrier_state)
-            cute.arch.barrier()  # the count is read before any thread of this CTA arrives
+            # (the rows build meets no barrier: the count only numbers the launches, and the
+            # producer arrives as it reads it, below)
+            if cutlass.const_expr(not self.rows_ready):
+                if warp_idx == self.config.producer_warp:
+                    target = ptx.grid_target(barrier_state)
+                cute.arch.barrier()  # the count is read before any thread of this CTA arrives
         # the producer warp (its warpgroup with wide tiles) and the MMA warpgroups part here for
         # good: ptxas honours setmaxnreg only where no path leads from one side's code to the other's
         if warp_idx >= MMA_WARPS:
@@ -246,33 +250,48 @@ class Nvfp4GemmSm90:
                 # gives registers to the MMA warpgroups
                 cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp_idx == self.config.producer_warp:
+                order = self._order(table, gdimx, all_tiles)
+                if cutlass.const_expr(self.rows_ready):
+                    # read here, after setmaxnreg: a value live across it is spilled
+                    target = Int64(ptx.count_launch(Int64(table[(0, COL_BARRIER)]), gdimx, bidx))
                 state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
-                # this CTA's own descriptor pair, initialised from the template and retargeted in place
-                # for the first tile's group here, then on every switch of group
-                desc_a = Int64(table[(0, COL_WORKSPACE)]) + Int64(cta) * Int64(PAIR_BYTES)
-                desc_b = desc_a + Int64(TENSORMAP_BYTES)
+                # device maps: this CTA's own descriptor pair, initialised from the template and
+                # retargeted in place for the first tile's group here, then on every switch of
+                # group. Host maps: the group's pair in the host's table, acquired and prefetched.
+                maps = Int64(0)
+                desc_a = Int64(0)
+                if cutlass.const_expr(self.host_maps):
+                    maps = Int64(table[(0, COL_MAPS)])
+                else:
+                    desc_a = Int64(table[(0, COL_WORKSPACE)]) + Int64(cta) * Int64(PAIR_BYTES)
+                    ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
                 mapped = Int32(-1)  # the group the descriptor pair describes
-                ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
                 if self._more(tile, total_tiles):
-                    group = self._find_group(table, self._tile_id(order, tile), group)
-                    self._retarget(table, group, desc_a, desc_b)
+                    _, group = self._locate(table, order, tile, group)
+                    desc_a = self._use_maps(table, group, desc_a, maps)
                     mapped = group
                     self._stamp_lane0(phases, cta, phase_slots.DESC_READY)
-                if cutlass.const_expr(self.config.persistent):
+                if cutlass.const_expr(self.config.persistent and not self.rows_ready):
                     ptx.grid_wait(barrier_state, target)
-                    self._stamp_lane0(phases, cta, phase_slots.BARRIER_DONE)
+                    self._stamp_lane0(phases, cta, phase_slots.A_READY)
                     ptx.fence_proxy_async_global()  # the phase-0 copy, seen through the grid barrier
                 switches = Int32(0)
+                waited = Int32(-1)  # the group whose fp16 A rows this warp last saw written
+                info_free = self.slots - self.config.info_slots  # fills before the staged columns' slots
+                if cutlass.const_expr(self.config.persistent and not self.config.early_b):
+                    # no load before this CTA's own phase 0 is over (its DRAM traffic goes first)
+                    cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
                 while self._more(tile, total_tiles):
-                    t = self._tile_id(order, tile)
-                    group = self._find_group(table, t, group)
+                    t, group = self._locate(table, order, tile, group)
                     m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
                     if group != mapped:
                         # the maps describe the first tile's group already: this is a switch
-                        self._wait_loads_landed(ring, state, self.stages)
-                        self._wait_loads_landed(a16_pipe, astate, self.slots)
-                        self._retarget(table, group, desc_a, desc_b)
+                        if cutlass.const_expr(not self.host_maps):
+                            # a map is rewritten only once no copy issued with it can still read it
+                            self._wait_loads_landed(ring, state, self.stages)
+                            self._wait_loads_landed(a16_pipe, astate, self.slots)
+                        desc_a = self._use_maps(table, group, desc_a, maps)
                         if cutlass.const_expr(self.config.instrument):
                             if switches < phase_slots.max_switches:
                                 self._stamp_lane0(phases, cta, phase_slots.FIRST_SWITCH + switches)
@@ -287,9 +306,25 @@ class Nvfp4GemmSm90:
                     if cutlass.const_expr(self.config.ablate == "a16_oob"):
                         boxes = Int32(self.slot_rows // A16_BOX_ROWS)
                     sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)  # the B tile's scales
+                    desc_b = desc_a + Int64(TENSORMAP_BYTES)
                     for kt in cutlass.range(k // K_STAGE, unroll=1):
                         state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
+                        if cutlass.const_expr(self.rows_ready):
+                            if kt == 0:
+                                if group != waited:
+                                    # the group's fp16 A rows, written by phase 0 in this launch
+                                    # (the tile's first B stage is on its way meanwhile); once a
+                                    # group visit, not once a tile: a poll is a round trip to L2
+                                    self._wait_rows(table, group, m, k, Int64(table[(0, COL_READY)]), target)
+                                    if waited < 0:  # the first tile's
+                                        self._stamp_lane0(phases, cta, phase_slots.A_READY)
+                                    waited = group
+                                    ptx.fence_proxy_async_global()
                         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
+                            if cutlass.const_expr(self.config.persistent and self.config.early_b):
+                                if astate.count == info_free:
+                                    # the first fill of a slot that held the staged group columns
+                                    cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
                             # the slot's expected bytes are those of the boxes actually copied
                             a16_pipe.sync_object_empty.wait(astate.index, astate.phase)
                             a16_pipe.sync_object_full.arrive_and_expect_tx(astate.index, boxes * self.box_bytes)
@@ -305,36 +340,111 @@ class Nvfp4GemmSm90:
                                                     a_x, a_y + b * A16_BOX_ROWS, mbar, self.evict_a16)
                             astate.advance()
                     tile += stride
+                if cutlass.const_expr(self.config.persistent and self.config.early_b):
+                    if astate.count <= info_free:  # never filled those slots: meet the MMA warps once all the same
+                        cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
         else:
             if cutlass.const_expr(self.config.wide_tiles):
                 cute.arch.setmaxregister_increase(MMA_REGS)
             if cutlass.const_expr(self.config.persistent):
-                # the group table's phase-0 columns, staged in the (still unused) fp16 A slots
-                info = cute.make_tensor(cute.recast_ptr(storage.a16.data_ptr(), dtype=Int64),
+                # the group table's phase-0 columns, staged in the last fp16 A slots, which the
+                # producer fills first only after BAR_INFO (its first fills may land during phase 0)
+                info_at = (self.slots - self.config.info_slots) * self.slot_rows * K_SUB
+                info = cute.make_tensor(cute.recast_ptr(storage.a16.data_ptr() + info_at, dtype=Int64),
                                         cute.make_layout((MAX_GROUPS, len(INFO_COLS)), stride=(len(INFO_COLS), 1)))
                 self._stage_group_info(table, info, tidx)
-                self._expand_a_global(table, bidx * MMA_THREADS + tidx, gdimx * MMA_THREADS, info)
+                units = Int32(table[(0, COL_UNITS)])
+                lo = Int32(0)
+                hi = units
+                if cutlass.const_expr(self.rows_ready):
+                    # an even, contiguous share of the units a CTA (rows of A in order, so a CTA
+                    # touches few row blocks and a warp reads contiguous bytes)
+                    share = (units + gdimx - 1) // gdimx
+                    lo = cutlass.min(bidx * share, units)
+                    hi = cutlass.min(lo + share, units)
+                    self._expand_a_global(table, lo + tidx, MMA_THREADS, hi, info)
+                else:
+                    self._expand_a_global(table, bidx * MMA_THREADS + tidx, gdimx * MMA_THREADS, units, info)
                 # the fp16 copy (global) and the staged columns (shared memory, which bulk copies
                 # overwrite after the barrier), both ordered before the async proxy's accesses
                 ptx.fence_proxy_async()
                 cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
                 self._stamp(phases, cta, tidx, phase_slots.PHASE0_DONE)
                 if tidx == 0:
-                    ptx.grid_arrive(barrier_state, gdimx, bidx)
-            self._mma_role(table, order, total_tiles, tile, stride, group, tidx, ring, a16_pipe, ring_addr,
+                    if cutlass.const_expr(self.rows_ready):
+                        self._publish_rows(table, info, lo, hi)
+                    else:
+                        ptx.grid_arrive(barrier_state, gdimx, bidx)
+                # the staged columns are read for the last time: their slots may fill
+                cute.arch.barrier_arrive(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
+            self._mma_role(table, self._order(table, gdimx, all_tiles), total_tiles, tile, stride, group, tidx, ring, a16_pipe, ring_addr,
                            tiled_mma, tiled_mma_half, storage, a16_layout, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.EXIT)
 
+    def _runs(self, table: cute.Tensor, ctas: Int32, tiles: Int32) -> cute.Tensor:
+        """The schedule's int32 array (table row 0, COL_RUNS): ctas + 1 run bounds, then the order."""
+        return cute.make_tensor(cute.make_ptr(Int32, table[(0, COL_RUNS)], cute.AddressSpace.gmem, assumed_align=4),
+                                cute.make_layout(ctas + 1 + tiles))
+
+    def _order(self, table: cute.Tensor, ctas: Int32, tiles: Int32):
+        """The tile order of the scheduled persistent kernel (entries: tile | group <<
+        ORDER_GROUP_SHIFT), or None where tile positions are tile numbers. Each side makes it after
+        setmaxnreg: a pointer live across setmaxnreg is spilled."""
+        if cutlass.const_expr(not (self.config.persistent and self.config.chunked)):
+            return None
+        runs = self._runs(table, ctas, tiles)
+        return cute.make_tensor(runs.iterator + (ctas + 1), cute.make_layout(tiles))
+
     @cute.jit
-    def _retarget(self, table: cute.Tensor, group: Int32, desc_a: Int64, desc_b: Int64):
-        """Point this CTA's tensor-map pair at `group` (its fp16 A copy and its packed B) and fence
-        the pair for the copy engine."""
-        k = Int32(table[(group, COL_K)])
-        row_bytes = k // 2
-        ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A16)]), Int32(table[(group, COL_M)]), k, 2 * k)
-        ptx.retarget_tensormap(desc_b, Int64(table[(group, COL_B)]), Int32(table[(group, COL_N)]), row_bytes,
-                               row_bytes)
-        ptx.publish_tensormaps(desc_a)
+    def _use_maps(self, table: cute.Tensor, group: Int32, desc_a: Int64, maps: Int64) -> Int64:
+        """Make a tensor-map pair for `group` (its fp16 A copy, then its packed B, 128 bytes on)
+        ready for this warp's copies; returns the pair's address. Device maps: rewrite this CTA's
+        pair at `desc_a` in place and fence it for the copy engine. Host maps: the group's pair in
+        the host's table at `maps`, acquired and prefetched."""
+        pair = desc_a
+        if cutlass.const_expr(self.host_maps):
+            pair = maps + Int64(group) * Int64(PAIR_BYTES)
+            ptx.use_host_tensormaps(pair)
+        else:
+            k = Int32(table[(group, COL_K)])
+            row_bytes = k // 2
+            ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A16)]), Int32(table[(group, COL_M)]), k, 2 * k)
+            ptx.retarget_tensormap(desc_a + Int64(TENSORMAP_BYTES), Int64(table[(group, COL_B)]),
+                                   Int32(table[(group, COL_N)]), row_bytes, row_bytes)
+            ptx.publish_tensormaps(desc_a)
+        return pair
+
+    @cute.jit
+    def _wait_rows(self, table: cute.Tensor, group: Int32, m: Int32, k: Int32, ready: Int64, launches: Int64):
+        """The producer warp waits until phase 0 of this launch has written every fp16 A row of
+        `group`: lane l watches the counters of row blocks l, l + 32, .. (READY_ROWS rows each)."""
+        begin = Int32(table[(group, COL_READY_BEGIN)])
+        i = cute.arch.lane_idx()
+        while i < (m + READY_ROWS - 1) // READY_ROWS:
+            units = cutlass.min(m - i * READY_ROWS, READY_ROWS) * (k // K_SUB)
+            ptx.ready_wait(ready + Int64(begin + i) * Int64(8), units, launches)
+            i += 32
+        cute.arch.sync_warp()
+
+    @cute.jit
+    def _publish_rows(self, table: cute.Tensor, info: cute.Tensor, lo: Int32, hi: Int32):
+        """One thread, after its CTA expanded units lo .. hi - 1: add to each row block's counter
+        the units of it this CTA wrote (units run row by row, group by group, so the range meets
+        consecutive row blocks)."""
+        ready = Int64(table[(0, COL_READY)])
+        g = Int32(0)
+        cur = lo
+        while cur < hi:
+            while cur >= Int32(self._field(table, info, g, COL_UNIT_END)):
+                g += 1
+            begin = Int32(self._field(table, info, g, COL_UNIT_BEGIN))
+            blocks = Int32(self._field(table, info, g, COL_K)) // K_SUB
+            block = (cur - begin) // (blocks * READY_ROWS)
+            end = cutlass.min(cutlass.min(begin + (block + 1) * READY_ROWS * blocks,
+                                          Int32(self._field(table, info, g, COL_UNIT_END))), hi)
+            counter = Int32(self._field(table, info, g, COL_READY_BEGIN)) + block
+            ptx.ready_add(ready + Int64(counter) * Int64(8), end - cur)
+            cur = end
 
     @cute.jit
     def _load_b_stage(self, ring, state, ring_addr: Int32, desc_b: Int64, sfb: Int64, nt: Int32, kt: Int32):
@@ -404,8 +514,7 @@ class Nvfp4GemmSm90:
         rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.slots)
         while self._more(tile, total_tiles):
-            t = self._tile_id(order, tile)
-            group = self._find_group(table, t, group)
+            t, group = self._locate(table, order, tile, group)
             m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
             acc.fill(0.0)
             if cutlass.const_expr(self.half):
@@ -550,17 +659,16 @@ class Nvfp4GemmSm90:
         cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
 
     @cute.jit
-    def _expand_a_global(self, table: cute.Tensor, first: Int32, step: Int32, info=None):
-        """Phase 0 of the persistent kernel: work units first, first + step, .. of all groups' A,
+    def _expand_a_global(self, table: cute.Tensor, first: Int32, step: Int32, end: Int32, info=None):
+        """Phase 0 of the persistent kernel: work units first, first + step, .. below `end` of all groups' A,
         one unit being one row × 64 k (32 packed bytes, 4 scales) expanded into the group's fp16
         copy in the k order of the module docstring, unswizzled (the bulk tensor copy applies the
         swizzle). Consecutive threads take consecutive 64-k blocks of a row. Group
         columns come from `info` (INFO_COLS, staged by `_stage_group_info`) when given, else from
         the table."""
-        units = Int32(table[(0, COL_UNITS)])
         g = Int32(0)
         u = first
-        while u < units:
+        while u < end:
             while u >= Int32(self._field(table, info, g, COL_UNIT_END)):
                 g += 1
             k = Int32(self._field(table, info, g, COL_K))
@@ -618,12 +726,19 @@ class Nvfp4GemmSm90:
             m, n, _ = self.shape
             return tile < (n // TILE_N) * ((m + self.tile_m - 1) // self.tile_m)
 
-    @staticmethod
-    def _tile_id(order, position: Int32) -> Int32:
-        """The tile at `position` of this CTA's walk: the scheduled order's entry, or the position."""
-        if order is None:
-            return position
-        return order[position]
+    @cute.jit
+    def _locate(self, table: cute.Tensor, order, position: Int32, group: Int32):
+        """(tile, group) at `position` of this CTA's walk: the scheduled order's entry (tile and
+        group packed, ORDER_GROUP_SHIFT), or the tile of that number and its group from the table."""
+        tile = position
+        found = group
+        if cutlass.const_expr(order is None):
+            found = self._find_group(table, tile, group)
+        else:
+            entry = Int32(order[position])
+            tile = entry & Int32((1 << ORDER_GROUP_SHIFT) - 1)
+            found = entry >> ORDER_GROUP_SHIFT
+        return tile, found
 
     @cute.jit
     def _find_group(self, table: cute.Tensor, tile: Int32, group: Int32) -> Int32:

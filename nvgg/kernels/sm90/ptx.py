@@ -262,22 +262,26 @@ def grid_target(state: Int64, *, loc=None, ip=None) -> Int64:
 }""", "=l,l,~{memory}", [Int64(state)], loc, ip, results=1, result_type=T.i64))
 
 
+def _share(ctas: str, cta: str) -> str:
+    """PTX setting `share` (u64) to CTA `cta`'s part of 2^32 over `ctas` CTAs (operand names)."""
+    return f"""    .reg .u32 q, all, rest;
+    .reg .u64 share, part;
+    .reg .pred first;
+    mov.u32 all, 0xFFFFFFFF;
+    div.u32 q, all, {ctas};
+    cvt.u64.u32 share, q;
+    setp.eq.u32 first, {cta}, 0;
+    sub.u32 rest, {ctas}, 1;
+    mul.wide.u32 part, rest, q;
+    @first sub.u64 share, 0x100000000, part;
+"""
+
+
 @dsl_user_op
 def grid_arrive(state: Int64, ctas: Int32, cta: Int32, *, loc=None, ip=None) -> None:
     """One thread per CTA, after the CTA's writes and a CTA barrier over the writers: count CTA
     `cta` of `ctas` in (release)."""
-    _asm("""{
-    .reg .u32 q, all, rest;
-    .reg .u64 share, part;
-    .reg .pred p;
-    mov.u32 all, 0xFFFFFFFF;
-    div.u32 q, all, $1;
-    cvt.u64.u32 share, q;
-    setp.eq.u32 p, $2, 0;
-    sub.u32 rest, $1, 1;
-    mul.wide.u32 part, rest, q;
-    @p sub.u64 share, 0x100000000, part;
-    red.release.gpu.global.add.u64 [$0], share;
+    _asm("{\n" + _share("$1", "$2") + """    red.release.gpu.global.add.u64 [$0], share;
 }""", "l,r,r,~{memory}", [Int64(state), Int32(ctas), Int32(cta)], loc, ip)
 
 
@@ -297,3 +301,72 @@ GW_WAIT_${:uid}:
 GW_DONE_${:uid}:
 }""",
         "l,l,~{memory}", [Int64(state), Int64(target)], loc, ip)
+
+
+# Readiness of the fp16 copy of A, row block by row block (the persistent kernel's "rows" build).
+# Each counter is a u64 in global memory, zero before the first launch, never reset: a launch adds
+# exactly its block's work units (rows × k/64) to it, so after launch E (counting from 0) it holds
+# (E + 1) × units. A CTA learns E from the grid count above, read before it arrives there.
+
+@dsl_user_op
+def ready_add(counter: Int64, units: Int32, *, loc=None, ip=None) -> None:
+    """One thread, after a CTA barrier over the writers of `units` work units of the counter's
+    rows (each of which fenced its stores for the async proxy): count them in (release)."""
+    _asm("""{
+    .reg .u64 n;
+    cvt.u64.u32 n, $1;
+    red.release.gpu.global.add.u64 [$0], n;
+}""", "l,r,~{memory}", [Int64(counter), Int32(units)], loc, ip)
+
+
+@dsl_user_op
+def ready_wait(counter: Int64, units: Int32, launches: Int64, *, loc=None, ip=None) -> None:
+    """Spin (acquire) until the counter holds `launches` × `units` (launches = E + 1). Lanes may
+    wait on different counters; `units` 0 passes at once. The warp reconverges after the loop only
+    with a warp barrier (sync_warp), which also orders the lanes' acquires before the copies
+    lane 0 then issues."""
+    _asm("""{
+    .reg .u64 need, now, u;
+    .reg .pred q;
+    cvt.u64.u32 u, $1;
+    mul.lo.u64 need, u, $2;
+RW_WAIT_${:uid}:
+    ld.acquire.gpu.global.u64 now, [$0];
+    setp.lt.u64 q, now, need;
+    @!q bra RW_DONE_${:uid};
+    nanosleep.u32 20;
+    bra RW_WAIT_${:uid};
+RW_DONE_${:uid}:
+}""", "l,r,l,~{memory}", [Int64(counter), Int32(units), Int64(launches)], loc, ip)
+
+
+@dsl_user_op
+def count_launch(state: Int64, ctas: Int32, cta: Int32, *, loc=None, ip=None) -> Int32:
+    """The whole warp: lane 0 reads the grid count, then counts CTA `cta` of `ctas` in (the same
+    thread and address, so it cannot read its own arrival; nothing to publish, so relaxed), and
+    every lane gets E + 1 for this launch (the count's high word read, plus one)."""
+    return Int32(_asm("{\n" + _share("$2", "$3") + """    .reg .pred p;
+    .reg .b32 lane, hi;
+    .reg .u64 now;
+    mov.u32 lane, %laneid;
+    setp.eq.u32 p, lane, 0;
+    mov.u32 hi, 0;
+    @p ld.relaxed.gpu.global.u64 now, [$1];
+    @p shr.u64 now, now, 32;
+    @p cvt.u32.u64 hi, now;
+    @p red.relaxed.gpu.global.add.u64 [$1], share;
+    shfl.sync.idx.b32 hi, hi, 0, 0x1f, 0xffffffff;
+    add.u32 $0, hi, 1;
+}""", "=r,l,r,r,~{memory}", [Int64(state), Int32(ctas), Int32(cta)], loc, ip, results=1, result_type=T.i32))
+
+
+@dsl_user_op
+def use_host_tensormaps(desc: Int64, *, loc=None, ip=None) -> None:
+    """Lane 0: make the host-encoded pair at `desc` (A's map, then B's, 128 bytes apart) current
+    for its copies: acquire both at system scope (they were copied from the host before the launch;
+    this also drops what the copy engine cached at those addresses from an earlier launch) and
+    prefetch them. Nothing writes them in the kernel."""
+    _asm(_lane0(f"""    @p fence.proxy.tensormap::generic.acquire.sys [$0], {TENSORMAP_BYTES};
+    @p fence.proxy.tensormap::generic.acquire.sys [$0+{TENSORMAP_BYTES}], {TENSORMAP_BYTES};
+    @p prefetch.tensormap [$0];
+    @p prefetch.tensormap [$0+{TENSORMAP_BYTES}];"""), "l,~{memory}", [Int64(desc)], loc, ip)
