@@ -4,10 +4,9 @@ one run. Prints a table (and writes JSON to $OUT or --json).
 Columns, all µs per call with the leaderboard's timer (15 inputs, L2 flushed each repetition):
 - nvgg strategies on the cute backend (persistent, multistream, graph, sequential), checked first;
   the persistent kernel by build: `persistent[host]` and `persistent[device]` (its tensor-map
-  modes, with the grid barrier after phase 0), `persistent[rows+host]` (waiting on the readiness
-  counters of a group's rows instead), `persistent[rows+host+late_b]` (no B load before the CTA's
-  own phase 0 is written), `persistent[device]` alone is the earlier build; `persistent` is the
-  backend's default build;
+  modes, each waiting on the readiness counters of a group's rows), `persistent[grid+device]`
+  (the earlier build's wait and maps: a grid barrier after all of phase 0), `persistent` (the
+  backend's default build);
 - the torch backend's graph and sequential strategies (expand in PyTorch, then cuBLAS);
 - cuBLAS fp16 on inputs already expanded to fp16 (not timed: the expansion), one GEMM per group,
   eager and replayed from a CUDA graph: a bound that no FP4-reading pipeline gets for free;
@@ -37,7 +36,7 @@ from tabulate import tabulate
 from nvgg import cases, env, inputs, reference, runner, timing
 from nvgg.errors import NvggError
 
-STRATEGIES = [("persistent[host]", "cute"), ("persistent[device]", "cute"), ("persistent[rows+host]", "cute"),
+STRATEGIES = [("persistent[host]", "cute"), ("persistent[device]", "cute"), ("persistent[grid+device]", "cute"),
               ("multistream", "cute"), ("graph", "cute"), ("sequential", "cute"), ("graph", "torch"),
               ("sequential", "torch")]
 KNOWN = STRATEGIES + [("persistent", "cute")]
@@ -45,18 +44,16 @@ KNOWN = STRATEGIES + [("persistent", "cute")]
 
 def _column(strategy: str, backend: str) -> dict:
     """runner.run_one's arguments for a column name: persistent[OPTIONS] takes options joined by
-    "+": host (default) or device maps, grid (default) or rows wait, late_b (rows: B only after
-    the CTA's own phase 0)."""
+    "+": host (default) or device maps, rows (default) or grid wait."""
     if not strategy.startswith("persistent["):
         return {"strategy": strategy, "backend": backend}
     options = set(strategy[len("persistent["):-1].split("+"))
-    unknown = options - {"host", "device", "grid", "rows", "late_b"}
+    unknown = options - {"host", "device", "grid", "rows"}
     if unknown:
-        raise SystemExit(f"unknown persistent build options {sorted(unknown)}: host, device, grid, rows, late_b")
+        raise SystemExit(f"unknown persistent build options {sorted(unknown)}: host, device, grid, rows")
     from nvgg.backends.cute_sm90 import variant_backend
     return {"strategy": "persistent", "backend": variant_backend(
-        "device" if "device" in options else "host", readiness="rows" if "rows" in options else "grid",
-        early_b="late_b" not in options)}
+        "device" if "device" in options else "host", readiness="grid" if "grid" in options else "rows")}
 
 
 def fp16_peak_tflops() -> float:

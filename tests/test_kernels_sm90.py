@@ -146,10 +146,10 @@ def store(tmp_path_factory):
     (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True), None),
     (gemm.GemmConfig(tile_m=128, stages=3, persistent=True, tensormaps="host"), None),
     (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True, tensormaps="host"), None),
-    (gemm.GemmConfig(tile_m=128, stages=3, persistent=True, readiness="rows"), None),
+    (gemm.GemmConfig(tile_m=128, stages=3, persistent=True, readiness="grid"), None),
     (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True, tensormaps="host",
                      readiness="rows"), None),
-    (gemm.GemmConfig(tile_m=64, stages=5, persistent=True, tensormaps="host", readiness="rows", early_b=False), None),
+    (gemm.GemmConfig(tile_m=64, stages=5, persistent=True, tensormaps="host"), None),
 ])
 def test_compiles_for_sm90a_within_limits(store, config, shape):
     entry = host.compile_gemm(config, shape, "sm_90a", store=store)
@@ -274,7 +274,7 @@ def test_cache_hits_in_memory_and_on_disk(store, tmp_path):
 
 def test_key_names_every_ingredient():
     key = kcache.CacheKey.make("k", gemm.GemmConfig(), (1, 128, 256), "sm_90a", host.SOURCES)
-    assert key.config == (128, 3, False, False, "", True, 8, True, False, "device", "grid", True, True, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
+    assert key.config == (128, 3, False, False, "", True, 8, True, False, "device", "rows", True, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
     assert key.dsl and len(key.source) == 16
 
 
@@ -420,9 +420,9 @@ def test_persistent_tables_count_rows_pack_groups_and_encode_maps_per_group(monk
 
 def test_persistent_only_options_are_refused_elsewhere():
     assert "persistent kernel only" in gemm.GemmConfig(tensormaps="host").problems()
-    assert "persistent kernel only" in gemm.GemmConfig(readiness="rows").problems()
+    assert "persistent kernel only" in gemm.GemmConfig(readiness="grid").problems()
     assert "must be one of" in gemm.GemmConfig(persistent=True, tensormaps="kernel").problems()
-    assert gemm.GemmConfig(persistent=True, tensormaps="host", readiness="rows").problems() is None
+    assert gemm.GemmConfig(persistent=True, tensormaps="host", readiness="grid").problems() is None
 
 
 def test_persistent_kernel_refuses_more_groups_than_it_stages():

@@ -1,8 +1,8 @@
 """Backend `cute`: our CuTe DSL kernels, one family per architecture.
 
 - sm_90a (H100, H200; cute_sm90.py): Hopper has no FP4 tensor core, so the kernels read NVFP4,
-  expand it to fp16 in the kernel (exact) and multiply with wgmma. Their persistent kernel makes
-  its tensor maps in the kernel (`device`).
+  expand it to fp16 in the kernel (exact) and multiply with wgmma. Their persistent kernel takes
+  its tensor maps from the host (`host`, default) or makes them in the kernel (`device`).
 - sm_100a (B200; cute_sm100.py): native NVFP4 block-scaled MMAs (tcgen05), accumulators in tensor
   memory; the persistent kernel takes its maps from the host (`host`, default) or makes them in
   the kernel (`device`). Compiled and checked on the CPU here; no B200 has run them.

@@ -79,12 +79,10 @@ class Sm90Kernels:
     # kernel about 1 µs against 4-18 (H100, 2026-11-26, NOTES.md)
     default_mode = "host"
 
-    def __init__(self, readiness: str = "grid", early_b: bool = True):
-        # builds of the persistent kernel other than the default, for benchmarks and tests: how
-        # it waits for phase 0 (gemm.READINESS) and whether, waiting on rows, it loads B before
-        # its own share of phase 0 is written
+    def __init__(self, readiness: str = "rows"):
+        # how the persistent kernel waits for phase 0 (gemm.READINESS); "grid", the earlier
+        # build's wait, is there for benchmarks and tests to compare against
         self.readiness = readiness
-        self.early_b = early_b
 
     def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
         if grouped and case.g > gemm.MAX_GROUPS:
@@ -96,7 +94,7 @@ class Sm90Kernels:
                 tensormaps: str = "device") -> list[KernelInfo]:
         if grouped:
             builds = [(replace(persistent_config(case.m, case.n, sms or NOMINAL_SMS), tensormaps=tensormaps,
-                               readiness=self.readiness, early_b=self.early_b), None)]
+                               readiness=self.readiness), None)]
         else:  # every per-group launch runs the expand kernel first
             builds = [(config_for([m], persistent=False), (m, n, k)) for m, n, k in dict.fromkeys(case.groups)]
             builds.append((host.EXPAND_CONFIG, None))
@@ -165,7 +163,7 @@ class Sm90Kernels:
         groups = [self._group(data, g) for g in range(len(data[3]))]
         sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
         config = replace(persistent_config([t.m for t in groups], [t.n for t in groups], sms), instrument=instrument,
-                         tensormaps=tensormaps, readiness=self.readiness, early_b=self.early_b)
+                         tensormaps=tensormaps, readiness=self.readiness)
         # the launches go through the driver on the cubin (launch.DirectLaunch): a compiled entry on
         # disk serves a new process without rebuilding the DSL's callable (about 2 s a kernel)
         timed = host.compile_gemm(replace(config, instrument=False), None, ARCH, need_callable=False)
@@ -186,8 +184,8 @@ class Sm90Kernels:
 
 def variant_backend(tensormaps: str = "host", **build):
     """The cute backend running another build of the sm_90a persistent kernel (`build`: readiness,
-    early_b, see Sm90Kernels), for benchmarks and tests to compare against; readiness="grid" with
-    device maps is the earlier build."""
+    see Sm90Kernels), for benchmarks and tests to compare against; readiness="grid" with device
+    maps is the earlier build's wait and maps."""
     from .cute import CuteBackend
 
     class Variant(CuteBackend):

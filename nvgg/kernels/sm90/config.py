@@ -73,10 +73,11 @@ READY_ROWS = A16_BOX_ROWS
 ORDER_GROUP_SHIFT = 22
 MAX_TILES = 1 << ORDER_GROUP_SHIFT
 TENSORMAP_MODES = ("device", "host")
-# how the persistent kernel's producer knows the fp16 A rows of a group are written: "grid", a
-# grid-wide barrier after all of phase 0; "rows", the readiness counters of just that group's rows.
-# "grid" is the default: faster on benchmarks 1-3, "rows" on 4 (H100, 2026-11-26, NOTES.md)
-READINESS = ("grid", "rows")
+# how the persistent kernel's producer knows the fp16 A rows of a group are written: "rows", the
+# readiness counters of just that group's rows (the default: faster on benchmarks 1, 3 and 4, by
+# 1.6-3.1 µs, slower on 2 by 1.4; H100, 2026-11-26, NOTES.md); "grid", a grid-wide barrier after
+# all of phase 0 (the earlier build's wait, kept for benchmarks to compare against)
+READINESS = ("rows", "grid")
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
 TENSORMAP_BYTES = 128  # sizeof(CUtensorMap), CUDA driver API
 PAIR_BYTES = 2 * TENSORMAP_BYTES
@@ -107,17 +108,14 @@ class GemmConfig:
     # tile reads again, "first" for packed B that at most a few tiles of one CTA read
     l2_hints: bool = True
     # the expand kernel alone: phase 0 over the table's groups, for the per-group launches (which
-    # cannot meet at a grid barrier: their grid may exceed what is resident)
+    # cannot wait on each other: their grid may exceed what is resident)
     expand_only: bool = False
     # persistent kernel: where its tensor maps come from. "device": each CTA's producer rewrites one
     # pair in place (tensormap.replace) on every change of group; "host": every group's pair is
     # encoded at prepare time, the kernel only acquires and prefetches the group's pair
     tensormaps: str = "device"
     # persistent kernel: see READINESS
-    readiness: str = "grid"
-    # persistent kernel: its producer may load packed B before its own CTA's share of phase 0 is
-    # written (True), or only after (False: phase 0's DRAM traffic first)
-    early_b: bool = True
+    readiness: str = "rows"
     # tile_m 128: a tile of at most HALF_ROWS rows (a group's last, or a group of m <= 64) runs a
     # wgmma half as wide (N = 64), at about half the tensor work
     half_tiles: bool = True
@@ -187,7 +185,7 @@ class GemmConfig:
         if self.tensormaps not in TENSORMAP_MODES or self.readiness not in READINESS:
             return (f"tensormaps={self.tensormaps!r} must be one of {TENSORMAP_MODES}, readiness={self.readiness!r} "
                     f"one of {READINESS}")
-        if not self.persistent and (self.tensormaps, self.readiness, self.early_b) != ("device", "grid", True):
+        if not self.persistent and (self.tensormaps, self.readiness) != ("device", "rows"):
             return "tensormaps and readiness choose between builds of the persistent kernel only"
         if self.wide_tiles and not (self.persistent and has_half_width(self.tile_m, self.half_tiles)):
             return "wide_tiles needs the persistent kernel with tile_m 128 and half tiles"
@@ -318,7 +316,7 @@ def ctas_per_sm(registers: int, smem_bytes: int, threads: int = THREADS) -> int:
 def grid_for(total_tiles: int, sm_count: int, per_sm: int = 1, units: int = 0) -> int:
     """Persistent grid: as many CTAs as fit on the GPU at once, never more than there are tiles,
     unless phase 0's `units` need more CTAs for one round (one unit an MMA thread): a CTA left
-    without tiles still expands its share of A and arrives at the grid barrier. (Case 3 has 120
+    without tiles still expands its share of A. (With the grid barrier: case 3 has 120
     tiles and 32768 units: on 120 CTAs, 2048 units took a second round on 8 CTAs and every CTA
     waited for them at the barrier; 128 CTAs took it from 38.2 to 36.3 µs on an H200.)"""
     wanted = max(total_tiles, -(-units // MMA_THREADS))

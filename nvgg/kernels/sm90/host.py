@@ -47,8 +47,7 @@ def kernel_name(config: gemm.GemmConfig, shape) -> str:
         suffix += ",wide_tiles" if config.wide_tiles else ""
         suffix += f",ablate={config.ablate}" if config.ablate else ""
         suffix += ",host_maps" if config.tensormaps == "host" else ""
-        suffix += "" if config.readiness == "grid" else f",{config.readiness}_wait"
-        suffix += "" if config.early_b else ",late_b"
+        suffix += "" if config.readiness == "rows" else f",{config.readiness}_wait"
         return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
     m, n, k = shape
     return f"nvfp4_gemm_sm90[m={m},n={n},k={k},tile_m={config.tile_m},stages={config.stages}]"
@@ -81,8 +80,7 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
                            "instrument": config.instrument, "ablate": config.ablate, "chunked": config.chunked,
                            "slots": config.slots, "l2_hints": config.l2_hints, "half_tiles": config.half_tiles,
                            "expand_only": config.expand_only, "wide_tiles": config.wide_tiles,
-                           "tensormaps": config.tensormaps, "readiness": config.readiness,
-                           "early_b": config.early_b},
+                           "tensormaps": config.tensormaps, "readiness": config.readiness},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx,
                 # read from the PTX once here, not at every launcher built from the entry
                 "params": launch.entry_params(ptx), "setmaxnreg": setmaxnreg(ptx)}
@@ -243,8 +241,8 @@ class Launch:
 
 
 def persistent_grid(groups: list[GroupTensors], config: gemm.GemmConfig, entry: kcache.Entry) -> int:
-    """CTAs of the persistent kernel's launch: as many as are resident at once (its grid barrier
-    needs every CTA running), never more than there are tiles or phase-0 rounds need
+    """CTAs of the persistent kernel's launch: as many as are resident at once (its CTAs wait on
+    each other's phase 0: every CTA must be running), never more than there are tiles or phase-0 rounds need
     (`config.grid_for`)."""
     res = resources(entry)
     sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count

@@ -30,11 +30,22 @@ launch ("phase 0"): work units (one row × 64 k: 32 packed bytes, 4 scales) go t
 thread of the grid, which writes them to the copy in global memory (m × k per group, each 64-k
 block of a row in the k order above, unswizzled) and fences its stores for the async proxy. In the
 persistent kernel the MMA warps run phase 0 (looking groups up in a copy of the table's phase-0
-columns they stage in shared memory first) and arrive at a grid barrier (ptx.grid_arrive; a
-persistent grid is resident at once), while the producer warp prepares its tensor maps and then
-waits at the barrier (ptx.grid_wait) before its first fp16 A load. The per-group launches run
-phase 0 as a separate expand kernel just before (their grid may be larger than what is
-resident). The main loop then copies the copy's A16_BOX_ROWS × 64 fp16 boxes that hold rows < m
+columns they stage in the last fp16 A slots first), while the producer warp makes its tensor maps
+ready and issues its first packed-B stage. How the producer learns that the rows it loads are
+written (GemmConfig.readiness; a persistent grid is resident at once, so CTAs may wait on each
+other):
+- "rows" (default): each CTA expands an even, contiguous share of the units and then adds, per
+  READY_ROWS-row block of a group that its share touches, the units it wrote to that block's
+  counter (ptx.ready_add, release). Counters are never reset: a launch adds exactly a block's
+  units, and the launch's number comes from the grid count, which the producer reads and adds to
+  once (ptx.count_launch). Before a group's first tile the producer's lanes wait until every
+  block of that group holds (launch number) × (its units) (ptx.ready_wait, acquire). No CTA waits
+  for rows it does not read.
+- "grid": the earlier build's wait. Units go one a thread from CTA 0 on, the MMA warps arrive at
+  a grid barrier (ptx.grid_arrive), and the producer waits there (ptx.grid_wait) before its first
+  fp16 A load.
+The per-group launches run phase 0 as a separate expand kernel just before (their grid may be
+larger than what is resident). The main loop then copies the copy's A16_BOX_ROWS × 64 fp16 boxes that hold rows < m
 (128-byte swizzle) into A16_SLOTS slots of tile_m rows; a slot's other rows keep stale data, which
 feeds only columns of Cᵀ that are never stored. A is the small operand
 and every n tile reads it: expanding it once instead of once per n tile took the expansion off the
@@ -44,12 +55,14 @@ Warps:
 - the producer (warp 8): per stage of 256 k it copies the packed bytes of the B tile (128 × 128 B;
   2-D tensor map, 128-byte swizzle) and its 2 KB scale run (plain bulk copy) into a ring of
   `stages` buffers guarded by full/empty mbarriers, then the stage's four fp16 A boxes into the A
-  slots (their own full/empty mbarriers). Each CTA owns one tensor-map pair (A, B) in a global
-  workspace, copied once from the host's template; when
-  its next tile belongs to another group, the producer waits for its loads in flight to land,
-  rewrites the pair's address, dimensions and row stride in place from the group's table row
-  (tensormap.replace) and fences it for the copy engine (ptx.retarget_tensormap,
-  ptx.publish_tensormaps). Nothing of this happens per tile. The persistent kernel gives each
+  slots (their own full/empty mbarriers). Its tensor maps (GemmConfig.tensormaps): "host" (the
+  backend's default), every group's pair (A, B) encoded by the host at prepare time into a table
+  the kernel only reads, acquired and prefetched when the producer moves to a group
+  (ptx.use_host_tensormaps); or "device", one pair per CTA in a global workspace, copied once
+  from the host's template: when its next tile belongs to another group, the producer waits for
+  its loads in flight to land, rewrites the pair's address, dimensions and row stride in place
+  from the group's table row (tensormap.replace) and fences it for the copy engine
+  (ptx.retarget_tensormap, ptx.publish_tensormaps). Nothing of this happens per tile. The persistent kernel gives each
   CTA a list of tiles from the host's cost-balanced `schedule`: a few consecutive tiles of each
   cost class (wide, full, half-width; below), so a CTA changes group at most a few times.
 - warps 0-7, two MMA warpgroups: for each 64-k subtile each decodes its 64 B rows straight into
@@ -119,8 +132,9 @@ class Nvfp4GemmSm90:
         self.off_b = 0
         self.off_sfb = TILE_N * ROW_BYTES
         self.slots = config.slots
-        hints = config.l2_hints
-        self.evict_b, self.evict_a16 = ("first", "last") if hints else ("", "")
+        # L2 eviction priorities of the copies: "last" for the fp16 A that every n tile reads
+        # again, "first" for packed B that at most a few tiles of one CTA read
+        self.evict_b, self.evict_a16 = ("first", "last") if config.l2_hints else ("", "")
         self.stage_bytes = config.stage_bytes
         self.slot_rows = config.slot_rows
         self.a16_bytes = self.slot_rows * K_SUB * 2
@@ -279,9 +293,6 @@ class Nvfp4GemmSm90:
                 switches = Int32(0)
                 waited = Int32(-1)  # the group whose fp16 A rows this warp last saw written
                 info_free = self.slots - self.config.info_slots  # fills before the staged columns' slots
-                if cutlass.const_expr(self.config.persistent and not self.config.early_b):
-                    # no load before this CTA's own phase 0 is over (its DRAM traffic goes first)
-                    cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
                 while self._more(tile, total_tiles):
                     t, group = self._locate(table, order, tile, group)
                     m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
@@ -321,7 +332,7 @@ class Nvfp4GemmSm90:
                                     waited = group
                                     ptx.fence_proxy_async_global()
                         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
-                            if cutlass.const_expr(self.config.persistent and self.config.early_b):
+                            if cutlass.const_expr(self.config.persistent):
                                 if astate.count == info_free:
                                     # the first fill of a slot that held the staged group columns
                                     cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
@@ -340,7 +351,7 @@ class Nvfp4GemmSm90:
                                                     a_x, a_y + b * A16_BOX_ROWS, mbar, self.evict_a16)
                             astate.advance()
                     tile += stride
-                if cutlass.const_expr(self.config.persistent and self.config.early_b):
+                if cutlass.const_expr(self.config.persistent):
                     if astate.count <= info_free:  # never filled those slots: meet the MMA warps once all the same
                         cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
         else:
@@ -417,13 +428,18 @@ class Nvfp4GemmSm90:
     @cute.jit
     def _wait_rows(self, table: cute.Tensor, group: Int32, m: Int32, k: Int32, ready: Int64, launches: Int64):
         """The producer warp waits until phase 0 of this launch has written every fp16 A row of
-        `group`: lane l watches the counters of row blocks l, l + 32, .. (READY_ROWS rows each)."""
+        `group`: lane l watches the counters of row blocks l, l + 32, .. (READY_ROWS rows each).
+        No branch depends on the lane (see ptx.ready_wait): lanes past the last block wait for
+        0 units on the last block's counter."""
         begin = Int32(table[(group, COL_READY_BEGIN)])
-        i = cute.arch.lane_idx()
-        while i < (m + READY_ROWS - 1) // READY_ROWS:
-            units = cutlass.min(m - i * READY_ROWS, READY_ROWS) * (k // K_SUB)
-            ptx.ready_wait(ready + Int64(begin + i) * Int64(8), units, launches)
-            i += 32
+        blocks = (m + READY_ROWS - 1) // READY_ROWS
+        lane = cute.arch.lane_idx()
+        base = Int32(0)
+        while base < blocks:
+            i = base + lane
+            units = cutlass.max(cutlass.min(m - i * READY_ROWS, READY_ROWS), 0) * (k // K_SUB)
+            ptx.ready_wait(ready + Int64(begin + cutlass.min(i, blocks - 1)) * Int64(8), units, launches)
+            base += 32
         cute.arch.sync_warp()
 
     @cute.jit

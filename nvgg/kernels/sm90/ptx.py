@@ -6,12 +6,15 @@ Every helper takes plain integers: shared-memory addresses as 32-bit values (wha
 memory so that the compiler keeps them in program order with the barriers around them.
 
 Asynchronous copies (the bulk tensor copy and the plain bulk copy) and the tensor-map writes and
-fences are issued by lane 0 of the calling warp, the predicate computed *inside* the asm. Wrapping
+fences are issued by one lane of the calling warp, the predicate computed *inside* the asm. Wrapping
 them in a branch instead lets ptxas sink the operand moves into uniform registers (R2UR) under the branch
 predicate, which sm_90a rejects at run time (CUDA error 715, an illegal instruction); with the
 predicate on the instruction itself every lane computes the operands and only the copy is
-predicated. Always lane 0 (not `elect.sync`): the thread that fences a tensor map must be the one
-that then uses it.
+predicated. The lane is the one `elect.sync` elects over the full warp: "the same leader thread is
+elected for the same membermask every time" (PTX ISA, elect.sync), so the thread that fences a
+tensor map is the one that then uses it. (`%laneid == 0` served the same purpose, but ptxas did not
+always reuse the lane-id read across blocks and re-read it before each copy of the producer's loop,
+19 S2R SR_LANEID in one build: its stages took 15% longer on an H100, 2026-11-26.)
 """
 
 from __future__ import annotations
@@ -22,16 +25,17 @@ from cutlass.cutlass_dsl import T, dsl_user_op
 from ..asm import globaltimer, inline as _asm  # noqa: F401  (globaltimer: the kernels' timer)
 
 def _lane0(body: str, decls: str = "") -> str:
-    """A PTX block whose `@p` instructions run on lane 0 only (see the module docstring); `decls`
-    are extra register declarations, `body` its instruction lines."""
-    return ("{\n    .reg .pred p;\n    .reg .b32 lane;\n" + decls
-            + "    mov.u32 lane, %laneid;\n    setp.eq.u32 p, lane, 0;\n" + body + "\n}")
+    """A PTX block whose `@p` instructions run on the elected lane only (see the module docstring);
+    `decls` are extra register declarations, `body` its instruction lines. The whole warp must
+    execute it."""
+    return ("{\n    .reg .pred p;\n" + decls
+            + "    elect.sync _|p, 0xffffffff;\n" + body + "\n}")
 
 
 @dsl_user_op
 def tma_load_2d(dst: Int32, desc: Int64, x: Int32, y: Int32, mbar: Int32, evict: str = "", *, loc=None,
                 ip=None) -> None:
-    """Lane 0 of the warp copies the box at element coordinates (x, y) of the 2-D tensor map at
+    """One lane of the warp copies the box at element coordinates (x, y) of the 2-D tensor map at
     global address `desc` into shared memory at `dst`; completion is counted on mbarrier `mbar`.
     `evict` ("first" or "last") attaches that L2 eviction priority to the lines the copy reads."""
     if evict:
@@ -45,7 +49,7 @@ def tma_load_2d(dst: Int32, desc: Int64, x: Int32, y: Int32, mbar: Int32, evict:
 
 @dsl_user_op
 def bulk_load(dst: Int32, src: Int64, nbytes: Int32, mbar: Int32, *, loc=None, ip=None) -> None:
-    """Lane 0 of the warp copies `nbytes` (a multiple of 16, both addresses 16-byte aligned)
+    """One lane of the warp copies `nbytes` (a multiple of 16, both addresses 16-byte aligned)
     from global `src` to shared `dst`; completion is counted on mbarrier `mbar`."""
     _asm(_lane0("    @p cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [$0], [$1], $2, [$3];"),
          "r,l,r,r,~{memory}", [Int32(dst), Int64(src), Int32(nbytes), Int32(mbar)], loc, ip)
@@ -76,7 +80,7 @@ _COPY_PAIR = _copy_pair_ptx()
 
 @dsl_user_op
 def copy_tensormaps(dst: Int64, src: Int64, *, loc=None, ip=None) -> None:
-    """Lane 0 copies a pair of 128-byte tensor maps (A then B) from `src` to `dst` with plain
+    """One lane copies a pair of 128-byte tensor maps (A then B) from `src` to `dst` with plain
     global loads and stores: the CTA's own descriptor pair, initialised from the host's template.
     The copy engine sees it only after `publish_tensormaps`."""
     _asm(_COPY_PAIR, "l,l,~{memory}", [Int64(dst), Int64(src)], loc, ip)
@@ -85,7 +89,7 @@ def copy_tensormaps(dst: Int64, src: Int64, *, loc=None, ip=None) -> None:
 @dsl_user_op
 def retarget_tensormap(desc: Int64, address: Int64, rows: Int32, cols: Int32, row_bytes: Int32, *, loc=None,
                        ip=None) -> None:
-    """Lane 0 points the 2-D tensor map at global address `desc` to another matrix of `rows` rows
+    """One lane points the 2-D tensor map at global address `desc` to another matrix of `rows` rows
     of `cols` elements, rows `row_bytes` apart, at `address`, in place, with tensormap.replace
     (sm_90a): the base address, both dimensions (dimension 0 is the row) and the row stride (the
     stride of dimension 1, in bytes). Box, swizzle, element type and fill mode stay those of the
@@ -101,7 +105,7 @@ def retarget_tensormap(desc: Int64, address: Int64, rows: Int32, cols: Int32, ro
 
 @dsl_user_op
 def publish_tensormaps(desc: Int64, *, loc=None, ip=None) -> None:
-    """Lane 0 makes its generic-proxy writes to the tensor-map pair at `desc` (A, then B 128
+    """One lane makes its generic-proxy writes to the tensor-map pair at `desc` (A, then B 128
     bytes later) visible to its own later bulk tensor copies.
 
     The PTX memory model treats a tensor map as data of the tensormap proxy: writes made through
@@ -321,21 +325,24 @@ def ready_add(counter: Int64, units: Int32, *, loc=None, ip=None) -> None:
 
 @dsl_user_op
 def ready_wait(counter: Int64, units: Int32, launches: Int64, *, loc=None, ip=None) -> None:
-    """Spin (acquire) until the counter holds `launches` × `units` (launches = E + 1). Lanes may
-    wait on different counters; `units` 0 passes at once. The warp reconverges after the loop only
-    with a warp barrier (sync_warp), which also orders the lanes' acquires before the copies
-    lane 0 then issues."""
+    """The whole warp spins (acquire) until every lane's counter holds `launches` × its `units`
+    (launches = E + 1; `units` 0 passes at once). The lanes poll together and leave together
+    (vote.sync, uniform branches): a lane-dependent loop here let ptxas no longer prove the
+    producer warp converged, and it wrapped each later copy in a loop over lanes (SASS ELECT /
+    BRA.U.ANY), slowing every stage. A warp barrier (sync_warp) after the wait orders the lanes'
+    acquires before the copies one lane then issues."""
     _asm("""{
     .reg .u64 need, now, u;
-    .reg .pred q;
+    .reg .pred q, all;
     cvt.u64.u32 u, $1;
     mul.lo.u64 need, u, $2;
 RW_WAIT_${:uid}:
     ld.acquire.gpu.global.u64 now, [$0];
-    setp.lt.u64 q, now, need;
-    @!q bra RW_DONE_${:uid};
+    setp.ge.u64 q, now, need;
+    vote.sync.all.pred all, q, 0xffffffff;
+    @all bra.uni RW_DONE_${:uid};
     nanosleep.u32 20;
-    bra RW_WAIT_${:uid};
+    bra.uni RW_WAIT_${:uid};
 RW_DONE_${:uid}:
 }""", "l,r,l,~{memory}", [Int64(counter), Int32(units), Int64(launches)], loc, ip)
 
@@ -362,7 +369,7 @@ def count_launch(state: Int64, ctas: Int32, cta: Int32, *, loc=None, ip=None) ->
 
 @dsl_user_op
 def use_host_tensormaps(desc: Int64, *, loc=None, ip=None) -> None:
-    """Lane 0: make the host-encoded pair at `desc` (A's map, then B's, 128 bytes apart) current
+    """One lane: make the host-encoded pair at `desc` (A's map, then B's, 128 bytes apart) current
     for its copies: acquire both at system scope (they were copied from the host before the launch;
     this also drops what the copy engine cached at those addresses from an earlier launch) and
     prefetch them. Nothing writes them in the kernel."""
