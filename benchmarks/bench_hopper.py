@@ -138,15 +138,13 @@ def main() -> None:
         rows.append([case.id] + [cell(entry[k]) for k in entry])
         headers = ["case"] + list(entry)
         print(f"case {case.id} done", flush=True)
-    with open(args.json, "w") as fh:
-        json.dump(doc, fh, indent=2, default=str)
     print(f"card: {doc['env']['gpu']}; fp16 dense peak measured {peak:.0f} TFLOP/s (cuBLAS 8192^3); "
           f"median of {args.repeat} interleaved pass(es)")
     print(tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True))
     if args.phases:
         print_phases(args, columns, doc)
-        with open(args.json, "w") as fh:
-            json.dump(doc, fh, indent=2, default=str)
+    with open(args.json, "w") as fh:
+        json.dump(doc, fh, indent=2, default=str)
 
 
 def print_phases(args, columns, doc) -> None:

@@ -22,14 +22,13 @@ B200.
 
 from __future__ import annotations
 
-import statistics
-
 import torch
 
 from ..cases import Case
 from ..kernels import cache as kcache
 from ..kernels import groups as kgroups
 from ..kernels import phase_slots
+from ..kernels.tensormaps import setup_phases
 from ..kernels.sm100 import host
 from ..kernels.sm100 import nvfp4_gemm as gemm
 from ..profiles import get as get_profile
@@ -106,8 +105,7 @@ class Sm100Kernels:
         tables = host.build_tables(groups, config, resident)
         out = host.persistent_launch(entry, groups, tables, config)
         if tables.encode_us:  # host mode: the maps' encoding is prepare-time work, reported apart
-            out.setup_us = {"encode_maps": sum(tables.encode_us),
-                            "encode_maps_per_group": statistics.median(tables.encode_us)}
+            out.setup_us = setup_phases(tables.encode_us)
         return out
 
     def phase_launcher(self, data, tensormaps: str = DEFAULT_MODE) -> tuple[Launch, torch.Tensor]:

@@ -16,7 +16,6 @@ takes at most 512 groups (gemm.MAX_GROUPS).
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import replace
 
 import torch
@@ -24,6 +23,7 @@ import torch
 from ..cases import Case
 from ..errors import NvggError
 from ..kernels import groups as kgroups, launch
+from ..kernels.tensormaps import setup_phases
 from ..kernels.sm90 import host
 from ..kernels.sm90 import config as gemm
 from ..kernels.phase_slots import SM90
@@ -75,8 +75,9 @@ class Sm90Kernels:
 
     arch = ARCH
     tensormap_modes = TENSORMAP_MODES
-    # host maps: as fast as device maps or faster on the four benchmarks, their setup in the
-    # kernel about 1 µs against 4-18 (H100, 2026-11-26, NOTES.md)
+    # host maps: the same kernel time as device maps within 0.7 µs on the four benchmarks, their
+    # setup in the kernel about 1 µs against 4-10, and no map written in the kernel (H100,
+    # 2026-11-26, NOTES.md)
     default_mode = "host"
 
     def __init__(self, readiness: str = "rows"):
@@ -133,8 +134,7 @@ class Sm90Kernels:
         tables = host.build_tables(groups, config, grid)
         out = self._launcher(entry, tables, host.grid_dims(config, None, grid))
         if tables.encode_us:  # host maps: their encoding is prepare-time work, reported apart
-            out.setup_us = {"encode_maps": sum(tables.encode_us),
-                            "encode_maps_per_group": statistics.median(tables.encode_us)}
+            out.setup_us = setup_phases(tables.encode_us)
         return out
 
     def phase_launcher(self, data, tensormaps: str = "device") -> tuple[Launch, torch.Tensor]:

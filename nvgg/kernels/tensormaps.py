@@ -13,6 +13,7 @@ of dimensions 2 and 3; word 6 bits 56-63 and word 7 bytes 0-3 the box sizes minu
 
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -86,6 +87,12 @@ class MapTable:
     @property
     def per_group_us(self) -> float:
         return sum(self.encode_us) / max(len(self.encode_us), 1)
+
+
+def setup_phases(encode_us: list[float]) -> dict[str, float]:
+    """The setup phases a launch with host-encoded maps reports (µs): the encoding in all, and a
+    group's (median: a process's first driver call makes the first group slow)."""
+    return {"encode_maps": sum(encode_us), "encode_maps_per_group": statistics.median(encode_us)}
 
 
 def build_table(count: int, maps: int, encode: Callable[[int, torch.Tensor], None], device) -> MapTable:

@@ -75,7 +75,7 @@ MAX_TILES = 1 << ORDER_GROUP_SHIFT
 TENSORMAP_MODES = ("device", "host")
 # how the persistent kernel's producer knows the fp16 A rows of a group are written: "rows", the
 # readiness counters of just that group's rows (the default: faster on benchmarks 1, 3 and 4, by
-# 1.6-3.1 µs, slower on 2 by 1.4; H100, 2026-11-26, NOTES.md); "grid", a grid-wide barrier after
+# 1.2-3.2 µs, 0.3 slower on 2; H100, 2026-11-26, NOTES.md); "grid", a grid-wide barrier after
 # all of phase 0 (the earlier build's wait, kept for benchmarks to compare against)
 READINESS = ("rows", "grid")
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups

@@ -247,14 +247,13 @@ class Nvfp4GemmSm90:
         # NOTES.md.)
         barrier_state = Int64(0)
         target = Int64(0)
+        # (the rows build meets no barrier: the grid count only numbers its launches, and its
+        # producer arrives as it reads it, below)
         if cutlass.const_expr(self.config.persistent and not self.rows_ready):
             barrier_state = Int64(table[(0, COL_BARRIER)])
-            # (the rows build meets no barrier: the count only numbers the launches, and the
-            # producer arrives as it reads it, below)
-            if cutlass.const_expr(not self.rows_ready):
-                if warp_idx == self.config.producer_warp:
-                    target = ptx.grid_target(barrier_state)
-                cute.arch.barrier()  # the count is read before any thread of this CTA arrives
+            if warp_idx == self.config.producer_warp:
+                target = ptx.grid_target(barrier_state)
+            cute.arch.barrier()  # the count is read before any thread of this CTA arrives
         # the producer warp (its warpgroup with wide tiles) and the MMA warpgroups part here for
         # good: ptxas honours setmaxnreg only where no path leads from one side's code to the other's
         if warp_idx >= MMA_WARPS:
@@ -451,8 +450,7 @@ class Nvfp4GemmSm90:
         g = Int32(0)
         cur = lo
         while cur < hi:
-            while cur >= Int32(self._field(table, info, g, COL_UNIT_END)):
-                g += 1
+            g = self._unit_group(table, info, cur, g)
             begin = Int32(self._field(table, info, g, COL_UNIT_BEGIN))
             blocks = Int32(self._field(table, info, g, COL_K)) // K_SUB
             block = (cur - begin) // (blocks * READY_ROWS)
@@ -661,6 +659,14 @@ class Nvfp4GemmSm90:
         return info[(g, INFO_COLS.index(col))]
 
     @cute.jit
+    def _unit_group(self, table: cute.Tensor, info, unit: Int32, g: Int32) -> Int32:
+        """The group holding work unit `unit`, searching on from group `g` (units only grow)."""
+        found = g
+        while unit >= Int32(self._field(table, info, found, COL_UNIT_END)):
+            found += 1
+        return found
+
+    @cute.jit
     def _stage_group_info(self, table: cute.Tensor, info: cute.Tensor, tidx: Int32):
         """The MMA warps copy the table's INFO_COLS of every group into `info` (shared memory, one
         row a group) in one round of loads, so that phase 0 looks groups up there: a search over
@@ -685,8 +691,7 @@ class Nvfp4GemmSm90:
         g = Int32(0)
         u = first
         while u < end:
-            while u >= Int32(self._field(table, info, g, COL_UNIT_END)):
-                g += 1
+            g = self._unit_group(table, info, u, g)
             k = Int32(self._field(table, info, g, COL_K))
             blocks = k // K_SUB
             local = u - Int32(self._field(table, info, g, COL_UNIT_BEGIN))
