@@ -83,8 +83,11 @@ def main() -> int:
 
 
 def session_tiles(case, strategy: str) -> list[int]:
+    import torch
+
     from nvgg.backends import get
-    return get("cute").tiles(case, grouped=(strategy == "persistent"))
+    from nvgg.backends.base import arch_of
+    return get("cute").tiles(case, grouped=(strategy == "persistent"), arch=arch_of(torch.device("cuda")))
 
 
 def _f(x) -> str:

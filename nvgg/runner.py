@@ -153,10 +153,8 @@ def setup(case: Case, *, strategy=None, backend=None, device: torch.device | Non
         result.tiles = be.tiles(case, grouped=st.grouped, sms=sms, arch=arch_of(device))
         result.sms = sms
         if infos and prof is not None:
-            from .profiling.occupancy import theoretical
-            first = infos[0]
-            result.ctas_per_sm = theoretical(first.registers, first.smem_bytes, first.threads, prof,
-                                             first.extra.get("tmem_alloc_columns")).blocks_per_sm
+            from .profiling.occupancy import of_kernel
+            result.ctas_per_sm = of_kernel(infos[0], prof).blocks_per_sm
 
     count = batch or (inputs.BATCH if device.type == "cuda" else CPU_BATCH)
     batch_data = inputs.generate_batch(case, device, count)
@@ -267,7 +265,7 @@ def run_many(cases: list[Case], strategy_names: list[str], backend_names: list[s
             if on_result:
                 on_result(res)
         if submission:
-            res = sub.run_submission(submission, case, timeout_s=submission_timeout_s or sub.TIMEOUT_S, **kwargs)
+            res = sub.run_submission(submission, case, timeout_s=submission_timeout_s, **kwargs)
             results.append(res)
             if on_result:
                 on_result(res)

@@ -220,6 +220,9 @@ def test_profile_a_submission_with_cupti_and_a_timeout(monkeypatch, tmp_path):
     (["run", "--case", "3", "--timeout", "5"], "--timeout bounds a submission's run"),
     (["compare", "--timeout", "5"], "--timeout bounds a submission's run"),
     (["profile", "--phases", "--trace", "t.json"], "--trace writes one case's phases"),
+    (["profile", "--cupti", "--case", "3", "--trace", "t.json"], "--trace writes the persistent kernel's phases"),
+    (["profile", "--phases", "--case", "3", "--strategy", "graph"], "--phases instruments the persistent cute kernel"),
+    (["profile", "--phases", "--case", "3", "--backend", "torch"], "--phases instruments the persistent cute kernel"),
 ])
 def test_profile_and_timeout_refusals(monkeypatch, args, says):
     _as_gpu(monkeypatch)

@@ -44,5 +44,5 @@ def test_cute_tiles_per_launch_for_case_3():
     from nvgg.backends import get as get_backend
     be = get_backend("cute")
     # m 192 and 320 take 128-row A tiles: 2 and 3 m-tiles x 3072/128 = 24 n-tiles
-    assert be.tiles(cases.get("3")) == [48, 72]
-    assert be.tiles(cases.get("3"), grouped=True) == [120]
+    assert be.tiles(cases.get("3"), arch="sm_90a") == [48, 72]
+    assert be.tiles(cases.get("3"), grouped=True, arch="sm_90a") == [120]

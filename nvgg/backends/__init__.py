@@ -35,7 +35,10 @@ def get(name: str, *, tensormaps: str | None = None) -> Backend:
 
 def best(device: torch.device) -> str:
     """The backend `run` uses when none is named: our kernels where they run, else the library."""
-    if device.type == "cuda" and torch.cuda.get_device_capability(device) in ((9, 0), (10, 0)):
+    from .base import arch_of
+    from .cute import ARCHS
+
+    if device.type == "cuda" and arch_of(device) in ARCHS:
         try:
             get("cute")
             return "cute"

@@ -18,10 +18,11 @@ import torch
 
 from ..cases import Case
 from ..errors import NvggError
+from ..kernels.tensormaps import MODES
 from .base import Backend, KernelInfo, Launch, arch_of
 
 ARCHS = ("sm_90a", "sm_100a")
-TENSORMAP_MODES = ("device", "host")
+TENSORMAP_MODES = MODES
 
 
 def family(arch: str):
@@ -86,7 +87,9 @@ class CuteBackend(Backend):
         return kernels.compile(case, arch, grouped=False, sms=sms)
 
     def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None, arch: str | None = None) -> list[int]:
-        return family(arch or "sm_90a").tiles(case, grouped=grouped, sms=sms)
+        if arch is None:
+            raise NvggError("the cute backend's tiles depend on the arch: pass arch='sm_90a' or 'sm_100a'")
+        return family(arch).tiles(case, grouped=grouped, sms=sms)
 
     def group_launcher(self, data, g: int) -> Launch:
         return self._family(data).group_launcher(data, g)

@@ -71,10 +71,7 @@ class Sm100Kernels:
             estimate = host.choose(case.groups, *_model_inputs(sms))
             config = host.with_mode(estimate.config, tensormaps)
             return [self._info(host.compile_gemm(config, arch, need_callable=False), estimate)]
-        builds = {}
-        for shape in case.groups:
-            estimate = host.choose([shape], *_model_inputs(sms))
-            builds.setdefault(estimate.config, estimate)
+        builds = dict.fromkeys(group_config(shape, sms) for shape in case.groups)
         return [self._info(host.compile_gemm(config, arch, need_callable=False), None) for config in builds]
 
     @staticmethod

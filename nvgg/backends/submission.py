@@ -68,9 +68,11 @@ def load(path: str | Path):
     return module
 
 
-def run_submission(path: str, case: Case, *, timeout_s: float = TIMEOUT_S, **kwargs):
-    """Run the submission on one case in a child process; always returns a Result."""
+def run_submission(path: str, case: Case, *, timeout_s: float | None = None, **kwargs):
+    """Run the submission on one case in a child process, for at most `timeout_s` (None:
+    TIMEOUT_S); always returns a Result."""
     from ..runner import Result
+    timeout_s = timeout_s or TIMEOUT_S
     device = kwargs.pop("device", None)
     if not Path(path).is_file():
         raise NvggError(f"submission {path} does not exist: pass the path of your submission.py")

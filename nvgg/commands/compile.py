@@ -40,8 +40,7 @@ def register(app: typer.Typer) -> None:
         kernels = []
         for c in picked:
             for info in be.compile(c, arch, grouped=st.grouped, sms=limits.sm_count):
-                occ = occupancy.theoretical(info.registers, info.smem_bytes, info.threads, limits,
-                                            info.extra.get("tmem_alloc_columns"))
+                occ = occupancy.of_kernel(info, limits)
                 kernels.append(dict(info.to_dict(), case=c.id, strategy=st.name, profile=limits.name,
                                     theoretical_occupancy=occ.theoretical, blocks_per_sm=occ.blocks_per_sm,
                                     occupancy_limited_by=occ.limited_by))

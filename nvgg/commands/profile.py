@@ -42,6 +42,11 @@ def register(app: typer.Typer) -> None:
                             "Occupancy section); --phases, --occupancy, --strategy, --backend and --tensormaps "
                             "need our kernels")
         check_timeout(timeout, submission)
+        if trace and not phases:
+            raise NvggError("--trace writes the persistent kernel's phases: add --phases")
+        if phases and (strategy not in (None, "persistent") or backend not in (None, "cute")):
+            raise NvggError("--phases instruments the persistent cute kernel: drop --strategy/--backend, or profile "
+                            "the other strategy without --phases")
         picked = pick_cases(case, shape, cases_file, default="benchmarks")
         if trace and len(picked) != 1:
             raise NvggError("--trace writes one case's phases: pass one --case")
@@ -75,7 +80,7 @@ def _cupti_run(case, submission, strategy, backend, mode, profile, timeout):
     if submission:
         from ..backends import submission as sub
         return sub.run_submission(submission, case, profile=profile, timer="cupti",
-                                  timeout_s=timeout or sub.TIMEOUT_S)
+                                  timeout_s=timeout)
     return runner.run_one(case, strategy=strategy, backend=backend, profile=profile, timer="cupti", tensormaps=mode)
 
 

@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
             if strategy or backend or tensormaps:
                 raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
             result = sub.run_submission(submission, the_case, profile=profile, timer=timer.value,
-                                        timeout_s=timeout or sub.TIMEOUT_S)
+                                        timeout_s=timeout)
         else:
             result = runner.run_one(the_case, strategy=strategy, backend=backend, profile=profile, timer=timer.value,
                                     tensormaps=mode_value(tensormaps))

@@ -21,6 +21,8 @@ from typing import Callable, Sequence
 import torch
 
 MAP_BYTES = 128  # sizeof(CUtensorMap), CUDA driver API
+# where a persistent kernel's maps come from: rewritten in the kernel, or encoded by the host
+MODES = ("device", "host")
 MAP_WORDS = MAP_BYTES // 8
 
 

@@ -1,7 +1,7 @@
-"""The CUDA binary tools nvgg reads its cubins with: nvdisasm (SASS) and cuobjdump (resource
-usage). They come with the test extra as pip packages (`nvidia-cuda-nvdisasm`,
-`nvidia-cuda-cuobjdump`), which put them under site-packages/nvidia/cu13/bin; a CUDA toolkit's
-on PATH, or the path in $NVDISASM / $CUOBJDUMP, is used first. None is needed to compile."""
+"""The CUDA binary tool nvgg reads its cubins' SASS with: nvdisasm. It comes with the test extra as a
+pip package (`nvidia-cuda-nvdisasm`), which puts it under site-packages/nvidia/cu13/bin; a CUDA
+toolkit's on PATH, or the path in $NVDISASM, is used first. It is not needed to compile; resource
+usage is read from the cubin's ELF (kernels/cache.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 
 def find(tool: str) -> str | None:
-    """The path of `tool` ("nvdisasm" or "cuobjdump"), or None where none is installed."""
+    """The path of `tool` (e.g. "nvdisasm"), or None where none is installed."""
     named = os.environ.get(tool.upper())
     if named:
         return named

@@ -57,6 +57,11 @@ def theoretical(registers: int, smem_bytes: int, threads: int, profile: Profile,
     return Occupancy(blocks, warps, name, blocks * warps / lim.max_warps_per_sm)
 
 
+def of_kernel(info, profile: Profile) -> Occupancy:
+    """`theoretical` for a compiled kernel (a backend's KernelInfo)."""
+    return theoretical(info.registers, info.smem_bytes, info.threads, profile, info.extra.get("tmem_alloc_columns"))
+
+
 @dataclass(frozen=True)
 class Coverage:
     ctas: int             # CTAs with work
@@ -120,7 +125,7 @@ def report(case, backend, strategy_name: str, device, profile_name) -> list[dict
     tiles = backend.tiles(case, grouped=grouped, sms=prof.sm_count, arch=arch)
     rows = []
     for info in backend.compile(case, arch, grouped=grouped, sms=prof.sm_count):
-        theo = theoretical(info.registers, info.smem_bytes, info.threads, prof, info.extra.get("tmem_alloc_columns"))
+        theo = of_kernel(info, prof)
         cubin = Path(info.extra.get("cache_dir", "")) / "kernel.cubin"
         api = None
         if cubin.is_file():

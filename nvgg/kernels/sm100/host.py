@@ -140,7 +140,13 @@ def estimate(shapes, config: gemm.Sm100Config, sms: int, fp4_tflops: float, dram
 def choose(shapes, sms: int, fp4_tflops: float, dram_gbs: float) -> Estimate:
     """The configuration (mma_n, cta_group) the model rates fastest for these groups; between equal
     estimates, the one whose CTAs load fewer bytes of A a stage (a CTA pair loads half each), then
-    the narrower tile."""
+    the narrower tile. Remembered per shapes and model inputs: a run asks for it several times
+    (compile, its cache-hit timing, tiles, the launch), at 6-40 ms each."""
+    return _choose(tuple(tuple(s) for s in shapes), sms, fp4_tflops, dram_gbs)
+
+
+@functools.lru_cache(maxsize=256)
+def _choose(shapes: tuple, sms: int, fp4_tflops: float, dram_gbs: float) -> Estimate:
     options = [estimate(shapes, c, sms, fp4_tflops, dram_gbs) for c in CONFIGS]
     return min(options, key=lambda e: (round(e.makespan_us, 6), e.config.mma_n // e.config.cta_group,
                                        e.config.mma_n))

@@ -86,10 +86,8 @@ EPILOGUE_WARPS = (0, 1, 2, 3)
 MMA_WARP = 4
 TMA_WARP = 5
 THREADS = 32 * (len(EPILOGUE_WARPS) + 2)
-# Sources of the limits below:
-SMEM_LIMIT = 232448  # bytes per block (opt-in), CUDA C Programming Guide, compute capability 10.0
+# Source of the limit below:
 TMEM_COLUMNS = 512  # 32-bit columns of tensor memory per SM, PTX ISA "Tensor Memory"
-MAX_GROUPS = 1 << 15  # the device tables hold int32 group ids; any count the host can schedule
 TABLE_EXTENT = 1 << 30  # the declared extent of the device tables; the kernel reads real rows only
 _BAR_EPILOGUE, _BAR_TMEM = 1, 2  # named barriers (0 is the CTA barrier)
 
@@ -113,11 +111,6 @@ class Sm100Config:
     @property
     def threads(self) -> int:
         return THREADS
-
-    @property
-    def tile_rows(self) -> tuple[int, int]:
-        """(rows of B, rows of A) one tile covers: the cluster's share of n and of m."""
-        return self.mma_m, self.mma_n
 
     @property
     def acc_stages(self) -> int:

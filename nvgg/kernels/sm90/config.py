@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .. import groups
+from .. import groups, tensormaps
 from ..schedule import makespan, schedule
 
 TILE_N = 128  # rows of B per CTA tile: two consumer warpgroups × 64 (wgmma's M per warpgroup)
@@ -72,14 +72,14 @@ READY_ROWS = A16_BOX_ROWS
 # CTA finds a tile's group without searching the table (a chain of dependent loads)
 ORDER_GROUP_SHIFT = 22
 MAX_TILES = 1 << ORDER_GROUP_SHIFT
-TENSORMAP_MODES = ("device", "host")
+TENSORMAP_MODES = tensormaps.MODES
 # how the persistent kernel's producer knows the fp16 A rows of a group are written: "rows", the
 # readiness counters of just that group's rows (the default: faster on benchmarks 1, 3 and 4, by
 # 1.2-3.2 µs, 0.3 slower on 2; H100, 2026-11-26, NOTES.md); "grid", a grid-wide barrier after
 # all of phase 0 (the earlier build's wait, kept for benchmarks to compare against)
 READINESS = ("rows", "grid")
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
-TENSORMAP_BYTES = 128  # sizeof(CUtensorMap), CUDA driver API
+TENSORMAP_BYTES = tensormaps.MAP_BYTES
 PAIR_BYTES = 2 * TENSORMAP_BYTES
 
 

@@ -23,6 +23,7 @@ from cutlass import Int32, Int64
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 from ..asm import globaltimer, inline as _asm  # noqa: F401  (globaltimer: the kernels' timer)
+from .config import TENSORMAP_BYTES
 
 def _lane0(body: str, decls: str = "") -> str:
     """A PTX block whose `@p` instructions run on the elected lane only (see the module docstring);
@@ -55,7 +56,6 @@ def bulk_load(dst: Int32, src: Int64, nbytes: Int32, mbar: Int32, *, loc=None, i
          "r,l,r,r,~{memory}", [Int32(dst), Int64(src), Int32(nbytes), Int32(mbar)], loc, ip)
 
 
-TENSORMAP_BYTES = 128
 
 
 COPY_BATCH = 4  # 16-byte chunks in flight at once: 16 registers, which the producer can spare
