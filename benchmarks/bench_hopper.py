@@ -5,8 +5,9 @@ Columns, all µs per call with the leaderboard's timer (15 inputs, L2 flushed ea
 - nvgg strategies on the cute backend (persistent, multistream, graph, sequential), checked first;
   the persistent kernel by build: `persistent[host]` and `persistent[device]` (its tensor-map
   modes, each waiting on the readiness counters of a group's rows), `persistent[grid+device]`
-  (the earlier build's wait and maps: a grid barrier after all of phase 0), `persistent` (the
-  backend's default build);
+  (the earlier build's wait and maps: a grid barrier after all of phase 0), `persistent[serial]`
+  (launched without programmatic stream serialization: each launch waits for the previous kernel
+  to end), `persistent` (the backend's default build);
 - the torch backend's graph and sequential strategies (expand in PyTorch, then cuBLAS);
 - cuBLAS fp16 on inputs already expanded to fp16 (not timed: the expansion), one GEMM per group,
   eager and replayed from a CUDA graph: a bound that no FP4-reading pipeline gets for free;
@@ -44,16 +45,18 @@ KNOWN = STRATEGIES + [("persistent", "cute")]
 
 def _column(strategy: str, backend: str) -> dict:
     """runner.run_one's arguments for a column name: persistent[OPTIONS] takes options joined by
-    "+": host (default) or device maps, rows (default) or grid wait."""
+    "+": host (default) or device maps, rows (default) or grid wait, serial (launched without
+    programmatic stream serialization, the previous launch's way)."""
     if not strategy.startswith("persistent["):
         return {"strategy": strategy, "backend": backend}
     options = set(strategy[len("persistent["):-1].split("+"))
-    unknown = options - {"host", "device", "grid", "rows"}
+    unknown = options - {"host", "device", "grid", "rows", "serial"}
     if unknown:
-        raise SystemExit(f"unknown persistent build options {sorted(unknown)}: host, device, grid, rows")
+        raise SystemExit(f"unknown persistent build options {sorted(unknown)}: host, device, grid, rows, serial")
     from nvgg.backends.cute_sm90 import variant_backend
     return {"strategy": "persistent", "backend": variant_backend(
-        "device" if "device" in options else "host", readiness="grid" if "grid" in options else "rows")}
+        "device" if "device" in options else "host", readiness="grid" if "grid" in options else "rows",
+        programmatic="serial" not in options)}
 
 
 def fp16_peak_tflops() -> float:
@@ -165,12 +168,15 @@ def print_phases(args, columns, doc) -> None:
             rep = run.report
             names = names or [p.name for p in rep.phases]
             doc["cases"][case.id].setdefault("phases", {})[strategy] = run.to_dict()
-            rows.append([case.id, strategy, f"{run.plain_us:.1f}", f"{rep.time_to_first_mma_us:.2f}"]
+            behind = run.behind
+            rows.append([case.id, strategy, f"{run.plain_us:.1f}", f"{rep.time_to_first_mma_us:.2f}",
+                         f"{behind.start_median_us:+.2f} / {behind.first_mma_median_us:+.2f}" if behind else "—"]
                         + [f"{p.median_us:.2f} / {p.max_us:.2f}" for p in rep.phases])
     print("\ndevice phases, µs (median / max over CTAs; kernel: CUPTI, the timed build); "
-          "targets: to first MMA at most 3 µs on cases 3 and 4")
-    print(tabulate(rows, headers=["case", "build", "kernel µs", "to first MMA µs"] + (names or []),
-                   tablefmt="github", disable_numparse=True))
+          "targets: to first MMA at most 3 µs on cases 3 and 4; behind: a programmatic launch right behind "
+          "another, its CTAs' start / first MMA against the other's last exit (medians)")
+    print(tabulate(rows, headers=["case", "build", "kernel µs", "to first MMA µs", "behind: start / first MMA"]
+                   + (names or []), tablefmt="github", disable_numparse=True))
 
 
 if __name__ == "__main__":

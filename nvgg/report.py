@@ -229,7 +229,16 @@ def phase_table(run) -> str:
             f"{rep.ctas} CTAs ({rep.ctas_with_work} with work), kernel {rep.kernel_us:.2f} µs, "
             f"time to first MMA {rep.time_to_first_mma_us:.2f} µs (median), setup share {rep.setup_share:.1%}, "
             f"group switches per CTA {rep.switches_median:g} (median)\n"
-            f"instrumentation cost: kernel {run.instrumented_us:.2f} µs vs {run.plain_us:.2f} µs uninstrumented ({run.cost:+.1%}, CUPTI)")
+            f"instrumentation cost: kernel {run.instrumented_us:.2f} µs vs {run.plain_us:.2f} µs uninstrumented ({run.cost:+.1%}, CUPTI)"
+            + _behind_line(getattr(run, "behind", None)))
+
+
+def _behind_line(behind) -> str:
+    if behind is None:
+        return ""
+    return (f"\nright behind another launch (programmatic, as the timer's calls run), against the moment its "
+            f"last CTA exits: CTAs start at {behind.start_median_us:+.2f} µs (median; earliest {behind.start_earliest_us:+.2f}), "
+            f"first MMA at {behind.first_mma_median_us:+.2f} µs (median; latest {behind.first_mma_max_us:+.2f})")
 
 
 def occupancy_table(rows: list[dict]) -> str:

@@ -34,3 +34,12 @@ def test_per_call_hides_gaps_that_tracing_inflated():
     assert shown["gaps_shown"] and shown["gaps_note"] == "" and shown["host_overhead_us"] == pytest.approx(15.0)
     with pytest.raises(ValueError):
         per_call([], 1.0)
+
+
+def test_per_call_says_when_untraced_calls_overlap_their_kernels():
+    # a 20 µs kernel traced alone, 17.6 µs a call back to back: programmatic launches overlap
+    calls = [[Activity("gemm", "kernel", t, t + 20_000)] for t in (0, 100_000)]
+    cu = per_call(calls, event_us=17.6)
+    assert cu["host_overhead_us"] == pytest.approx(-2.4) and cu["gaps_shown"]
+    assert cu["gaps_note"] == ("host and launch -2.4 µs: untraced, the calls' kernels overlap "
+                               "(programmatic launches start behind the call before)")

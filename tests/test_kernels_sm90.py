@@ -183,16 +183,26 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
         assert "fence.proxy.async;" in ptx_text and "fence.proxy.async.global" in ptx_text
         adds = ptx_text.count("red.release.gpu.global.add.u64")
         assert "ld.acquire.gpu.global.u64" in ptx_text
+        # a programmatic launch: the next kernel's CTAs may start once this CTA read the launch
+        # count (rows: the producer, right after counting itself in; grid: every thread, after
+        # the CTA barrier that follows the count's read); C's stores wait for the kernel before
+        assert ptx_text.count("griddepcontrol.launch_dependents;") == 1
+        assert ptx_text.count("griddepcontrol.wait;") == 1
+        trigger = ptx_text.index("griddepcontrol.launch_dependents;")
         if config.readiness == "rows":
             # the row counters (phase 0's writers add, the producer's lanes spin until theirs
             # are full, then meet at a warp barrier), and the launch count (one relaxed arrival a
             # CTA, read first by the same thread)
             assert adds == 1 and "bar.warp.sync" in ptx_text and "nanosleep.u32 20" in ptx_text
             assert "red.relaxed.gpu.global.add.u64" in ptx_text and "shfl.sync.idx.b32" in ptx_text
+            assert ptx_text.index("red.relaxed.gpu.global.add.u64") < trigger
         else:
             assert adds == 1 and "bar.warp.sync" not in ptx_text  # the grid barrier alone
+            assert ptx_text.index("bar.sync") < trigger
+        assert ptx_text.index("griddepcontrol.wait;") < ptx_text.index("st.global.b16")  # C
     else:
         assert "red.release.gpu.global.add.u64" not in ptx_text  # no grid barrier: any grid size
+        assert "griddepcontrol" not in ptx_text  # launched in plain stream order
     # only the wide-tile build moves registers from its producer warpgroup to the MMA warpgroups
     regs = re.findall(r"setmaxnreg\.(dec|inc)\.sync\.aligned\.u32\s+(\d+);", ptx_text)
     assert sorted(set(regs)) == ([("dec", str(gemm.PRODUCER_REGS)), ("inc", str(gemm.MMA_REGS))] if config.wide_tiles else [])
@@ -292,6 +302,8 @@ def test_backend_compile_reports_each_distinct_kernel():
     grouped = be.compile(case, "sm_90a", grouped=True)
     assert len(grouped) == 1 and grouped[0].threads == gemm.GemmConfig(persistent=True).threads == 288
     assert grouped[0].extra["cache_hit"] in ("cold", "memory", "disk") and grouped[0].extra["wgmma"]
+    assert grouped[0].extra["launch"] == "programmatic" and "launch" not in infos[0].extra
+    assert variant_backend("host", programmatic=False).compile(case, "sm_90a", grouped=True)[0].extra["launch"] == "stream order"
     # case 2 merges tiles on 132 SMs: the wide-tile build, a producer warpgroup beside the MMA ones
     (wide,) = be.compile(cases.get("2"), "sm_90a", grouped=True)
     assert wide.name == "nvfp4_grouped_gemm_sm90[tile_m=128,stages=4,slots=6,wide_tiles,host_maps]"
@@ -562,6 +574,7 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
     for _ in range(launches):
         reference.poison(data)
         tables.a16.fill_(float("nan"))
+        torch.cuda.synchronize()  # phase 0 may write the copy before the kernel before it ends (programmatic)
         launch()
         torch.cuda.synchronize()
         result = reference.check(inputs.outputs(data), want)
@@ -572,6 +585,43 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
     want_counts = [launches * min(gemm.READY_ROWS, m - r) * (k // gemm.K_SUB) if build.endswith("rows") else 0
                    for m, _, k in case.groups for r in range(0, m, gemm.READY_ROWS)]
     assert tables.ready.cpu().tolist() == want_counts
+
+
+@pytest.mark.gpu
+@pytest.mark.sm90
+@pytest.mark.parametrize("build", ["host+rows", "device+grid", "host+rows+wide"])
+def test_programmatic_launches_back_to_back(build):
+    """Programmatic launches (each may start while the one before finishes) with no
+    synchronisation between them: ten over the same tables (a later launch must not start before
+    every CTA of the one before counted itself in: the counts would mix, and a CTA could wait for
+    rows of a launch whose CTAs cannot become resident), then launches over three inputs in turn
+    as the timer makes them, C poisoned once before all. "wide": case 2, which the backend runs
+    with wide tiles on 132 SMs."""
+    if not _sm90():
+        pytest.skip("needs an sm_90 GPU")
+    wide = build.endswith("+wide")
+    maps, wait = build.split("+")[:2]
+    case = cases.get("2" if wide else "3")
+    batch = [inputs.generate(case, "cuda", seed=case.seed + 42 * i) for i in range(3)]
+    wants = [reference.reference(d) for d in batch]
+    launches = [variant_backend(maps, readiness=wait).grouped_launcher(d) for d in batch]
+    assert all(x.programmatic for x in launches)
+    for d in batch:
+        reference.poison(d)
+    for _ in range(10):
+        launches[0]()
+    torch.cuda.synchronize()
+    assert launches[0].tables.barrier.cpu().tolist() == [10 << 32]
+    if wait == "rows":
+        assert launches[0].tables.ready.cpu().tolist() == [
+            10 * min(gemm.READY_ROWS, m - r) * (k // gemm.K_SUB) for m, _, k in case.groups for r in range(0, m, gemm.READY_ROWS)]
+    for _ in range(3):
+        for launch in launches:
+            launch()
+    torch.cuda.synchronize()
+    for d, want in zip(batch, wants):
+        result = reference.check(inputs.outputs(d), want)
+        assert result.ok, result.message
 
 
 @pytest.mark.gpu

@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from nvgg import cases, runner
 from nvgg.cli import app
+from nvgg.report import phase_table
 
 pytestmark = pytest.mark.gpu
 
@@ -48,10 +49,21 @@ def test_phases_of_the_persistent_kernel(tmp_path):
     trace = json.loads((tmp_path / "t.json").read_text())
     assert sum(e["ph"] == "X" for e in trace["traceEvents"]) >= rep.ctas_with_work * 3
     assert run.plain_us > 0 and run.instrumented_us > 0
+    # launched right behind another (programmatic, both outputs checked): CTAs start on SMs the
+    # first launch leaves before its last CTA exits (case 3: 128 CTAs on 132 SMs, and CTAs of
+    # half tiles end early), and no first MMA comes before the first launch's end
+    behind = run.behind
+    assert behind.start_earliest_us < 0 < behind.first_mma_median_us <= behind.first_mma_max_us
+    assert behind.start_earliest_us <= behind.start_median_us < behind.first_mma_median_us
+    assert "right behind another launch" in phase_table(run)
 
 
 def test_cupti_agrees_with_events_for_one_kernel():
-    res = runner.run_one(cases.get("1"), strategy="persistent", backend="cute", device=torch.device("cuda"), timer="cupti")
+    # launched in plain stream order: programmatic launches overlap the calls' kernels, which the
+    # events see and the per-call traces do not (test_cupti.py)
+    from nvgg.backends.cute_sm90 import variant_backend
+    res = runner.run_one(cases.get("1"), strategy="persistent", backend=variant_backend("host", programmatic=False),
+                         device=torch.device("cuda"), timer="cupti")
     assert res.status == "ok" and res.cupti["activities"] == 1 and res.cupti["gaps_us"] == 0
     assert res.cupti["kernel_us"] == pytest.approx(res.stats.mean_us, rel=0.03)
 

@@ -67,6 +67,17 @@ def test_launch_config_struct_has_the_drivers_layout():
     assert ctypes.sizeof(_LaunchConfig) == 56
 
 
+def test_launch_attribute_struct_has_the_drivers_layout():
+    """launch._LaunchAttribute: cuda.h's CUlaunchAttribute (the id, padding to 8 bytes, a 64-byte
+    value union whose int flag comes first), and the programmatic-serialization id."""
+    import ctypes
+
+    from nvgg.kernels import launch
+    attr = launch._LaunchAttribute(launch.ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, b"", 1)
+    assert ctypes.sizeof(attr) == 72 and launch._LaunchAttribute.value.offset == 8
+    assert bytes(attr)[:12] == bytes([6, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]) and not any(bytes(attr)[12:])
+
+
 def test_setup_phases_report_the_encoding_in_all_and_a_groups_median():
     # the first group of a process pays the driver's first call: the median keeps it out
     assert tensormaps.setup_phases([1200.0, 30.0, 32.0]) == {"encode_maps": 1262.0, "encode_maps_per_group": 32.0}

@@ -49,7 +49,7 @@ class CuteBackend(Backend):
     def mode(self, arch: str) -> str:
         """The persistent kernel's tensor-map mode on `arch`: the one asked for, if the family's
         kernel has it, else its default."""
-        kernels = family(arch)
+        kernels = self.kernels(arch)
         if self.tensormaps is None:
             return kernels.default_mode
         if self.tensormaps not in kernels.tensormap_modes:
@@ -64,7 +64,7 @@ class CuteBackend(Backend):
         arch = arch_of(device)
         if arch not in ARCHS:
             raise NvggError(f"the cute backend runs on {', '.join(ARCHS)}; this GPU is {arch}: use --backend torch")
-        reason = family(arch).shape_problem(case, grouped=False)
+        reason = self.kernels(arch).shape_problem(case, grouped=False)
         if reason:
             raise NvggError(reason)
 
@@ -73,12 +73,12 @@ class CuteBackend(Backend):
         kernel's own limits."""
         arch = arch_of(device)
         self.mode(arch)
-        reason = family(arch).shape_problem(case, grouped=True)
+        reason = self.kernels(arch).shape_problem(case, grouped=True)
         if reason:
             raise NvggError(reason)
 
     def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None) -> list[KernelInfo]:
-        kernels = family(arch)
+        kernels = self.kernels(arch)
         reason = kernels.shape_problem(case, grouped=grouped)
         if reason:
             raise NvggError(reason)
@@ -89,7 +89,7 @@ class CuteBackend(Backend):
     def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None, arch: str | None = None) -> list[int]:
         if arch is None:
             raise NvggError("the cute backend's tiles depend on the arch: pass arch='sm_90a' or 'sm_100a'")
-        return family(arch).tiles(case, grouped=grouped, sms=sms)
+        return self.kernels(arch).tiles(case, grouped=grouped, sms=sms)
 
     def group_launcher(self, data, g: int) -> Launch:
         return self._family(data).group_launcher(data, g)
@@ -98,19 +98,24 @@ class CuteBackend(Backend):
         kernels, arch = self._family(data), self._arch(data)
         return kernels.grouped_launcher(data, self.mode(arch))
 
-    def phase_launcher(self, data):
-        """The persistent kernel's instrumented build: (launch, phase buffer), see the family's."""
+    def phase_launcher(self, data, **options):
+        """The persistent kernel's instrumented build: (launch, phase buffer), see the family's
+        (`options`: the family's own, sm_90a's `programmatic`)."""
         kernels, arch = self._family(data), self._arch(data)
-        return kernels.phase_launcher(data, self.mode(arch))
+        return kernels.phase_launcher(data, self.mode(arch), **options)
 
     def phase_layout(self, device: torch.device):
         """The slot layout of the instrumented build's buffer on this GPU (kernels/phase_slots.py)."""
         arch = arch_of(device)
-        return family(arch).phase_layout(self.mode(arch))
+        return self.kernels(arch).phase_layout(self.mode(arch))
 
     @staticmethod
     def _arch(data) -> str:
         return arch_of(data[0][0][2].device)
 
+    def kernels(self, arch: str):
+        """The kernel family this backend builds for `arch` (a variant backend's own build)."""
+        return family(arch)
+
     def _family(self, data):
-        return family(self._arch(data))
+        return self.kernels(self._arch(data))

@@ -80,10 +80,13 @@ class Sm90Kernels:
     # 2026-11-26, NOTES.md)
     default_mode = "host"
 
-    def __init__(self, readiness: str = "rows"):
+    def __init__(self, readiness: str = "rows", programmatic: bool = True):
         # how the persistent kernel waits for phase 0 (gemm.READINESS); "grid", the earlier
         # build's wait, is there for benchmarks and tests to compare against
         self.readiness = readiness
+        # the persistent kernel's timed launches may start while the kernel before them in the
+        # stream finishes (launch.DirectLaunch's `programmatic`; see kernels/sm90/nvfp4_gemm.py)
+        self.programmatic = programmatic
 
     def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
         if grouped and case.g > gemm.MAX_GROUPS:
@@ -99,7 +102,10 @@ class Sm90Kernels:
         else:  # every per-group launch runs the expand kernel first
             builds = [(config_for([m], persistent=False), (m, n, k)) for m, n, k in dict.fromkeys(case.groups)]
             builds.append((host.EXPAND_CONFIG, None))
-        return [self._info(host.compile_gemm(config, shape, arch, need_callable=False)) for config, shape in builds]
+        infos = [self._info(host.compile_gemm(config, shape, arch, need_callable=False)) for config, shape in builds]
+        if grouped:  # how its timed launches are made
+            infos[0].extra["launch"] = "programmatic" if self.programmatic else "stream order"
+        return infos
 
     @staticmethod
     def _info(entry) -> KernelInfo:
@@ -132,19 +138,23 @@ class Sm90Kernels:
     def grouped_launcher(self, data, tensormaps: str = "device") -> Launch:
         groups, config, entry, grid = self._persistent(data, tensormaps, instrument=False)
         tables = host.build_tables(groups, config, grid)
-        out = self._launcher(entry, tables, host.grid_dims(config, None, grid))
+        out = self._launcher(entry, tables, host.grid_dims(config, None, grid), programmatic=self.programmatic)
         if tables.encode_us:  # host maps: their encoding is prepare-time work, reported apart
             out.setup_us = setup_phases(tables.encode_us)
         return out
 
-    def phase_launcher(self, data, tensormaps: str = "device") -> tuple[Launch, torch.Tensor]:
+    def phase_launcher(self, data, tensormaps: str = "device", programmatic: bool = False) -> tuple[Launch, torch.Tensor]:
         """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
         int64 [ctas, SM90.slots] buffer each launch fills with %globaltimer readings (zeroed
-        first; see nvgg/kernels/phase_slots.py for the slots). Same grid and tiles as the timed build."""
+        first; see nvgg/kernels/phase_slots.py for the slots). Same grid and tiles as the timed build.
+        `programmatic`: launched as the timed build is, and the caller zeroes the buffer (a zeroing
+        kernel just before would keep the launch from starting behind the kernel before it)."""
         groups, config, entry, grid = self._persistent(data, tensormaps, instrument=True)
         buffer = torch.zeros((grid, SM90.slots), dtype=torch.int64, device=groups[0].c.device)
         kernel = self._launcher(entry, host.build_tables(groups, config, grid, buffer),
-                                host.grid_dims(config, None, grid))
+                                host.grid_dims(config, None, grid), programmatic=programmatic)
+        if programmatic:
+            return kernel, buffer
 
         def launch() -> None:
             buffer.zero_()
@@ -172,10 +182,10 @@ class Sm90Kernels:
         return groups, config, entry, host.persistent_grid(groups, config, timed)
 
     @staticmethod
-    def _launcher(entry, tables, grid) -> Launch:
+    def _launcher(entry, tables, grid, programmatic: bool = False) -> Launch:
         # through the driver: 4.1 µs of host time a launch against 17.6 through the DSL's own call
         # (H100, 2026-11-26, benchmarks/launch_paths.py; GPU times equal)
-        return launch.DirectLaunch(entry, tables, grid)
+        return launch.DirectLaunch(entry, tables, grid, programmatic=programmatic)
 
     @staticmethod
     def _group(data, g: int) -> kgroups.GroupTensors:
@@ -184,13 +194,13 @@ class Sm90Kernels:
 
 def variant_backend(tensormaps: str = "host", **build):
     """The cute backend running another build of the sm_90a persistent kernel (`build`: readiness,
-    see Sm90Kernels), for benchmarks and tests to compare against; readiness="grid" with device
-    maps is the earlier build's wait and maps."""
+    programmatic, see Sm90Kernels), for benchmarks and tests to compare against; readiness="grid"
+    with device maps is the earlier build's wait and maps."""
     from .cute import CuteBackend
 
     class Variant(CuteBackend):
-        def _family(self, data):
-            return Sm90Kernels(**build)
+        def kernels(self, arch: str):
+            return Sm90Kernels(**build) if arch == ARCH else super().kernels(arch)
 
     return Variant(tensormaps=tensormaps)
 

@@ -48,9 +48,21 @@ def _check(err, what: str) -> None:
         raise RuntimeError(f"{what} failed: {err}")
 
 
+class _LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute (cuda.h): the attribute's id, 4 bytes of padding, then the 64-byte value
+    union, whose first int is what a flag attribute reads."""
+
+    _fields_ = [("id", ctypes.c_uint), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int), ("rest", ctypes.c_char * 60)]
+
+
+# CUlaunchAttributeID (cuda.h): the launch may overlap the kernel before it in the stream, as far
+# as that kernel allows (PTX griddepcontrol.launch_dependents); sm_90 and later
+ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+
+
 class _LaunchConfig(ctypes.Structure):
     """CUlaunchConfig (CUDA driver API, cuda.h): grid and block sizes, dynamic shared memory, the
-    stream, and launch attributes (none here)."""
+    stream, and launch attributes."""
 
     _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint), ("gridDimZ", ctypes.c_uint),
                 ("blockDimX", ctypes.c_uint), ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
@@ -93,9 +105,12 @@ class DirectLaunch:
     shared-memory layout), prepared once as a C array of exactly the entry's parameter count,
     recorded from its PTX when it was compiled. Every argument of cuLaunchKernelEx is a ctypes
     object made once; a call only sets the configuration's stream. `tables` is what the kernel reads through raw
-    pointers (it has `.table`, a device tensor, and `.total_tiles`); the launch owns it."""
+    pointers (it has `.table`, a device tensor, and `.total_tiles`); the launch owns it.
+    `programmatic`: launched with programmatic stream serialization, so that its CTAs may start
+    while the kernel before it finishes; only for a kernel that waits for that kernel
+    (griddepcontrol.wait) before touching anything it may write."""
 
-    def __init__(self, entry: kcache.Entry, tables, grid: tuple[int, int, int]):
+    def __init__(self, entry: kcache.Entry, tables, grid: tuple[int, int, int], *, programmatic: bool = False):
         self.tables = tables
         self.grid = grid
         self.smem = entry.info["dynamic_smem_bytes"]
@@ -111,7 +126,10 @@ class DirectLaunch:
         self._values = tuple(values[:len(params)]) + tuple(ctypes.c_uint8(0) for _ in params[2:])
         self._params = (ctypes.c_void_p * len(self._values))(*(ctypes.addressof(v) for v in self._values))
         gx, gy, gz = grid
-        self._config = _LaunchConfig(gx, gy, gz, self.threads, 1, 1, self.smem, None, None, 0)
+        self.programmatic = programmatic
+        self._attrs = (_LaunchAttribute * 1)(_LaunchAttribute(ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, b"", 1))
+        attrs = ctypes.cast(self._attrs, ctypes.c_void_p) if programmatic else None
+        self._config = _LaunchConfig(gx, gy, gz, self.threads, 1, 1, self.smem, None, attrs, int(programmatic))
         self._args = (ctypes.byref(self._config), ctypes.c_void_p(int(_function(entry))), self._params,
                       ctypes.c_void_p(0))
         self._launch = _driver_launch()

@@ -77,7 +77,8 @@ def per_call(calls: list[list[Activity]], event_us: float) -> dict:
     """Mean over calls (each call's activities recorded on its own) of what one call launched,
     beside `event_us`, the call's untraced event time. Keys: calls, activities (launches a call),
     kernel_us (union), sum_us, span_us, gaps_us (idle inside a call's span; 0 for one activity),
-    host_overhead_us (event_us - kernel_us: host work, launch latency, gaps), gaps_shown (False
+    host_overhead_us (event_us - kernel_us: host work, launch latency, gaps; negative where
+    untraced calls overlap their kernels), gaps_shown (False
     where the traced gaps exceed the untraced host overhead: tracing slowed the launches between
     them), gaps_note, and kernels: [{name, per_call, mean_us}] by total time."""
     if not calls:
@@ -96,6 +97,11 @@ def per_call(calls: list[list[Activity]], event_us: float) -> dict:
     shown = gaps_us <= max(host_us, 0.0) + 1e-9
     note = "" if shown else (f"gaps not shown: {gaps_us:.1f} µs between a call's kernels under tracing exceed the "
                              f"{host_us:.1f} µs an untraced call spends outside them (tracing slows the launches)")
+    if host_us < 0:
+        # each call traced alone runs its kernels from start to end; untraced, back to back, a
+        # programmatic launch starts while the call before finishes
+        note = " ".join(x for x in (note, f"host and launch {host_us:.1f} µs: untraced, the calls' kernels overlap "
+                                          "(programmatic launches start behind the call before)") if x)
     return {"calls": n, "activities": sum(s.activities for s in sums) / n, "kernel_us": kernel_us,
             "sum_us": sum(s.sum_us for s in sums) / n, "span_us": sum(s.span_us for s in sums) / n,
             "gaps_us": gaps_us, "event_us": event_us, "host_overhead_us": host_us, "gaps_shown": shown,

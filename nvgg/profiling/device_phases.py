@@ -1,6 +1,9 @@
 """`nvgg profile --phases`: the instrumented persistent kernel on one input, checked, its phase
 buffer analysed, a Chrome trace written, and what the instrumentation itself costs (kernel
-durations from CUPTI, instrumented against the timed build)."""
+durations from CUPTI, instrumented against the timed build). Where the timed build is launched
+programmatically (sm_90a), also the same build right behind another launch, as the timer's calls
+run: how early its CTAs start and how late its first MMA comes against the end of the launch
+before (`Behind`)."""
 
 from __future__ import annotations
 
@@ -9,7 +12,8 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import reference, runner, timing
+from .. import inputs, reference, runner, timing
+from ..backends.base import arch_of
 from ..cases import Case
 from ..errors import NvggError
 from ..kernels.phase_slots import SM90, SlotLayout
@@ -24,6 +28,7 @@ class PhaseRun:
     instrumented_us: float   # instrumented kernel, the same way (its buffer zeroing not counted)
     layout: SlotLayout = SM90  # the slots of the kernel family that ran (kernels/phase_slots.py)
     tensormaps: str = ""
+    behind: "Behind | None" = None  # programmatic launches: the kernel right behind another
 
     @property
     def cost(self) -> float:
@@ -31,7 +36,21 @@ class PhaseRun:
 
     def to_dict(self) -> dict:
         return {"phases": self.report.to_dict(), "plain_us": self.plain_us, "instrumented_us": self.instrumented_us,
-                "instrumentation_cost": self.cost, "kernel": self.layout.kernel, "tensormaps": self.tensormaps}
+                "instrumentation_cost": self.cost, "kernel": self.layout.kernel, "tensormaps": self.tensormaps,
+                "behind_previous": self.behind.__dict__ if self.behind else None}
+
+
+@dataclass
+class Behind:
+    """A programmatic launch right behind another (both instrumented, two inputs, nothing between
+    them), against the moment the last CTA of the first one exits: when the second one's CTAs
+    start (negative: before that moment), and when each issues its first MMA; medians and maxima
+    over the second launch's CTAs with work, µs."""
+
+    start_earliest_us: float
+    start_median_us: float
+    first_mma_median_us: float
+    first_mma_max_us: float
 
 
 def run(case: Case, *, profile: str | None = None, tensormaps: str | None = None, backend="cute") -> PhaseRun:
@@ -52,7 +71,34 @@ def run(case: Case, *, profile: str | None = None, tensormaps: str | None = None
     report = phases.analyse(buffer.cpu(), layout)
     plain = kernel_us(session.launches, session.device)
     instrumented = kernel_us([launch for launch, _ in launches], session.device)
-    return PhaseRun(report, buffer.cpu(), plain, instrumented, layout, session.result.tensormaps)
+    behind = None
+    if getattr(backend.kernels(arch_of(session.device)), "programmatic", False):
+        behind = behind_previous(backend, session.batch[:2], layout, case)
+    return PhaseRun(report, buffer.cpu(), plain, instrumented, layout, session.result.tensormaps, behind)
+
+
+def behind_previous(backend, batch, layout: SlotLayout, case: Case) -> Behind:
+    """Launch the instrumented build programmatically over batch[0], then at once over batch[1],
+    check both outputs, and measure the second against the first's end (see `Behind`)."""
+    pair = [backend.phase_launcher(data, programmatic=True) for data in batch]
+    wants = [reference.reference(data) for data in batch]
+    for data, (_, buffer) in zip(batch, pair):
+        reference.poison(data)
+        buffer.zero_()
+    torch.cuda.synchronize()  # the kernel writes its buffer before any wait for the stream's earlier work
+    for launch, _ in pair:
+        launch()
+    torch.cuda.synchronize()
+    for data, want in zip(batch, wants):
+        verdict = reference.check(inputs.outputs(data), want)
+        if not verdict.ok:
+            raise NvggError(f"the instrumented kernel launched behind another is wrong on case {case.id}: {verdict.message}")
+    first, second = (buffer.cpu().tolist() for _, buffer in pair)
+    end = max(r[layout.EXIT] for r in first)
+    worked = [r for r in second if r[layout.FIRST_MMA] > 0]
+    starts = [(r[layout.START] - end) / 1e3 for r in worked]
+    mmas = [(r[layout.FIRST_MMA] - end) / 1e3 for r in worked]
+    return Behind(min(starts), statistics.median(starts), statistics.median(mmas), max(mmas))
 
 
 def kernel_us(launches, device: torch.device) -> float:

@@ -44,6 +44,16 @@ other):
 - "grid": the earlier build's wait. Units go one a thread from CTA 0 on, the MMA warps arrive at
   a grid barrier (ptx.grid_arrive), and the producer waits there (ptx.grid_wait) before its first
   fp16 A load.
+The persistent kernel may be launched programmatically (the backend does: launch.DirectLaunch's
+`programmatic`): its CTAs may then start while the kernel before it in the stream finishes, on SMs
+that kernel's CTAs leave. Each CTA lets the next kernel start (ptx.launch_dependents) once it has
+read the launch count, so two launches over the same tables never mix their counts: a later
+launch's CTAs cannot start before every CTA of this one counted itself in. Everything up to the
+epilogue may overlap the kernel before: reads of the table, the tensor maps and the inputs, and
+phase 0's writes of the fp16 copy and the counters, which only launches over the same tables
+write (the same values; counters only add). Every MMA thread waits for the kernel before
+(ptx.wait_for_previous_grid) ahead of its first store to C, which the stream's earlier work may
+have written (an output poisoned before a check).
 The per-group launches run phase 0 as a separate expand kernel just before (their grid may be
 larger than what is resident). The main loop then copies the copy's A16_BOX_ROWS × 64 fp16 boxes that hold rows < m
 (128-byte swizzle) into A16_SLOTS slots of tile_m rows; a slot's other rows keep stale data, which
@@ -254,6 +264,7 @@ class Nvfp4GemmSm90:
             if warp_idx == self.config.producer_warp:
                 target = ptx.grid_target(barrier_state)
             cute.arch.barrier()  # the count is read before any thread of this CTA arrives
+            ptx.launch_dependents()  # (see the programmatic launch below: after the count's read)
         # the producer warp (its warpgroup with wide tiles) and the MMA warpgroups part here for
         # good: ptxas honours setmaxnreg only where no path leads from one side's code to the other's
         if warp_idx >= MMA_WARPS:
@@ -267,6 +278,9 @@ class Nvfp4GemmSm90:
                 if cutlass.const_expr(self.rows_ready):
                     # read here, after setmaxnreg: a value live across it is spilled
                     target = Int64(ptx.count_launch(Int64(table[(0, COL_BARRIER)]), gdimx, bidx))
+                    # a programmatic launch of the next kernel may start its CTAs from here on
+                    # (see the module docstring), never before this CTA has counted itself in
+                    ptx.launch_dependents()
                 state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
                 # device maps: this CTA's own descriptor pair, initialised from the template and
@@ -551,6 +565,10 @@ class Nvfp4GemmSm90:
                 rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr, tiled_mma, acc,
                                                 tCrB, frags, words, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.MAINLOOP_DONE)
+            if cutlass.const_expr(self.config.persistent):
+                # C only after the kernel before in the stream has ended (a programmatic launch;
+                # at once otherwise, and after the first tile)
+                ptx.wait_for_previous_grid()
             self._store(table, group, acc, coords, m, n, mt * self.tile_m, nt)
             if cutlass.const_expr(self.wide):
                 if rows > self.tile_m:

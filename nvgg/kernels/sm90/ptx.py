@@ -377,3 +377,21 @@ def use_host_tensormaps(desc: Int64, *, loc=None, ip=None) -> None:
     @p fence.proxy.tensormap::generic.acquire.sys [$0+{TENSORMAP_BYTES}], {TENSORMAP_BYTES};
     @p prefetch.tensormap [$0];
     @p prefetch.tensormap [$0+{TENSORMAP_BYTES}];"""), "l,~{memory}", [Int64(desc)], loc, ip)
+
+
+# Programmatic dependent launch (PTX ISA griddepcontrol, sm_90): a launch made with the driver's
+# programmatic stream serialization may start while the kernel before it in the stream still runs,
+# once every CTA of that kernel has issued launch_dependents (or exited). The later kernel sees the
+# earlier one's memory only after griddepcontrol.wait, which waits for it to complete.
+
+@dsl_user_op
+def launch_dependents(*, loc=None, ip=None) -> None:
+    """Let the next kernel in the stream (if launched programmatically) start its CTAs."""
+    _asm("griddepcontrol.launch_dependents;", "~{memory}", [], loc, ip)
+
+
+@dsl_user_op
+def wait_for_previous_grid(*, loc=None, ip=None) -> None:
+    """Wait until the kernel before this one in the stream has completed and its memory is visible
+    (returns at once when this launch was not programmatic, or after the first call)."""
+    _asm("griddepcontrol.wait;", "~{memory}", [], loc, ip)
