@@ -6,8 +6,8 @@ Columns, all µs per call with the leaderboard's timer (15 inputs, L2 flushed ea
   the persistent kernel by build: `persistent[host]` and `persistent[device]` (its tensor-map
   modes, each waiting on the readiness counters of a group's rows), `persistent[grid+device]`
   (the earlier build's wait and maps: a grid barrier after all of phase 0), `persistent[serial]`
-  (launched without programmatic stream serialization: each launch waits for the previous kernel
-  to end), `persistent` (the backend's default build);
+  (launched without programmatic stream serialization, each launch waiting for the previous
+  kernel to end, and phase 0 dealt evenly), `persistent` (the backend's default build);
 - the torch backend's graph and sequential strategies (expand in PyTorch, then cuBLAS);
 - cuBLAS fp16 on inputs already expanded to fp16 (not timed: the expansion), one GEMM per group,
   eager and replayed from a CUDA graph: a bound that no FP4-reading pipeline gets for free;

@@ -34,7 +34,8 @@ columns they stage in the last fp16 A slots first), while the producer warp make
 ready and issues its first packed-B stage. How the producer learns that the rows it loads are
 written (GemmConfig.readiness; a persistent grid is resident at once, so CTAs may wait on each
 other):
-- "rows" (default): each CTA expands an even, contiguous share of the units and then adds, per
+- "rows" (default): each CTA expands a contiguous share of the units (even, or, where the call
+  before leaves SMs early, weighted to the CTAs that start there: config.phase0_deal) and then adds, per
   READY_ROWS-row block of a group that its share touches, the units it wrote to that block's
   counter (ptx.ready_add, release). Counters are never reset: a launch adds exactly a block's
   units, and the launch's number comes from the grid count, which the producer reads and adds to
@@ -114,7 +115,7 @@ from ..phase_slots import SM90 as phase_slots
 from . import ptx
 from .config import (
     A16_BOX_ROWS, BAR_INFO, BAR_MMA, COL_A, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
-    COL_MAPS, COL_N, COL_PHASES, COL_READY, COL_READY_BEGIN, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE,
+    COL_DEAL, COL_MAPS, COL_N, COL_PHASES, COL_READY, COL_READY_BEGIN, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE,
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
     ORDER_GROUP_SHIFT, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
@@ -381,11 +382,15 @@ class Nvfp4GemmSm90:
                 lo = Int32(0)
                 hi = units
                 if cutlass.const_expr(self.rows_ready):
-                    # an even, contiguous share of the units a CTA (rows of A in order, so a CTA
-                    # touches few row blocks and a warp reads contiguous bytes)
-                    share = (units + gdimx - 1) // gdimx
-                    lo = cutlass.min(bidx * share, units)
-                    hi = cutlass.min(lo + share, units)
+                    # a contiguous share of the units a CTA (rows of A in order, so a CTA touches
+                    # few row blocks and a warp reads contiguous bytes), dealt by the host
+                    # (config.phase0_deal): CTAs below `a` take s1 units, those up to `b` s2
+                    a = Int32(table[(0, COL_DEAL)])
+                    s1 = Int32(table[(0, COL_DEAL + 1)])
+                    b = Int32(table[(0, COL_DEAL + 2)])
+                    s2 = Int32(table[(0, COL_DEAL + 3)])
+                    lo = cutlass.min(cutlass.min(bidx, a) * s1 + cutlass.max(cutlass.min(bidx, b) - a, 0) * s2, units)
+                    hi = cutlass.min(cutlass.min(bidx + 1, a) * s1 + cutlass.max(cutlass.min(bidx + 1, b) - a, 0) * s2, units)
                     self._expand_a_global(table, lo + tidx, MMA_THREADS, hi, info)
                 else:
                     self._expand_a_global(table, bidx * MMA_THREADS + tidx, gdimx * MMA_THREADS, units, info)
