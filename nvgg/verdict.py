@@ -8,7 +8,9 @@ measured; the first that holds, in this order, is the verdict:
    per call, measured unsynchronised, against the CUPTI kernel time, or the event time where CUPTI
    did not run): the GPU waits for the launches.
 2. launch gaps: the idle time between a call's own kernels (CUPTI) is a fifth of the call or more.
-3. setup: the persistent kernel's first MMA comes after a third of its time or more (phases).
+3. setup: the persistent kernel's first MMA comes after a third of its time or more (phases);
+   where its timed launches are programmatic and the phases were also measured right behind
+   another launch, after a third of a call's time or more past the end of the call before.
 4. under-filled or wave quantization: a launch has fewer tiles than the GPU has CTA slots, or its
    last wave is less than half full within the first three (tiles, SMs, resident CTAs an SM); the
    launches of multistream and graph overlap, so their tiles count together.
@@ -45,16 +47,17 @@ class Verdict:
         return asdict(self)
 
 
-def judge(result, *, phases=None, ncu=None) -> Verdict | None:
-    """The verdict on a measured Result (None where it was not timed); `phases` (a PhaseReport)
-    and `ncu` (an NcuReport) add the evidence of those observers where they ran."""
+def judge(result, *, phases=None, ncu=None, behind=None) -> Verdict | None:
+    """The verdict on a measured Result (None where it was not timed); `phases` (a PhaseReport),
+    `behind` (device_phases.Behind: the same build launched right behind another) and `ncu` (an
+    NcuReport) add the evidence of those observers where they ran."""
     if result.stats is None or result.status != "ok":
         return None
     time_us = result.stats.mean_us
     if result.stats.clock != "cuda events":
         return Verdict("cpu", "CPU run: no device verdict", {"time_us": time_us})
     for finding in (_host_bound, _gaps, _setup, _waves):
-        verdict = finding(result, time_us, phases)
+        verdict = finding(result, time_us, (phases, behind) if finding is _setup else phases)
         if verdict is not None:
             return verdict
     if ncu is not None and ncu.kernels:
@@ -85,9 +88,20 @@ def _gaps(result, time_us, _):
     return None
 
 
-def _setup(result, time_us, phases):
+def _setup(result, time_us, evidence):
+    phases, behind = evidence
     if phases is None or not phases.ctas_with_work:
         return None
+    if behind is not None:
+        # the timed calls run back to back: what a call waits for is its first MMA after the call
+        # before ends, within the call's time
+        share = behind.first_mma_median_us / time_us
+        if share < SETUP_SHARE:
+            return None
+        return Verdict("setup", f"setup: first MMA {behind.first_mma_median_us:.1f} µs after the call before ends, "
+                                f"of {time_us:.1f} µs a call ({share:.0%})",
+                       {"first_mma_after_previous_us": behind.first_mma_median_us, "time_us": time_us,
+                        "setup_share": share})
     if phases.setup_share >= SETUP_SHARE:
         return Verdict("setup", f"setup: first MMA at {phases.time_to_first_mma_us:.1f} µs of a "
                                 f"{phases.kernel_us:.1f} µs kernel ({phases.setup_share:.0%})",

@@ -44,6 +44,13 @@ def test_setup_share_from_the_phases():
                       switches_median=0, phases=())
     v = verdict.judge(_result(23.3, host=2.0), phases=rep)
     assert v.kind == "setup" and v.phrase == "setup: first MMA at 9.1 µs of a 20.6 µs kernel (47%)"
+    # programmatic launches measured right behind another: the first MMA after the call before
+    # ends, against the call's time, decides (case 4: 5.8 of 17.0; case 3: 3.2 of 28.8 is not setup)
+    from nvgg.profiling.device_phases import Behind
+    v = verdict.judge(_result(17.0, host=2.0), phases=rep, behind=Behind(-0.6, -0.6, 5.8, 6.5))
+    assert v.kind == "setup" and v.phrase == "setup: first MMA 5.8 µs after the call before ends, of 17.0 µs a call (34%)"
+    v = verdict.judge(_result(28.8, host=2.0), phases=rep, behind=Behind(-4.6, -4.6, 3.2, 4.0))
+    assert v.kind != "setup"
 
 
 def test_under_filled_and_wave_quantization():

@@ -89,7 +89,8 @@ def _render(picked, results, ncu_reports, occ_rows, phase_runs, trace, json_out,
     payload: dict = {"cases": [c.id for c in picked]}
     for cid, res in results.items():
         run = phase_runs.get(cid)
-        found = verdictmod.judge(res, phases=run.report if run else None, ncu=ncu_reports.get(cid))
+        found = verdictmod.judge(res, phases=run.report if run else None, ncu=ncu_reports.get(cid),
+                                 behind=run.behind if run else None)
         res.verdict = found.to_dict() if found else {}
     if results:
         env = next((r.env for r in results.values() if r.env), None) or envmod.collect(device)
