@@ -230,7 +230,7 @@ def phase_table(run) -> str:
             f"time to first MMA {rep.time_to_first_mma_us:.2f} µs (median), setup share {rep.setup_share:.1%}, "
             f"group switches per CTA {rep.switches_median:g} (median)\n"
             f"instrumentation cost: kernel {run.instrumented_us:.2f} µs vs {run.plain_us:.2f} µs uninstrumented ({run.cost:+.1%}, CUPTI)"
-            + _behind_line(getattr(run, "behind", None)))
+            + _behind_line(run.behind))
 
 
 def _behind_line(behind) -> str:

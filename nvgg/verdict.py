@@ -57,7 +57,7 @@ def judge(result, *, phases=None, ncu=None, behind=None) -> Verdict | None:
     if result.stats.clock != "cuda events":
         return Verdict("cpu", "CPU run: no device verdict", {"time_us": time_us})
     for finding in (_host_bound, _gaps, _setup, _waves):
-        verdict = finding(result, time_us, (phases, behind) if finding is _setup else phases)
+        verdict = finding(result, time_us, phases, behind)
         if verdict is not None:
             return verdict
     if ncu is not None and ncu.kernels:
@@ -65,7 +65,7 @@ def judge(result, *, phases=None, ncu=None, behind=None) -> Verdict | None:
     return _sol(result, time_us)
 
 
-def _host_bound(result, time_us, _):
+def _host_bound(result, time_us, *_):
     host = result.setup_us.get("launch_host")
     if host is None:
         return None
@@ -77,7 +77,7 @@ def _host_bound(result, time_us, _):
     return None
 
 
-def _gaps(result, time_us, _):
+def _gaps(result, time_us, *_):
     cu = result.cupti or {}
     if cu.get("activities", 0) <= 1 or not cu.get("gaps_shown", False):
         return None
@@ -88,8 +88,7 @@ def _gaps(result, time_us, _):
     return None
 
 
-def _setup(result, time_us, evidence):
-    phases, behind = evidence
+def _setup(result, time_us, phases, behind):
     if phases is None or not phases.ctas_with_work:
         return None
     if behind is not None:
@@ -110,7 +109,7 @@ def _setup(result, time_us, evidence):
     return None
 
 
-def _waves(result, time_us, _):
+def _waves(result, time_us, *_):
     tiles, sms = result.tiles, result.sms
     if not tiles or not sms:
         return None

@@ -137,7 +137,7 @@ class Sm90Kernels:
 
     def grouped_launcher(self, data, tensormaps: str = "device") -> Launch:
         groups, config, entry, grid = self._persistent(data, tensormaps, instrument=False)
-        tables = host.build_tables(groups, config, grid, sms=self._sms(groups), programmatic=self.programmatic)
+        tables = self._tables(groups, config, grid)
         out = self._launcher(entry, tables, host.grid_dims(config, None, grid), programmatic=self.programmatic)
         if tables.encode_us:  # host maps: their encoding is prepare-time work, reported apart
             out.setup_us = setup_phases(tables.encode_us)
@@ -151,9 +151,8 @@ class Sm90Kernels:
         kernel just before would keep the launch from starting behind the kernel before it)."""
         groups, config, entry, grid = self._persistent(data, tensormaps, instrument=True)
         buffer = torch.zeros((grid, SM90.slots), dtype=torch.int64, device=groups[0].c.device)
-        kernel = self._launcher(entry, host.build_tables(groups, config, grid, buffer, sms=self._sms(groups),
-                                                  programmatic=self.programmatic),
-                                host.grid_dims(config, None, grid), programmatic=programmatic)
+        kernel = self._launcher(entry, self._tables(groups, config, grid, buffer), host.grid_dims(config, None, grid),
+                                programmatic=programmatic)
         if programmatic:
             return kernel, buffer
 
@@ -182,9 +181,10 @@ class Sm90Kernels:
         # the instrumented build runs on the timed build's grid
         return groups, config, entry, host.persistent_grid(groups, config, timed)
 
-    @staticmethod
-    def _sms(groups) -> int:
-        return torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
+    def _tables(self, groups, config: gemm.GemmConfig, grid: int, phases: torch.Tensor | None = None) -> host.Tables:
+        """The persistent launch's tables, phase 0 dealt for the way the timed launches are made."""
+        sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
+        return host.build_tables(groups, config, grid, phases, sms=sms, programmatic=self.programmatic)
 
     @staticmethod
     def _launcher(entry, tables, grid, programmatic: bool = False) -> Launch:

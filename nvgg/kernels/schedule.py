@@ -140,9 +140,14 @@ def contiguous(costs: list[float], ctas: int) -> tuple[list[int], list[int]]:
     return runs, list(range(n))
 
 
+def loads(costs: list[float], runs: list[int], order: list[int]) -> list[float]:
+    """The cost of each CTA's list in a schedule."""
+    return [sum(costs[t] for t in order[a:b]) for a, b in zip(runs, runs[1:])]
+
+
 def makespan(costs: list[float], runs: list[int], order: list[int]) -> float:
     """The cost of the longest CTA's list in a schedule."""
-    return max((sum(costs[t] for t in order[a:b]) for a, b in zip(runs, runs[1:])), default=0.0)
+    return max(loads(costs, runs, order), default=0.0)
 
 
 def visits(groups_of: list[int], runs: list[int], order: list[int]) -> int:

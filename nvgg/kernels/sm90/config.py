@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from .. import groups, tensormaps
-from ..schedule import makespan, schedule
+from ..schedule import loads as schedule_loads, makespan, schedule
 
 TILE_N = 128  # rows of B per CTA tile: two consumer warpgroups × 64 (wgmma's M per warpgroup)
 K_STAGE = 256  # k per pipeline stage: 128 packed bytes a row, the tensor map box width
@@ -329,7 +329,7 @@ def phase0_deal(costs: list[float], runs: list[int], order: list[int], units: in
     tile and to those with at least EARLY_MARGIN, in proportion to their mean heads: written
     before the late CTAs start, their rows keep nobody waiting. Where those CTAs would take more
     than DEAL_UNITS_PER_THREAD units a thread, every CTA takes an even share, as launched alone."""
-    loads = [sum(costs[t] for t in order[a:b]) for a, b in zip(runs, runs[1:])]
+    loads = schedule_loads(costs, runs, order)
     ctas, longest = len(loads), max(loads, default=0.0)
     heads = sorted([longest] * max(sms - ctas, 0) + [longest - x for x in loads], reverse=True)[:ctas]
     first = [h for h in heads if h >= 0.5]

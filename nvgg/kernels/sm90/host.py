@@ -16,6 +16,7 @@ same encoder, the group's own address and dimensions), which the kernel only rea
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -217,8 +218,6 @@ def encode_pair(g: GroupTensors, a16_ptr: int, out: torch.Tensor) -> None:
 def pack_order(order: list[int], begins: list[int]) -> list[int]:
     """The persistent kernel's tile order with each tile's group in its high bits
     (tile | group << ORDER_GROUP_SHIFT; `begins`: each group's first tile)."""
-    import bisect
-
     return [t | (bisect.bisect_right(begins, t) - 1) << gemm.ORDER_GROUP_SHIFT for t in order]
 
 

@@ -385,12 +385,9 @@ class Nvfp4GemmSm90:
                     # a contiguous share of the units a CTA (rows of A in order, so a CTA touches
                     # few row blocks and a warp reads contiguous bytes), dealt by the host
                     # (config.phase0_deal): CTAs below `a` take s1 units, those up to `b` s2
-                    a = Int32(table[(0, COL_DEAL)])
-                    s1 = Int32(table[(0, COL_DEAL + 1)])
-                    b = Int32(table[(0, COL_DEAL + 2)])
-                    s2 = Int32(table[(0, COL_DEAL + 3)])
-                    lo = cutlass.min(cutlass.min(bidx, a) * s1 + cutlass.max(cutlass.min(bidx, b) - a, 0) * s2, units)
-                    hi = cutlass.min(cutlass.min(bidx + 1, a) * s1 + cutlass.max(cutlass.min(bidx + 1, b) - a, 0) * s2, units)
+                    deal = [Int32(table[(0, COL_DEAL + i)]) for i in range(4)]
+                    lo = self._dealt_below(bidx, deal, units)
+                    hi = self._dealt_below(bidx + 1, deal, units)
                     self._expand_a_global(table, lo + tidx, MMA_THREADS, hi, info)
                 else:
                     self._expand_a_global(table, bidx * MMA_THREADS + tidx, gdimx * MMA_THREADS, units, info)
@@ -673,6 +670,13 @@ class Nvfp4GemmSm90:
             for s in cutlass.range_constexpr(K_SUB // 16):
                 words[s * 4 + half] = Uint32(lo[s])
                 words[s * 4 + 2 + half] = Uint32(hi[s])
+
+    @staticmethod
+    def _dealt_below(cta: Int32, deal, units: Int32) -> Int32:
+        """The phase-0 units dealt to the CTAs below `cta` by `deal` = (a, s1, b, s2), the table's
+        COL_DEAL columns (config.phase0_deal), at most `units`."""
+        a, s1, b, s2 = deal
+        return cutlass.min(cutlass.min(cta, a) * s1 + cutlass.max(cutlass.min(cta, b) - a, 0) * s2, units)
 
     @staticmethod
     def _field(table: cute.Tensor, info, g: Int32, col: int):
