@@ -233,6 +233,39 @@ def phase_table(run) -> str:
             + _behind_line(run.behind))
 
 
+def submission_phase_table(run) -> str:
+    """The phases a submission's probe marks show (profiling/submission_phases.py): one table over
+    its kernels' spans, a summary line a kernel with what its buffers show wrong, the cost of the
+    marks and how much of the call's kernel time they span, and the next call's start."""
+    rows = [[k.kernel, p.name, p.ctas, _us(p.median_us), _us(p.max_us)] for k in run.kernels for p in k.report.phases]
+    lines = [f"submission {run.path}: {len(run.kernels)} marked kernel(s), {len(run.launches)} launch(es) a call; "
+             f"output checked on {run.checked_inputs} inputs with the marks on",
+             tabulate(rows, headers=["kernel", "span", "CTAs", "median µs", "max µs"], tablefmt="github",
+                      disable_numparse=True)]
+    for k in run.kernels:
+        rep = k.report
+        first = ("" if rep.time_to_first_mma_us is None else
+                 f", time to first MMA {rep.time_to_first_mma_us:.2f} µs (median), setup share {rep.setup_share:.1%}")
+        lines.append(f"{k.kernel}: {rep.launches} launch(es), {rep.ctas} CTAs marked ({rep.ctas_with_work} with work), "
+                     f"first mark to last {rep.kernel_us:.2f} µs{first}")
+        lines += [f"  {note}" for note in rep.notes]
+    (on_lo, on_hi), (off_lo, off_hi) = run.spread()
+    lines.append(f"instrumentation cost: CUPTI kernel time a call {run.instrumented_us:.2f} µs with marks (quartiles "
+                 f"{on_lo:.2f}-{on_hi:.2f}) vs {run.plain_us:.2f} µs without ({off_lo:.2f}-{off_hi:.2f}): {run.cost:+.1%} "
+                 f"(medians of {len(run.instrumented_calls_us)} calls each, L2 flushed before each)")
+    share = run.call_marked_us / run.call_cupti_us if run.call_cupti_us else 0.0
+    step = min((k.report.timer_step_ns for k in run.kernels if k.report.timer_step_ns), default=None)
+    lines.append(f"the marks span {run.call_marked_us:.2f} µs of the call's {run.call_cupti_us:.2f} µs kernel time "
+                 f"(CUPTI, {share:.1%})" + (f"; readings differ by at least {step} ns" if step else ""))
+    nxt = run.next_call
+    if nxt is not None:
+        how = "the calls overlap" if nxt.overlap else "the calls do not overlap"
+        mma = "" if nxt.first_mma_median_us is None else f", first MMA at {nxt.first_mma_median_us:+.2f} µs (median)"
+        lines.append(f"next call, launched right after with nothing between: its CTAs start at {nxt.earliest_us:+.2f} µs "
+                     f"from this call's last mark (earliest; median {nxt.median_us:+.2f}){mma}: {how}")
+    return "\n".join(lines)
+
+
 def _behind_line(behind) -> str:
     if behind is None:
         return ""

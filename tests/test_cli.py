@@ -205,7 +205,9 @@ def test_profile_a_submission_with_cupti_and_a_timeout(monkeypatch, tmp_path):
         return res
 
     monkeypatch.setattr(sub, "run_submission", fake_sub)
-    out = cli.invoke(app, ["profile", "--cupti", "--submission", "mine.py", "--case", "3", "--timeout", "20",
+    mine = tmp_path / "mine.py"
+    mine.write_text("def custom_kernel(data):\n    return None\n")
+    out = cli.invoke(app, ["profile", "--cupti", "--submission", str(mine), "--case", "3", "--timeout", "20",
                            "--json", str(tmp_path / "p.json")])
     assert out.exit_code == 0, out.output
     assert seen["timer"] == "cupti" and seen["timeout_s"] == 20.0 and seen["case"] == "3"
@@ -215,12 +217,15 @@ def test_profile_a_submission_with_cupti_and_a_timeout(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("args, says", [
-    (["profile", "--phases", "--submission", "mine.py"], "a submission is profiled with --cupti and --ncu"),
+    (["profile", "--occupancy", "--submission", "mine.py"], "a submission is profiled with --cupti, --ncu and --phases"),
+    (["profile", "--phases", "--submission", "nonexistent.py", "--case", "3"], "submission nonexistent.py does not exist"),
+    (["profile", "--phases", "--case", "3", "--trace", "README.md/t.json"], "--trace README.md/t.json cannot be written"),
+    (["profile", "--phases", "--case", "3", "--json", "/"], "--json / is a folder"),
     (["profile", "--cupti", "--timeout", "5"], "--timeout bounds a submission's run"),
     (["run", "--case", "3", "--timeout", "5"], "--timeout bounds a submission's run"),
     (["compare", "--timeout", "5"], "--timeout bounds a submission's run"),
     (["profile", "--phases", "--trace", "t.json"], "--trace writes one case's phases"),
-    (["profile", "--cupti", "--case", "3", "--trace", "t.json"], "--trace writes the persistent kernel's phases"),
+    (["profile", "--cupti", "--case", "3", "--trace", "t.json"], "--trace writes the phases inside the kernel"),
     (["profile", "--phases", "--case", "3", "--strategy", "graph"], "--phases instruments the persistent cute kernel"),
     (["profile", "--phases", "--case", "3", "--backend", "torch"], "--phases instruments the persistent cute kernel"),
 ])
@@ -246,3 +251,86 @@ def test_compare_writes_markdown_with_verdicts(monkeypatch, tmp_path):
     text = md.read_text()
     assert text.startswith("## nvgg compare") and "| case" in text and "|---" in text.replace(" ", "")
     assert text.count("host-bound: launches take 55.0 µs") == 4 and "geomean µs over benchmarks" in text
+
+
+# --- profile --phases --submission: the user's own kernel's marks ------------------------------
+
+def _submission_phases(case_id="4", overflow=False):
+    from nvgg.kernels.phase_slots import SlotLayout
+    from nvgg.profiling import phases as ph
+    from nvgg.profiling.submission_phases import KernelPhases, NextCall, SubmissionPhases
+    marks = ["start", "maps_ready", "first_mma", "epilogue_done"]
+    rows = [[1_000, 3_000, 4_000, 101_000], [1_500, 3_100, 4_500, 99_000], [3, 3, 3, 3] if overflow else [0, 0, 0, 0]]
+    layout = SlotLayout.for_probe("cute_gemm", marks)
+    run = SubmissionPhases(case=case_id, path="mine.py", checked_inputs=3, instrumented_us=102.0, plain_us=100.0,
+                           instrumented_calls_us=[101.0, 102.0, 103.0, 104.0], plain_calls_us=[99.0, 100.0, 100.0, 101.0],
+                           call_cupti_us=102.0, call_marked_us=100.0,
+                           kernels=[KernelPhases("cute_gemm", marks, ph.analyse(rows, layout))],
+                           launches=[{"kernel": "cute_gemm", "marks": marks, "rows": rows}],
+                           next_call=NextCall(4.0, 4.5, 7.5))
+    if overflow:
+        run.errors = [n for n in run.kernels[0].report.notes if "are lost" in n]
+    return run
+
+
+def test_profile_phases_of_a_submission(monkeypatch, tmp_path):
+    _as_gpu(monkeypatch)
+    from nvgg.profiling import submission_phases
+    seen = []
+
+    def fake_run(path, case, timeout_s=None):
+        seen.append((path, case.id, timeout_s))
+        return _submission_phases(case.id)
+
+    monkeypatch.setattr(submission_phases, "run", fake_run)
+    mine = tmp_path / "mine.py"
+    mine.write_text("def custom_kernel(data):\n    return None\n")
+    trace, doc = tmp_path / "t.json", tmp_path / "p.json"
+    out = cli.invoke(app, ["profile", "--phases", "--submission", str(mine), "--case", "4", "--timeout", "90",
+                           "--trace", str(trace), "--json", str(doc)])
+    assert out.exit_code == 0, out.output
+    assert seen == [(str(mine), "4", 90.0)]
+    text = out.stdout
+    row = next(line for line in text.splitlines() if "start → maps_ready" in line)
+    assert [c.strip() for c in row.strip("|").split("|")] == ["cute_gemm", "start → maps_ready", "2", "1.800", "2.000"]
+    assert "time to first MMA 3.00 µs (median), setup share 3.0%" in text
+    assert ("CUPTI kernel time a call 102.00 µs with marks (quartiles 101.25-103.75) vs 100.00 µs without "
+            "(99.25-100.75): +2.0% (medians of 4 calls each" in text)
+    assert "the marks span 100.00 µs of the call's 102.00 µs kernel time (CUPTI, 98.0%)" in text
+    assert "start at +4.00 µs from this call's last mark (earliest; median +4.50), first MMA at +7.50 µs" in text
+    assert "the calls do not overlap" in text
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["tid"] for e in events if e["ph"] == "X"} == {0, 1}
+    kernels = json.loads(doc.read_text())["phases"]["4"]["kernels"]
+    assert kernels[0]["kernel"] == "cute_gemm" and kernels[0]["phases"][0]["median_us"] == pytest.approx(1.8)
+
+
+def test_profile_phases_of_a_submission_states_bad_input_in_one_line_and_keeps_the_rest(monkeypatch, tmp_path):
+    _as_gpu(monkeypatch)
+    from nvgg.errors import NvggError
+    from nvgg.profiling import submission_phases
+
+    def fake_run(path, case, timeout_s=None):
+        if case.id == "3":
+            raise submission_phases.CaseFailure("case 3 (with marks): submission timed out after 60 s (hang or far too slow)")
+        return _submission_phases(case.id, overflow=case.id == "4")
+
+    monkeypatch.setattr(submission_phases, "run", fake_run)
+    mine = tmp_path / "mine.py"
+    mine.write_text("def custom_kernel(data):\n    return None\n")
+    doc = tmp_path / "p.json"
+    out = cli.invoke(app, ["profile", "--phases", "--submission", str(mine), "--case", "2,3,4", "--json", str(doc)])
+    assert out.exit_code == 2
+    assert "case 2:" in out.stdout and "case 4:" in out.stdout and set(json.loads(doc.read_text())["phases"]) == {"2", "4"}
+    errors = [line for line in out.stderr.splitlines() if line.startswith("nvgg: ")]
+    assert errors == ["nvgg: case 3 (with marks): submission timed out after 60 s (hang or far too slow)",
+                      "nvgg: case 4: cute_gemm: CTAs up to index 2 marked but its buffer holds 2: the marks of 1 CTAs "
+                      "are lost; pass the launch's CTA count to buffer()"]
+
+    # a problem of the submission itself (here: no marks) stops at the first case: one line
+    def unmarked(path, case, timeout_s=None):
+        raise NvggError("submission mine.py asked for no probe buffer in a call: mark its kernels with nvgg.probe")
+
+    monkeypatch.setattr(submission_phases, "run", unmarked)
+    out = cli.invoke(app, ["profile", "--phases", "--submission", str(mine)])
+    assert out.exit_code == 2 and out.stderr.count("nvgg: ") == 1 and "asked for no probe buffer" in out.stderr

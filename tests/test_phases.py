@@ -89,3 +89,105 @@ def test_sm100_phases_by_hand_and_named_for_the_map_mode():
     assert sm100_for("device").slots == SM100.slots and sm100_for("device").FIRST_MMA == SM100.FIRST_MMA
     trace = ph.chrome_trace([leader, peer], host)
     assert sum(e["ph"] == "i" for e in trace["traceEvents"]) == 2
+
+
+# --- a user's probe: consecutive marks, an overflow row, several launches ----------------------
+
+def _probe_layout():
+    from nvgg.kernels.phase_slots import SlotLayout
+    return SlotLayout.for_probe("my_gemm", ("start", "maps_ready", "first_mma", "done"))
+
+
+PROBED = [
+    [1_000, 2_000, 3_000, 50_000],     # a CTA that reached every mark
+    [1_200, 2_600, 0, 13_000],         # no first MMA, yet a later mark: 'first_mma' skipped
+    [1_100, 4_000, 3_500, 40_000],     # its first MMA stamped before its maps: out of order
+    [0, 0, 0, 0],                      # a row no CTA wrote
+    [0, 0, 0, 0],                      # the overflow row: no CTA past the rows
+]
+
+
+def test_probe_spans_run_between_consecutive_marks():
+    layout = _probe_layout()
+    assert [p[0] for p in layout.phases] == ["start → maps_ready", "maps_ready → first_mma", "first_mma → done"]
+    rep = ph.analyse(PROBED, layout)
+    assert (rep.ctas, rep.ctas_with_work, rep.launches, rep.overflow_ctas) == (3, 2, 1, 0)
+    by = {p.name: p for p in rep.phases}
+    # every CTA that has both marks counts, work or not: 1.0, 1.4, 2.9 µs
+    assert by["start → maps_ready"].ctas == 3 and by["start → maps_ready"].median_us == pytest.approx(1.4)
+    assert by["start → maps_ready"].max_us == pytest.approx(2.9)
+    # CTA 2's negative span is left out and said so
+    assert by["maps_ready → first_mma"].ctas == 1 and by["maps_ready → first_mma"].median_us == pytest.approx(1.0)
+    assert by["first_mma → done"].median_us == pytest.approx((47.0 + 36.5) / 2)
+    # from each working CTA's first reading: 2.0 and 2.4 µs; of 49.0 and 38.9 µs
+    assert rep.time_to_first_mma_us == pytest.approx(2.2)
+    assert rep.setup_share == pytest.approx((2.0 / 49.0 + 2.4 / 38.9) / 2)
+    assert rep.kernel_us == pytest.approx(49.0)
+    assert rep.notes == ("1 of 4 buffer rows hold no mark (CTAs that returned before their first mark, or rows past the grid)",
+                         "'first_mma' skipped by 1 of 3 CTAs that reached a later mark",
+                         "'first_mma' came before 'maps_ready' in 1 CTAs (left out of 'maps_ready → first_mma')")
+    assert rep.timer_step_ns == 100
+
+
+def test_probe_without_a_first_mma_mark_has_no_time_to_it():
+    from nvgg.kernels.phase_slots import SlotLayout
+    layout = SlotLayout.for_probe("plain", ("start", "done"))
+    rep = ph.analyse([[1_000, 5_000], [2_000, 4_000], [0, 0]], layout)
+    assert rep.time_to_first_mma_us is None and rep.ctas_with_work == 2 and rep.setup_share == 0.0
+    assert rep.kernel_us == pytest.approx(4.0) and rep.notes == ()
+
+
+def test_ctas_that_return_early_are_counted_by_their_last_mark():
+    layout = _probe_layout()
+    full = [1_000, 2_000, 3_000, 9_000]
+    rows = [full, full, [1_100, 0, 0, 0], [1_200, 0, 0, 0], [1_300, 2_100, 0, 0], [0, 0, 0, 0]]
+    rep = ph.analyse(rows, layout)
+    assert rep.notes == ("2 of 5 CTAs marked nothing after 'start' (returned early, no tile?)",
+                         "1 of 5 CTAs marked nothing after 'maps_ready' (returned early, no tile?)")
+    assert rep.ctas_with_work == 2 and {p.name: p.ctas for p in rep.phases}["start → maps_ready"] == 3
+
+
+def test_ctas_past_the_buffer_are_counted_not_written():
+    layout = _probe_layout()
+    # a launch of 6 CTAs given a buffer of 4 rows: CTAs 4 and 5 raised the overflow row to 6
+    rows = [[1_000 + i, 2_000, 3_000, 9_000] for i in range(4)] + [[6, 6, 6, 6]]
+    rep = ph.analyse(rows, layout)
+    assert rep.overflow_ctas == 2 and rep.ctas == 4
+    assert "my_gemm: CTAs up to index 5 marked but its buffer holds 4: the marks of 2 CTAs are lost" in rep.notes[-1]
+
+
+def test_several_launches_of_one_kernel_make_one_report_and_trace_side_by_side():
+    layout = _probe_layout()
+    first = [[1_000, 2_000, 3_000, 11_000], [0, 0, 0, 0]]
+    second = [[20_000, 21_000, 23_000, 40_000], [20_500, 21_000, 22_000, 30_000], [0, 0, 0, 0]]
+    rep = ph.analyse_launches([first, second], layout)
+    assert (rep.launches, rep.ctas) == (2, 3)
+    assert rep.kernel_us == pytest.approx((10.0 + 20.0) / 2)  # the median of the launches' spans
+    trace = ph.chrome_trace_launches([("my_gemm (launch 0)", first, layout), ("my_gemm (launch 1)", second, layout)])
+    events = trace["traceEvents"]
+    assert [e["args"]["name"] for e in events if e["name"] == "process_name"] == ["my_gemm (launch 0)", "my_gemm (launch 1)"]
+    assert {(e["pid"], e["tid"]) for e in events if e["name"] == "thread_name"} == {(0, 0), (1, 0), (1, 1)}
+    marks = [e for e in events if e["ph"] == "i"]
+    assert len(marks) == 12 and min(e["ts"] for e in marks) == 0.0
+    span = next(e for e in events if e["ph"] == "X" and e["pid"] == 1 and e["tid"] == 1 and e["name"] == "first_mma → done")
+    assert span["ts"] == pytest.approx(21.0) and span["dur"] == pytest.approx(8.0)
+
+
+def test_a_probe_buffer_of_the_wrong_width_is_refused():
+    with pytest.raises(ValueError, match="rows of 4 columns"):
+        ph.analyse([[1, 2, 3], [0, 0, 0]], _probe_layout())
+
+
+def test_a_call_of_several_kernels_makes_one_report_a_kernel_in_launch_order():
+    from nvgg.profiling.submission_phases import kernels_of
+    expand = {"kernel": "expand", "marks": ["start", "exit"], "rows": [[1_000, 4_000], [1_100, 4_500], [0, 0]]}
+    gemm = {"kernel": "gemm", "marks": ["start", "first_mma", "exit"]}
+    launches = [expand, dict(gemm, rows=[[5_000, 6_000, 20_000], [0, 0, 0]]),
+                dict(gemm, rows=[[21_000, 23_000, 30_000], [0, 0, 0]])]   # one gemm launch a group
+    kernels = kernels_of(launches)
+    assert [(k.kernel, k.report.launches, k.report.ctas) for k in kernels] == [("expand", 1, 2), ("gemm", 2, 2)]
+    assert kernels[0].report.time_to_first_mma_us is None and kernels[0].report.kernel_us == pytest.approx(3.5)
+    gemm_rep = kernels[1].report
+    assert gemm_rep.time_to_first_mma_us == pytest.approx(1.5) and gemm_rep.kernel_us == pytest.approx(12.0)
+    assert {p.name: p.median_us for p in gemm_rep.phases} == {"start → first_mma": pytest.approx(1.5),
+                                                               "first_mma → exit": pytest.approx(10.5)}

@@ -72,29 +72,44 @@ def run_submission(path: str, case: Case, *, timeout_s: float | None = None, **k
     """Run the submission on one case in a child process, for at most `timeout_s` (None:
     TIMEOUT_S); always returns a Result."""
     from ..runner import Result
-    timeout_s = timeout_s or TIMEOUT_S
     device = kwargs.pop("device", None)
+    args = {"path": str(Path(path).resolve()), "case": case.to_dict(),
+            "device": str(device) if device else None, **{k: v for k, v in kwargs.items() if k in ("profile", "timer", "batch")}}
+    raw, failure = run_child("nvgg.backends.submission", path, args, timeout_s=timeout_s)
+    if raw is not None:
+        return Result.from_dict(raw)
+    return Result(case=case.id, strategy="submission", backend="submission", status="error", message=failure)
+
+
+def run_child(module: str, path: str, args: dict, *, timeout_s: float | None = None,
+              env: dict | None = None) -> tuple[dict | None, str]:
+    """`python -m module JSON` with args["out"] set to a result file, for at most `timeout_s`
+    (None: TIMEOUT_S): (what the child wrote there, "") or (None, why it wrote nothing: a
+    timeout, or its exit code and last line of output)."""
+    timeout_s = timeout_s or TIMEOUT_S
     if not Path(path).is_file():
         raise NvggError(f"submission {path} does not exist: pass the path of your submission.py")
     with tempfile.TemporaryDirectory(prefix="nvgg-sub-") as tmp:
         out = Path(tmp) / "result.json"
-        args = {"path": str(Path(path).resolve()), "case": case.to_dict(), "out": str(out),
-                "device": str(device) if device else None, **{k: v for k, v in kwargs.items() if k in ("profile", "timer", "batch")}}
-        cmd = [sys.executable, "-m", "nvgg.backends.submission", json.dumps(args)]
-        env = dict(os.environ)
+        cmd = [sys.executable, "-m", module, json.dumps(dict(args, out=str(out)))]
+        full_env = dict(os.environ, **(env or {}))
         root = str(Path(__file__).resolve().parent.parent.parent)
-        env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-        failed = Result(case=case.id, strategy="submission", backend="submission", status="error")
+        full_env["PYTHONPATH"] = root + (os.pathsep + full_env["PYTHONPATH"] if full_env.get("PYTHONPATH") else "")
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=full_env)
         except subprocess.TimeoutExpired:
-            failed.message = f"submission timed out after {timeout_s:.0f} s (hang or far too slow)"
-            return failed
+            return None, f"submission timed out after {timeout_s:.0f} s (hang or far too slow)"
         if out.is_file():
-            return Result.from_dict(json.loads(out.read_text()))
+            return json.loads(out.read_text()), ""
         tail = [line for line in (proc.stderr or proc.stdout).strip().splitlines() if line.strip()]
-        failed.message = f"submission process exited with code {proc.returncode}: {tail[-1] if tail else 'no output'}"
-        return failed
+        return None, f"submission process exited with code {proc.returncode}: {tail[-1] if tail else 'no output'}"
+
+
+def write_result(path: str, payload: dict) -> None:
+    """The child's result file, written whole or not at all."""
+    tmp = Path(path + ".tmp")
+    tmp.write_text(json.dumps(payload))
+    tmp.replace(path)
 
 
 def _worker(args: dict) -> int:
@@ -111,9 +126,7 @@ def _worker(args: dict) -> int:
     except Exception as exc:  # user code: report, never crash the caller
         result = Result(case=case.id, strategy="submission", backend="submission", status="error",
                         message=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-    tmp = Path(args["out"] + ".tmp")
-    tmp.write_text(json.dumps(result.to_dict()))
-    tmp.replace(args["out"])
+    write_result(args["out"], result.to_dict())
     return 0
 
 

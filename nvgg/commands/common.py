@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -33,6 +35,20 @@ TensorMaps = Annotated[Optional[TensorMapMode], typer.Option(
 
 def mode_value(mode: TensorMapMode | None) -> str | None:
     return mode.value if mode is not None else None
+
+
+def check_writable(flag: str, path: str | None) -> None:
+    """An output path is checked before any work, so a long run never ends on a file it cannot write."""
+    if path is None:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise NvggError(f"{flag} {path} is a folder: pass a file name")
+    parent = target.parent
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise NvggError(f"{flag} {path} cannot be written: pass a path in a writable folder")
 
 
 def check_timeout(timeout: float | None, submission: str | None) -> None:

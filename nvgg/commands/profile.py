@@ -2,10 +2,11 @@
 Compute (--ncu), occupancy (--occupancy), the instrumented persistent kernel (--phases); on the
 benchmark cases unless --case narrows it, one table across the cases for each observer, and a
 verdict a row from what was measured. `--submission FILE` profiles a user's submission.py in its
-own process (CUPTI and Nsight Compute)."""
+own process (CUPTI, Nsight Compute, and --phases: the marks its kernels write through nvgg.probe)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -13,9 +14,10 @@ import typer
 from .. import backends, cases as casesmod, env as envmod, runner, verdict as verdictmod
 from ..cli import command
 from ..errors import NvggError
-from ..report import document, ncu_table, occupancy_table, phase_table, results_table, setup_table, write_json
-from .common import (CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, TensorMaps, check_timeout, mode_value,
-                     pick_cases)
+from ..report import (document, ncu_table, occupancy_table, phase_table, results_table, setup_table,
+                      submission_phase_table, write_json)
+from .common import (CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, TensorMaps, check_timeout, check_writable,
+                     mode_value, pick_cases)
 
 
 def register(app: typer.Typer) -> None:
@@ -24,10 +26,10 @@ def register(app: typer.Typer) -> None:
     def profile_cmd(case: Annotated[Optional[str], typer.Option("--case", help="Case id(s); default: the benchmarks.")] = None,
                     strategy: Annotated[Optional[str], typer.Option("--strategy", help="persistent, multistream, graph or sequential.")] = None,
                     backend: Annotated[Optional[str], typer.Option("--backend", help="cute or torch.")] = None,
-                    submission: Annotated[Optional[str], typer.Option("--submission", help="Profile a competition-format submission.py (with --cupti and/or --ncu).")] = None,
+                    submission: Annotated[Optional[str], typer.Option("--submission", help="Profile a competition-format submission.py (with --cupti, --ncu and/or --phases).")] = None,
                     cupti: Annotated[bool, typer.Option("--cupti", help="CUPTI kernel records beside the event time.")] = False,
                     ncu: Annotated[bool, typer.Option("--ncu", help="Nsight Compute on the kernels of one call.")] = False,
-                    phases: Annotated[bool, typer.Option("--phases", help="Timestamps inside the persistent kernel (instrumented build).")] = False,
+                    phases: Annotated[bool, typer.Option("--phases", help="Timestamps inside the kernel: our persistent kernel's instrumented build, or a submission's probe marks.")] = False,
                     occupancy: Annotated[bool, typer.Option("--occupancy", help="Theoretical and CUDA-API occupancy, SM coverage and waves.")] = False,
                     trace: Annotated[Optional[str], typer.Option("--trace", help="With --phases: write a Chrome/Perfetto trace here (one case).")] = None,
                     clock_control: Annotated[str, typer.Option("--clock-control", help="ncu's clock control: none (default) or base.")] = "none",
@@ -37,19 +39,22 @@ def register(app: typer.Typer) -> None:
         """Why is it slow: kernel time vs host overhead (CUPTI), counters (ncu), occupancy, phases."""
         if not (cupti or ncu or phases or occupancy):
             raise NvggError("choose what to profile: --cupti, --ncu, --phases and/or --occupancy")
-        if submission and (phases or occupancy or strategy or backend or tensormaps):
-            raise NvggError("a submission is profiled with --cupti and --ncu (its kernels' occupancy is in ncu's "
-                            "Occupancy section); --phases, --occupancy, --strategy, --backend and --tensormaps "
-                            "need our kernels")
+        if submission and (occupancy or strategy or backend or tensormaps):
+            raise NvggError("a submission is profiled with --cupti, --ncu and --phases (its kernels' occupancy is in "
+                            "ncu's Occupancy section); --occupancy, --strategy, --backend and --tensormaps need our kernels")
         check_timeout(timeout, submission)
         if trace and not phases:
-            raise NvggError("--trace writes the persistent kernel's phases: add --phases")
-        if phases and (strategy not in (None, "persistent") or backend not in (None, "cute")):
+            raise NvggError("--trace writes the phases inside the kernel: add --phases")
+        if phases and not submission and (strategy not in (None, "persistent") or backend not in (None, "cute")):
             raise NvggError("--phases instruments the persistent cute kernel: drop --strategy/--backend, or profile "
                             "the other strategy without --phases")
         picked = pick_cases(case, shape, cases_file, default="benchmarks")
         if trace and len(picked) != 1:
             raise NvggError("--trace writes one case's phases: pass one --case")
+        check_writable("--trace", trace)
+        check_writable("--json", json_out)
+        if submission and not Path(submission).is_file():
+            raise NvggError(f"submission {submission} does not exist: pass the path of your submission.py")
         device = runner.default_device()
         if device.type != "cuda":
             raise NvggError("profiling needs a CUDA GPU and none is visible")
@@ -57,7 +62,7 @@ def register(app: typer.Typer) -> None:
         be_name = backend or backends.best(device)
         st_name = strategy or ("persistent" if phases else runner.default_strategy(backends.get(be_name, tensormaps=mode), device))
         target = {"submission": str(submission)} if submission else {"strategy": st_name, "backend": be_name, "tensormaps": mode}
-        results, ncu_reports, occ_rows, phase_runs = {}, {}, [], {}
+        results, ncu_reports, occ_rows, phase_runs, failures = {}, {}, [], {}, []
         for c in picked:
             if cupti:
                 results[c.id] = _cupti_run(c, submission, st_name, be_name, mode, profile, timeout)
@@ -70,10 +75,39 @@ def register(app: typer.Typer) -> None:
                 from ..profiling.occupancy import report as occupancy_report
                 occ_rows += [dict(row, case=c.id) for row in occupancy_report(
                     c, backends.get(be_name, tensormaps=mode), st_name, device, profile)]
-            if phases:
+            if phases and submission:
+                fatal = _submission_phases(submission, c, timeout, phase_runs, failures)
+                if fatal:
+                    break
+            elif phases:
                 from ..profiling import device_phases
                 phase_runs[c.id] = device_phases.run(c, profile=profile, tensormaps=mode)
         _render(picked, results, ncu_reports, occ_rows, phase_runs, trace, json_out, device)
+        _fail(failures)
+
+
+def _submission_phases(path, case, timeout, runs: dict, failures: list) -> bool:
+    """Profile one case's phases; its failure goes to `failures`. True: the failure is the
+    submission's own (no marks, no import, a misused probe), so the other cases would fail alike."""
+    from ..profiling import submission_phases
+    try:
+        runs[case.id] = run = submission_phases.run(path, case, timeout_s=timeout)
+    except submission_phases.CaseFailure as exc:
+        failures.append(str(exc))
+        return False
+    except NvggError as exc:
+        failures.append(str(exc))
+        return True
+    failures += [f"case {case.id}: {e}" for e in run.errors]
+    return False
+
+
+def _fail(failures: list) -> None:
+    """Everything measured is out (tables, JSON, trace); now each failure is one line and the exit is 2."""
+    for line in failures[:-1]:
+        typer.secho(f"nvgg: {line}", err=True, fg=typer.colors.RED)
+    if failures:
+        raise NvggError(failures[-1])
 
 
 def _cupti_run(case, submission, strategy, backend, mode, profile, timeout):
@@ -89,8 +123,8 @@ def _render(picked, results, ncu_reports, occ_rows, phase_runs, trace, json_out,
     payload: dict = {"cases": [c.id for c in picked]}
     for cid, res in results.items():
         run = phase_runs.get(cid)
-        found = verdictmod.judge(res, phases=run.report if run else None, ncu=ncu_reports.get(cid),
-                                 behind=run.behind if run else None)
+        report = (run.main if hasattr(run, "main") else run.report) if run else None
+        found = verdictmod.judge(res, phases=report, ncu=ncu_reports.get(cid), behind=getattr(run, "behind", None))
         res.verdict = found.to_dict() if found else {}
     if results:
         env = next((r.env for r in results.values() if r.env), None) or envmod.collect(device)
@@ -107,12 +141,16 @@ def _render(picked, results, ncu_reports, occ_rows, phase_runs, trace, json_out,
         payload["occupancy"] = occ_rows
     if phase_runs:
         for cid, run in phase_runs.items():
-            typer.echo(f"\ncase {cid}:\n{phase_table(run)}")
+            table = submission_phase_table(run) if hasattr(run, "kernels") else phase_table(run)
+            typer.echo(f"\ncase {cid}:\n{table}")
         payload["phases"] = {cid: run.to_dict() for cid, run in phase_runs.items()}
-        if trace:
+        if trace and phase_runs:
             from ..profiling import phases as phasesmod
-            (run,) = phase_runs.values()
-            phasesmod.write_trace(run.buffer, trace, run.layout)
+            run = next(iter(phase_runs.values()))
+            if hasattr(run, "kernels"):
+                write_json(trace, phasesmod.chrome_trace_launches(run.layouts()))
+            else:
+                phasesmod.write_trace(run.buffer, trace, run.layout)
             typer.echo(f"trace: {trace} (open in Perfetto or chrome://tracing)")
     if json_out:
         write_json(json_out, payload)

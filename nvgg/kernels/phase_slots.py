@@ -1,4 +1,5 @@
-"""Phase slots of the instrumented persistent kernels: what each column of the phase buffer holds.
+"""Phase slots: what each column of a phase buffer holds, for nvgg's instrumented kernels and for
+a user's probe.
 
 An instrumented build (never the timed one) writes `%globaltimer` readings (ns) into an int64
 buffer [ctas, layout.slots], one row a CTA: first the named timestamp slots of its layout, then
@@ -6,6 +7,10 @@ SWITCHES (how many groups the CTA's producer prepared maps for: a count, not a t
 each of those groups' maps were ready. A slot a CTA never reached holds 0. `layout.phases` names the
 spans the report shows, as (name, from slot, to slot), in kernel order; a tuple of slots means
 "the latest of these". nvgg/profiling/phases.py turns a buffer into the report and the trace.
+
+A user's kernel writes the same kind of buffer through nvgg.probe: its columns are the probe's
+marks, its spans run between consecutive marks, and one more row (the overflow row) ends each
+buffer (`SlotLayout.for_probe`).
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ from __future__ import annotations
 class SlotLayout:
     """One kernel family's slots: `names` become attributes holding their column (layout.START),
     followed by SWITCHES and FIRST_SWITCH."""
+
+    probe = False  # a user's probe (see for_probe)
 
     def __init__(self, kernel: str, names: tuple[str, ...], phases: tuple, max_switches: int):
         self.kernel = kernel
@@ -25,9 +32,24 @@ class SlotLayout:
         self.max_switches = max_switches
         self.slots = self.FIRST_SWITCH + max_switches
         self.phases = tuple((label, self._column(a), self._column(b)) for label, a, b in phases)
+        self.first_mma = self.names.index("FIRST_MMA") if "FIRST_MMA" in names else None
         missing = {"START", "FIRST_MMA", "EXIT"} - set(names)
         if missing:
             raise ValueError(f"a slot layout needs {sorted(missing)}")
+
+    @classmethod
+    def for_probe(cls, kernel: str, marks) -> "SlotLayout":
+        """A user's probe (nvgg.probe.Probe): one column a mark, a span between each two
+        consecutive marks ("a → b"), no switch slots, and an overflow row after the CTAs' rows.
+        Its CTAs' start and end are their earliest and latest readings; `first_mma` is the
+        column of a mark named so, if any."""
+        layout = cls.__new__(cls)
+        layout.kernel, layout.names, layout.probe = kernel, tuple(marks), True
+        layout.SWITCHES = layout.FIRST_SWITCH = None
+        layout.max_switches, layout.slots = 0, len(layout.names)
+        layout.phases = tuple((f"{a} → {b}", i, i + 1) for i, (a, b) in enumerate(zip(marks, marks[1:])))
+        layout.first_mma = layout.names.index("first_mma") if "first_mma" in layout.names else None
+        return layout
 
     def _column(self, slot):
         return tuple(getattr(self, s) for s in slot) if isinstance(slot, tuple) else getattr(self, slot)

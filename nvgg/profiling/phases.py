@@ -1,10 +1,13 @@
-"""Device-side phases of a persistent kernel, from its instrumented build.
+"""Device-side phases: nvgg's instrumented kernels and a user's probed kernels, one report.
 
-An instrumented build (never the timed one) writes `%globaltimer` readings (ns) into an int64
-buffer [ctas, layout.slots], one row per CTA; which slot holds what is the kernel family's
-`SlotLayout` (nvgg/kernels/phase_slots.py: SM90, SM100). A slot a CTA never reached holds 0 (a CTA
-with no tile has only START and EXIT). This module turns the buffer into per-phase medians and
-maxima over CTAs, the setup share of kernel time, and a Chrome/Perfetto trace with one track per CTA.
+A phase buffer is int64 [ctas, layout.slots], one row per CTA, `%globaltimer` readings (ns); which
+column holds what is the `SlotLayout` (nvgg/kernels/phase_slots.py: SM90, SM100, or
+`SlotLayout.for_probe` for a user's nvgg.probe.Probe, whose buffers end with an overflow row). A
+slot a CTA never reached holds 0 (a CTA of ours with no tile has only START and EXIT). This module
+turns one buffer, or the buffers of a call's launches of one kernel, into per-phase medians and
+maxima over CTAs, the time to the first MMA and the setup share, plain statements of what a
+probe's buffers show wrong (marks never reached, marks out of order, CTAs past the buffer's rows),
+and a Chrome/Perfetto trace with one track per CTA.
 """
 
 from __future__ import annotations
@@ -28,21 +31,30 @@ class PhaseStats:
 class PhaseReport:
     ctas: int
     ctas_with_work: int
-    kernel_us: float               # first START to last EXIT
-    time_to_first_mma_us: float    # median over CTAs with work, from their START
-    setup_share: float             # median over CTAs of (FIRST_MMA - START) / (EXIT - START)
+    kernel_us: float               # first reading to last (the median over launches, for several)
+    time_to_first_mma_us: float | None  # median over CTAs with work, from their start; None: no such mark
+    setup_share: float             # median over CTAs of (first MMA - start) / (end - start)
     switches_median: float
     phases: tuple[PhaseStats, ...]
+    launches: int = 1
+    notes: tuple[str, ...] = ()    # what the buffers show wrong, in words (probes)
+    overflow_ctas: int = 0         # CTAs that marked past their buffer's rows (probes): their marks are lost
+    timer_step_ns: int | None = None  # the smallest difference between two distinct readings (probes)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["phases"] = [asdict(p) for p in self.phases]
+        out["notes"] = list(self.notes)
         return out
 
 
 def _rows(buffer, layout: SlotLayout) -> list[list[int]]:
-    rows = buffer.tolist() if hasattr(buffer, "tolist") else buffer
-    if not rows or len(rows[0]) < layout.FIRST_SWITCH:
+    rows = buffer.tolist() if hasattr(buffer, "tolist") else [list(r) for r in buffer]
+    if layout.probe:
+        if len(rows) < 2 or any(len(r) != layout.slots for r in rows):
+            raise ValueError(f"a probe buffer of {layout.kernel!r} has rows of {layout.slots} columns and at least "
+                             "one CTA row before the overflow row")
+    elif not rows or len(rows[0]) < layout.FIRST_SWITCH:
         raise ValueError(f"a phase buffer needs rows of at least {layout.FIRST_SWITCH} slots")
     return rows
 
@@ -55,46 +67,142 @@ def _at(row, slot) -> int:
     return row[slot]
 
 
+def _readings(row, layout: SlotLayout) -> list[int]:
+    return [row[c] for c in range(len(layout.names)) if row[c] > 0]
+
+
+def _start(row, layout: SlotLayout) -> int:
+    return min(_readings(row, layout))
+
+
+def _end(row, layout: SlotLayout) -> int:
+    return max(_readings(row, layout))
+
+
 def analyse(buffer, layout: SlotLayout = SM90) -> PhaseReport:
-    rows = _rows(buffer, layout)
-    START, FIRST_MMA, EXIT = layout.START, layout.FIRST_MMA, layout.EXIT
-    worked = [r for r in rows if r[FIRST_MMA] > 0]
-    start0 = min(r[START] for r in rows)
-    kernel_ns = max(r[EXIT] for r in rows) - start0
-    phases = []
+    """One launch's buffer."""
+    return analyse_launches([buffer], layout)
+
+
+def analyse_launches(buffers, layout: SlotLayout = SM90) -> PhaseReport:
+    """The launches of one kernel in a call (a probe's buffers, or one of ours), as one report:
+    statistics over all their CTAs; the kernel time is the median of the launches' spans."""
+    marked, spans, notes, overflow, empty, rows_total = [], [], [], 0, 0, 0
+    for i, buffer in enumerate(buffers):
+        rows = _rows(buffer, layout)
+        if layout.probe:
+            rows, over = rows[:-1], rows[-1]
+            reach = max(over)
+            if reach > len(rows):
+                overflow += reach - len(rows)
+                where = f"launch {i} of {layout.kernel}" if len(buffers) > 1 else layout.kernel
+                notes.append(f"{where}: CTAs up to index {reach - 1} marked but its buffer holds {len(rows)}: the marks of "
+                             f"{reach - len(rows)} CTAs are lost; pass the launch's CTA count to buffer()")
+        mine = [r for r in rows if _readings(r, layout)]
+        empty += len(rows) - len(mine)
+        rows_total += len(rows)
+        if mine:
+            spans.append(max(_end(r, layout) for r in mine) - min(_start(r, layout) for r in mine))
+        marked += mine
+    fm = layout.first_mma
+    worked = [r for r in marked if fm is None or r[fm] > 0]
+    phases, backwards = [], []
     for name, a, b in layout.phases:
-        spans = [(r[b] - _at(r, a)) / 1e3 for r in worked if _at(r, a) > 0 and r[b] > 0]
-        if spans:
-            phases.append(PhaseStats(name, len(spans), statistics.median(spans), max(spans)))
-    first_mma = [(r[FIRST_MMA] - r[START]) / 1e3 for r in worked]
-    share = [(r[FIRST_MMA] - r[START]) / (r[EXIT] - r[START]) for r in worked if r[EXIT] > r[START]]
-    switches = [min(int(r[layout.SWITCHES]), layout.max_switches, len(r) - layout.FIRST_SWITCH) for r in rows]
+        durations = [r[b] - _at(r, a) for r in (marked if layout.probe else worked) if _at(r, a) > 0 and r[b] > 0]
+        late = sum(d < 0 for d in durations)
+        if layout.probe and late:
+            backwards.append(f"'{layout.names[b]}' came before '{layout.names[a]}' in {late} CTAs (left out of '{name}')")
+            durations = [d for d in durations if d >= 0]
+        if durations:
+            us = [d / 1e3 for d in durations]
+            phases.append(PhaseStats(name, len(us), statistics.median(us), max(us)))
+    first_mma, share = [], []
+    if fm is not None:
+        first_mma = [(r[fm] - _start(r, layout)) / 1e3 for r in worked]
+        share = [(r[fm] - _start(r, layout)) / (_end(r, layout) - _start(r, layout)) for r in worked
+                 if _end(r, layout) > _start(r, layout)]
+    switches = [min(int(r[layout.SWITCHES]), layout.max_switches, len(r) - layout.FIRST_SWITCH)
+                for r in marked] if layout.max_switches else []
+    step = None
+    if layout.probe:
+        notes = _probe_notes(marked, empty, rows_total, layout) + backwards + notes
+        step = _timer_step(marked, layout)
     return PhaseReport(
-        ctas=len(rows), ctas_with_work=len(worked), kernel_us=kernel_ns / 1e3,
-        time_to_first_mma_us=statistics.median(first_mma) if first_mma else 0.0,
+        ctas=len(marked), ctas_with_work=len(worked) if fm is not None else len(marked),
+        kernel_us=statistics.median(spans) / 1e3 if spans else 0.0,
+        time_to_first_mma_us=(statistics.median(first_mma) if first_mma else 0.0) if fm is not None else None,
         setup_share=statistics.median(share) if share else 0.0,
         switches_median=statistics.median(switches) if switches else 0.0,
-        phases=tuple(phases),
+        phases=tuple(phases), launches=len(buffers), notes=tuple(notes), overflow_ctas=overflow, timer_step_ns=step,
     )
 
 
+def _probe_notes(marked, empty: int, rows: int, layout: SlotLayout) -> list[str]:
+    """Marks not reached, in words: CTAs that stopped after a mark (returned early: no tile, say)
+    grouped by the last mark they reached, and marks skipped by CTAs that reached a later one."""
+    if not marked:
+        return [f"{layout.kernel}: no CTA reached any mark"]
+    notes = []
+    if empty:
+        notes.append(f"{empty} of {rows} buffer rows hold no mark (CTAs that returned before their first mark, "
+                     "or rows past the grid)")
+    count = len(layout.names)
+    stopped, skipped = [0] * count, [0] * count
+    for r in marked:
+        last = max(c for c in range(count) if r[c] > 0)
+        for c in range(last):
+            skipped[c] += r[c] == 0
+        stopped[last] += last < count - 1 and all(r[c] > 0 for c in range(last))
+    for c, name in enumerate(layout.names):
+        if stopped[c]:
+            notes.append(f"{stopped[c]} of {len(marked)} CTAs marked nothing after '{name}' (returned early, no tile?)")
+    for c, name in enumerate(layout.names):
+        if skipped[c]:
+            notes.append(f"'{name}' skipped by {skipped[c]} of {len(marked)} CTAs that reached a later mark")
+    return notes
+
+
+def _timer_step(rows, layout: SlotLayout) -> int | None:
+    values = sorted({v for r in rows for v in _readings(r, layout)})
+    steps = [b - a for a, b in zip(values, values[1:])]
+    return min(steps) if steps else None
+
+
 def chrome_trace(buffer, layout: SlotLayout = SM90, *, name: str = "nvgg persistent kernel") -> dict:
-    """Chrome trace events (the JSON Perfetto and chrome://tracing open): one track per CTA, a
-    complete event per phase, an instant event per group switch; times in µs from the first START."""
-    rows = _rows(buffer, layout)
-    t0 = min(r[layout.START] for r in rows)
-    events = [{"name": "process_name", "ph": "M", "pid": 0, "args": {"name": name}}]
-    for cta, r in enumerate(rows):
-        events.append({"name": "thread_name", "ph": "M", "pid": 0, "tid": cta, "args": {"name": f"CTA {cta}"}})
-        for phase, a, b in layout.phases:
-            if _at(r, a) > 0 and r[b] > 0:
-                events.append({"name": phase, "ph": "X", "pid": 0, "tid": cta, "ts": (_at(r, a) - t0) / 1e3,
-                               "dur": (r[b] - _at(r, a)) / 1e3})
-        count = min(int(r[layout.SWITCHES]), layout.max_switches, len(r) - layout.FIRST_SWITCH)
-        for i in range(count):
-            if r[layout.FIRST_SWITCH + i] > 0:
-                events.append({"name": "group switch", "ph": "i", "s": "t", "pid": 0, "tid": cta,
-                               "ts": (r[layout.FIRST_SWITCH + i] - t0) / 1e3})
+    """Chrome trace events (the JSON Perfetto and chrome://tracing open) of one launch."""
+    return chrome_trace_launches([(name, buffer, layout)])
+
+
+def chrome_trace_launches(launches) -> dict:
+    """Launches side by side, one process each ([(name, buffer, layout)]): one track per CTA, a
+    complete event per phase, an instant event per group switch (ours) or per mark (probes);
+    times in µs from the earliest reading of any launch."""
+    parsed = []
+    for name, buffer, layout in launches:
+        rows = _rows(buffer, layout)
+        parsed.append((name, rows[:-1] if layout.probe else rows, layout))
+    starts = [_start(r, layout) for _, rows, layout in parsed for r in rows if _readings(r, layout)]
+    t0 = min(starts) if starts else 0
+    events = []
+    for pid, (name, rows, layout) in enumerate(parsed):
+        events.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}})
+        for cta, r in enumerate(rows):
+            if not _readings(r, layout):
+                continue
+            events.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": cta, "args": {"name": f"CTA {cta}"}})
+            for phase, a, b in layout.phases:
+                if _at(r, a) > 0 and r[b] >= _at(r, a):
+                    events.append({"name": phase, "ph": "X", "pid": pid, "tid": cta, "ts": (_at(r, a) - t0) / 1e3,
+                                   "dur": (r[b] - _at(r, a)) / 1e3})
+            if layout.probe:
+                events += [{"name": mark, "ph": "i", "s": "t", "pid": pid, "tid": cta, "ts": (r[c] - t0) / 1e3}
+                           for c, mark in enumerate(layout.names) if r[c] > 0]
+                continue
+            count = min(int(r[layout.SWITCHES]), layout.max_switches, len(r) - layout.FIRST_SWITCH)
+            for i in range(count):
+                if r[layout.FIRST_SWITCH + i] > 0:
+                    events.append({"name": "group switch", "ph": "i", "s": "t", "pid": pid, "tid": cta,
+                                   "ts": (r[layout.FIRST_SWITCH + i] - t0) / 1e3})
     return {"traceEvents": events, "displayTimeUnit": "ns"}
 
 

@@ -1,0 +1,271 @@
+"""`nvgg profile --phases --submission`: the phases inside a user's own kernels, from their probe
+marks (nvgg.probe), reported as nvgg reports its own.
+
+Two child processes per case, each the submission in a process of its own with a timeout:
+
+1. probes on (NVGG_PROBES=1): every input checked against the reference with the marks compiled
+   in; then `CALLS` calls one at a time, L2 flushed before each, under CUPTI, the probe pool
+   zeroed before each (outside the recording); the call whose kernel time is the median gives
+   the buffers; then two calls back to back, both checked, to see whether a call's CTAs start
+   before the previous call's last mark (overlapping calls).
+2. probes off: the same check and the same CUPTI calls, for the kernel time without marks.
+
+The parent turns the buffers into one PhaseReport per kernel (profiling/phases.py), beside the
+instrumentation cost (median CUPTI kernel time of a call, marked against unmarked) and how much of
+the call's kernel time the marks span.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import warnings
+from dataclasses import dataclass, field
+
+from ..backends import submission as sub
+from ..cases import Case, make_case
+from ..errors import NvggError
+from ..kernels.phase_slots import SlotLayout
+from . import phases
+
+CALLS = 11     # calls recorded under CUPTI, each alone
+INPUTS = 3     # inputs generated and checked (the calls cycle through them)
+
+HOW_TO_MARK = ("mark its kernels with nvgg.probe: PHASES = Probe('my_kernel', ('start', 'first_mma', 'exit')); "
+               "pass PHASES.buffer(ctas) (CUDA C++) or PHASES.cute_buffer(ctas) (CuTe DSL) to each launch; "
+               "NVGG_MARK(probes, my_kernel::first_mma) or PHASES.mark(probes, 'first_mma') in the kernel "
+               "(README: Phases inside your own kernel)")
+
+
+class CaseFailure(NvggError):
+    """This case went wrong (wrong output, a crash, a timeout); other cases may still run. Any
+    other NvggError from `run` is the submission's own and holds for every case."""
+
+
+@dataclass
+class KernelPhases:
+    kernel: str
+    marks: list
+    report: phases.PhaseReport
+
+    def to_dict(self) -> dict:
+        return {"kernel": self.kernel, "marks": self.marks, **self.report.to_dict()}
+
+
+@dataclass
+class NextCall:
+    """Two calls back to back: the second call's CTAs' first readings against the first call's
+    last reading, µs (negative: the calls overlap)."""
+
+    earliest_us: float
+    median_us: float
+    first_mma_median_us: float | None
+
+    @property
+    def overlap(self) -> bool:
+        return self.earliest_us < 0
+
+
+@dataclass
+class SubmissionPhases:
+    case: str
+    path: str
+    kernels: list = field(default_factory=list)     # KernelPhases, in the order of their first launch
+    launches: list = field(default_factory=list)    # the reported call's buffers: {kernel, marks, rows}
+    checked_inputs: int = 0
+    instrumented_us: float = 0.0    # median over calls of the call's CUPTI kernel time (union), marks on
+    plain_us: float = 0.0           # the same without marks
+    instrumented_calls_us: list = field(default_factory=list)  # every call's, marks on
+    plain_calls_us: list = field(default_factory=list)         # every call's, marks off
+    call_cupti_us: float = 0.0      # the reported call's CUPTI kernel time (marks on)
+    call_marked_us: float = 0.0     # the reported call's first reading to its last
+    cupti_kernels: list = field(default_factory=list)  # the reported call's kernels: [name, µs]
+    next_call: NextCall | None = None
+    errors: list = field(default_factory=list)      # bad input seen in the buffers
+
+    @property
+    def cost(self) -> float:
+        return self.instrumented_us / self.plain_us - 1 if self.plain_us else 0.0
+
+    def spread(self) -> tuple[tuple[float, float], tuple[float, float]]:
+        """The quartiles of the calls' kernel times, marks on and off: the noise beside the cost."""
+        def quartiles(values):
+            if len(values) < 2:
+                return (values[0], values[0]) if values else (0.0, 0.0)
+            q = statistics.quantiles(values, n=4)
+            return q[0], q[2]
+        return quartiles(self.instrumented_calls_us), quartiles(self.plain_calls_us)
+
+    @property
+    def main(self) -> phases.PhaseReport | None:
+        """The report of the kernel that takes longest, for the verdict."""
+        return max((k.report for k in self.kernels), key=lambda r: r.kernel_us, default=None)
+
+    def layouts(self) -> list:
+        return [(f"{launch['kernel']} (launch {i})", launch["rows"], SlotLayout.for_probe(launch["kernel"], launch["marks"]))
+                for i, launch in enumerate(self.launches)]
+
+    def to_dict(self) -> dict:
+        return {"case": self.case, "submission": self.path, "kernels": [k.to_dict() for k in self.kernels],
+                "checked_inputs": self.checked_inputs, "instrumented_us": self.instrumented_us,
+                "plain_us": self.plain_us, "instrumentation_cost": self.cost,
+                "instrumented_calls_us": self.instrumented_calls_us, "plain_calls_us": self.plain_calls_us,
+                "call_cupti_us": self.call_cupti_us,
+                "call_marked_us": self.call_marked_us, "cupti_kernels": self.cupti_kernels,
+                "next_call": dict(self.next_call.__dict__, overlap=self.next_call.overlap) if self.next_call else None,
+                "errors": self.errors, "launches": self.launches}
+
+
+def run(path: str, case: Case, *, timeout_s: float | None = None) -> SubmissionPhases:
+    """Profile one case. A problem of the submission itself (it does not import, marks nothing,
+    misuses a probe) raises NvggError; one of this case (wrong output, a crash, a timeout) too,
+    with the case named; CTAs past a buffer's rows are kept in `errors` beside the report."""
+    marked = _child(path, case, timeout_s, probes=True)
+    plain = _child(path, case, timeout_s, probes=False)
+    out = SubmissionPhases(case=case.id, path=str(path), checked_inputs=marked["checked"],
+                           instrumented_us=statistics.median(marked["busy_us"]),
+                           plain_us=statistics.median(plain["busy_us"]),
+                           instrumented_calls_us=marked["busy_us"], plain_calls_us=plain["busy_us"])
+    call = marked["call"]
+    out.launches, out.call_cupti_us, out.cupti_kernels = call["launches"], call["busy_us"], call["kernels"]
+    if not out.launches:
+        raise NvggError(f"submission {path} asked for no probe buffer in a call: {HOW_TO_MARK}")
+    out.kernels = kernels_of(out.launches)
+    out.errors = [n for k in out.kernels if k.report.overflow_ctas for n in k.report.notes if "are lost" in n]
+    readings = [v for launch in out.launches for r in launch["rows"][:-1] for v in r if v > 0]
+    if not readings:
+        raise NvggError(f"submission {path} passed probe buffers to its kernels but no mark was written (are the "
+                        "marks compiled in? the kernel must be built after NVGG_PROBES=1 is set): " + HOW_TO_MARK)
+    out.call_marked_us = (max(readings) - min(readings)) / 1e3
+    out.next_call = _next_call(marked["pair"])
+    return out
+
+
+def kernels_of(launches) -> list[KernelPhases]:
+    """A call's launches ({kernel, marks, rows}) as one report a kernel, in the order of their
+    first launch: a kernel launched several times (one launch a group, say) is one report."""
+    by_kernel: dict[str, list] = {}
+    for launch in launches:
+        by_kernel.setdefault(launch["kernel"], []).append(launch)
+    out = []
+    for kernel, mine in by_kernel.items():
+        layout = SlotLayout.for_probe(kernel, mine[0]["marks"])
+        out.append(KernelPhases(kernel, list(layout.names), phases.analyse_launches([m["rows"] for m in mine], layout)))
+    return out
+
+
+def _next_call(pair) -> NextCall | None:
+    first = [v for launch in pair[0] for r in launch["rows"][:-1] for v in r if v > 0]
+    second = pair[1]
+    if not first or not any(v > 0 for launch in second for r in launch["rows"][:-1] for v in r):
+        return None
+    end = max(first)
+    starts, mmas = [], []
+    for launch in second:
+        layout = SlotLayout.for_probe(launch["kernel"], launch["marks"])
+        for r in launch["rows"][:-1]:
+            values = [v for v in r if v > 0]
+            if values:
+                starts.append((min(values) - end) / 1e3)
+                if layout.first_mma is not None and r[layout.first_mma] > 0:
+                    mmas.append((r[layout.first_mma] - end) / 1e3)
+    return NextCall(min(starts), statistics.median(starts), statistics.median(mmas) if mmas else None)
+
+
+def _child(path: str, case: Case, timeout_s: float | None, *, probes: bool) -> dict:
+    args = {"path": str(os.path.abspath(path)), "case": case.to_dict(), "probes": probes}
+    env = {"NVGG_PROBES": "1" if probes else "0"}
+    raw, failure = sub.run_child("nvgg.profiling.submission_phases", path, args, timeout_s=timeout_s, env=env)
+    which = "with marks" if probes else "without marks"
+    if raw is None:
+        raise CaseFailure(f"case {case.id} ({which}): {failure}")
+    if raw.get("error"):
+        if raw.get("case_specific"):
+            raise CaseFailure(f"case {case.id} ({which}): {raw['error']}")
+        raise NvggError(raw["error"])
+    return raw
+
+
+# --- the child ------------------------------------------------------------------------------
+
+
+def _worker(args: dict) -> dict:
+    import torch
+
+    from .. import probe as probemod, reference, runner, timing
+    from ..inputs import outputs
+    from . import cupti
+
+    raw = args["case"]
+    case = make_case(raw["id"], raw["m"], raw["n"], raw["k"], raw["g"], raw["seed"], raw.get("kind", "user"))
+    if not torch.cuda.is_available():
+        return {"error": "profiling phases needs a CUDA GPU and none is visible"}
+    try:
+        module = sub.load(args["path"])
+    except NvggError as exc:
+        return {"error": str(exc)}
+    session = runner.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=INPUTS)
+    if not runner.check(session):
+        message = session.result.message
+        if "ProbeError" in message:
+            return {"error": f"submission {args['path']}: {message.split('ProbeError: ', 1)[-1]}"}
+        return {"error": f"the submission failed its check: {message}", "case_specific": True}
+    device, launches, pool = session.device, session.launches, probemod.session()
+    flush = timing.L2Flush(device)
+    calls = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the profiler's notes on its own event buffers
+        for i in range(CALLS):
+            flush()
+            pool.begin()
+            torch.cuda.synchronize(device)
+            acts = cupti.record(launches[i % len(launches)], device)
+            launched = [launch.to_dict() for launch in pool.calls()[-1]] if args["probes"] else []
+            calls.append({"busy_us": cupti.summarize(acts).busy_us, "kernels": [[a.name, a.us] for a in acts],
+                          "launches": launched})
+    busy = [c["busy_us"] for c in calls]
+    result = {"checked": session.result.checked_inputs, "busy_us": busy,
+              "call": sorted(calls, key=lambda c: c["busy_us"])[len(calls) // 2]}
+    if args["probes"]:
+        result["pair"] = _back_to_back(session, pool, reference, outputs)
+        if isinstance(result["pair"], str):
+            return {"error": result["pair"], "case_specific": True}
+    return result
+
+
+def _back_to_back(session, pool, reference, outputs):
+    """Two calls with nothing between them, both outputs checked: each call's buffers."""
+    import torch
+    batch, launches = session.batch[:2], session.launches[:2]
+    wants = [reference.reference(data) for data in batch]
+    for data in batch:
+        reference.poison(data)
+    pool.begin()
+    torch.cuda.synchronize(session.device)
+    got = [launches[0]()]
+    pool.next_call()
+    got.append(launches[1]())
+    torch.cuda.synchronize(session.device)
+    for i, (data, want) in enumerate(zip(batch, wants)):
+        verdict = reference.check(got[i] if got[i] is not None else outputs(data), want)
+        if not verdict.ok:
+            return f"two calls back to back: call {i} is wrong: {verdict.message}"
+    return [[launch.to_dict() for launch in call] for call in pool.calls()]
+
+
+def main(args: dict) -> int:
+    try:
+        payload = _worker(args)
+    except NvggError as exc:
+        payload = {"error": str(exc), "case_specific": True}
+    except Exception as exc:  # user code: report, never crash the caller
+        text = str(exc).splitlines()[0] if str(exc) else ""
+        payload = {"error": f"{type(exc).__name__}: {text}", "case_specific": True}
+    sub.write_result(args["out"], payload)
+    return 0
+
+
+if __name__ == "__main__":
+    import json
+    sys.exit(main(json.loads(sys.argv[1])))
