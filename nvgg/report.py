@@ -261,8 +261,9 @@ def submission_phase_table(run) -> str:
     if nxt is not None:
         how = "the calls overlap" if nxt.overlap else "the calls do not overlap"
         mma = "" if nxt.first_mma_median_us is None else f", first MMA at {nxt.first_mma_median_us:+.2f} µs (median)"
-        lines.append(f"next call, launched right after with nothing between: its CTAs start at {nxt.earliest_us:+.2f} µs "
-                     f"from this call's last mark (earliest; median {nxt.median_us:+.2f}){mma}: {how}")
+        lines.append(f"next call, launched right after with nothing between: its CTAs with work start at "
+                     f"{nxt.start_earliest_us:+.2f} µs from this call's last mark (earliest; median "
+                     f"{nxt.start_median_us:+.2f}){mma}: {how}")
     return "\n".join(lines)
 
 

@@ -219,6 +219,7 @@ def test_profile_a_submission_with_cupti_and_a_timeout(monkeypatch, tmp_path):
 @pytest.mark.parametrize("args, says", [
     (["profile", "--occupancy", "--submission", "mine.py"], "a submission is profiled with --cupti, --ncu and --phases"),
     (["profile", "--phases", "--submission", "nonexistent.py", "--case", "3"], "submission nonexistent.py does not exist"),
+    (["profile", "--phases", "--submission", "tests", "--case", "3"], "submission tests is a folder"),
     (["profile", "--phases", "--case", "3", "--trace", "README.md/t.json"], "--trace README.md/t.json cannot be written"),
     (["profile", "--phases", "--case", "3", "--json", "/"], "--json / is a folder"),
     (["profile", "--cupti", "--timeout", "5"], "--timeout bounds a submission's run"),
@@ -258,7 +259,7 @@ def test_compare_writes_markdown_with_verdicts(monkeypatch, tmp_path):
 def _submission_phases(case_id="4", overflow=False):
     from nvgg.kernels.phase_slots import SlotLayout
     from nvgg.profiling import phases as ph
-    from nvgg.profiling.submission_phases import KernelPhases, NextCall, SubmissionPhases
+    from nvgg.profiling.submission_phases import KernelPhases, SubmissionPhases
     marks = ["start", "maps_ready", "first_mma", "epilogue_done"]
     rows = [[1_000, 3_000, 4_000, 101_000], [1_500, 3_100, 4_500, 99_000], [3, 3, 3, 3] if overflow else [0, 0, 0, 0]]
     layout = SlotLayout.for_probe("cute_gemm", marks)
@@ -267,7 +268,7 @@ def _submission_phases(case_id="4", overflow=False):
                            call_cupti_us=102.0, call_marked_us=100.0,
                            kernels=[KernelPhases("cute_gemm", marks, ph.analyse(rows, layout))],
                            launches=[{"kernel": "cute_gemm", "marks": marks, "rows": rows}],
-                           next_call=NextCall(4.0, 4.5, 7.5))
+                           next_call=ph.Behind(4.0, 4.5, 7.5, 8.0))
     if overflow:
         run.errors = [n for n in run.kernels[0].report.notes if "are lost" in n]
     return run
@@ -298,6 +299,8 @@ def test_profile_phases_of_a_submission(monkeypatch, tmp_path):
             "(99.25-100.75): +2.0% (medians of 4 calls each" in text)
     assert "the marks span 100.00 µs of the call's 102.00 µs kernel time (CUPTI, 98.0%)" in text
     assert "start at +4.00 µs from this call's last mark (earliest; median +4.50), first MMA at +7.50 µs" in text
+    # the calls do not overlap: nothing for the verdict's setup judgement to read
+    assert _submission_phases().behind is None
     assert "the calls do not overlap" in text
     events = json.loads(trace.read_text())["traceEvents"]
     assert {e["tid"] for e in events if e["ph"] == "X"} == {0, 1}

@@ -191,3 +191,21 @@ def test_a_call_of_several_kernels_makes_one_report_a_kernel_in_launch_order():
     assert gemm_rep.time_to_first_mma_us == pytest.approx(1.5) and gemm_rep.kernel_us == pytest.approx(12.0)
     assert {p.name: p.median_us for p in gemm_rep.phases} == {"start → first_mma": pytest.approx(1.5),
                                                                "first_mma → exit": pytest.approx(10.5)}
+
+
+def test_a_launch_behind_another_against_the_first_ones_last_reading():
+    layout = _probe_layout()
+    first = [[1_000, 2_000, 3_000, 50_000], [1_100, 2_100, 3_100, 48_000], [0, 0, 0, 0]]
+    # the second call: one CTA starts before the first's last mark (overlap), one CTA has no tile
+    second = [[49_000, 50_500, 52_000, 90_000], [50_400, 51_000, 53_000, 91_000], [49_500, 0, 0, 0], [0, 0, 0, 0]]
+    b = ph.behind([(first, layout)], [(second, layout)])
+    assert (b.start_earliest_us, b.start_median_us) == (pytest.approx(-1.0), pytest.approx(-0.3))
+    assert (b.first_mma_median_us, b.first_mma_max_us) == (pytest.approx(2.5), pytest.approx(3.0))
+    assert b.overlap and ph.behind([(first, layout)], [([[0, 0, 0, 0], [0, 0, 0, 0]], layout)]) is None
+    # ours: the same from START and FIRST_MMA, as profile --phases measures programmatic launches
+    # ours: the same from START and FIRST_MMA (profile --phases, programmatic launches); the first
+    # launch's last reading is 100.0 µs, the second's CTAs start 0.5 µs before it
+    shifted = [[t + 98_500 if t else 0 for t in row] for row in BUFFER]
+    ours = ph.behind([(BUFFER, L)], [(shifted, L)])
+    assert (ours.start_earliest_us, ours.start_median_us) == (pytest.approx(-0.5), pytest.approx(0.0))
+    assert (ours.first_mma_median_us, ours.first_mma_max_us) == (pytest.approx(7.0), pytest.approx(10.5))

@@ -54,7 +54,8 @@ def register(app: typer.Typer) -> None:
         check_writable("--trace", trace)
         check_writable("--json", json_out)
         if submission and not Path(submission).is_file():
-            raise NvggError(f"submission {submission} does not exist: pass the path of your submission.py")
+            what = "is a folder" if Path(submission).is_dir() else "does not exist"
+            raise NvggError(f"submission {submission} {what}: pass the path of your submission.py")
         device = runner.default_device()
         if device.type != "cuda":
             raise NvggError("profiling needs a CUDA GPU and none is visible")

@@ -18,6 +18,7 @@ from ..cases import Case
 from ..errors import NvggError
 from ..kernels.phase_slots import SM90, SlotLayout
 from . import cupti, phases
+from .phases import Behind
 
 
 @dataclass
@@ -38,19 +39,6 @@ class PhaseRun:
         return {"phases": self.report.to_dict(), "plain_us": self.plain_us, "instrumented_us": self.instrumented_us,
                 "instrumentation_cost": self.cost, "kernel": self.layout.kernel, "tensormaps": self.tensormaps,
                 "behind_previous": self.behind.__dict__ if self.behind else None}
-
-
-@dataclass
-class Behind:
-    """A programmatic launch right behind another (both instrumented, two inputs, nothing between
-    them), against the moment the last CTA of the first one exits: when the second one's CTAs
-    start (negative: before that moment), and when each issues its first MMA; medians and maxima
-    over the second launch's CTAs with work, µs."""
-
-    start_earliest_us: float
-    start_median_us: float
-    first_mma_median_us: float
-    first_mma_max_us: float
 
 
 def run(case: Case, *, profile: str | None = None, tensormaps: str | None = None, backend="cute") -> PhaseRun:
@@ -93,12 +81,8 @@ def behind_previous(backend, batch, layout: SlotLayout, case: Case) -> Behind:
         verdict = reference.check(inputs.outputs(data), want)
         if not verdict.ok:
             raise NvggError(f"the instrumented kernel launched behind another is wrong on case {case.id}: {verdict.message}")
-    first, second = (buffer.cpu().tolist() for _, buffer in pair)
-    end = max(r[layout.EXIT] for r in first)
-    worked = [r for r in second if r[layout.FIRST_MMA] > 0]
-    starts = [(r[layout.START] - end) / 1e3 for r in worked]
-    mmas = [(r[layout.FIRST_MMA] - end) / 1e3 for r in worked]
-    return Behind(min(starts), statistics.median(starts), statistics.median(mmas), max(mmas))
+    first, second = ([(buffer.cpu(), layout)] for _, buffer in pair)
+    return phases.behind(first, second)
 
 
 def kernel_us(launches, device: torch.device) -> float:

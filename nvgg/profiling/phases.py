@@ -48,6 +48,44 @@ class PhaseReport:
         return out
 
 
+@dataclass
+class Behind:
+    """A launch (or call) right behind another with nothing between them, against the moment the
+    first one's last CTA made its last reading: when the second one's CTAs with work start
+    (negative: before that moment, the two overlap), and when each issues its first MMA; medians
+    and maxima over those CTAs, µs (the MMA figures None where no mark says first MMA)."""
+
+    start_earliest_us: float
+    start_median_us: float
+    first_mma_median_us: float | None
+    first_mma_max_us: float | None
+
+    @property
+    def overlap(self) -> bool:
+        return self.start_earliest_us < 0
+
+
+def behind(first, second) -> Behind | None:
+    """The second of two back-to-back launches (or calls) against the first; each a list of
+    (buffer, layout), one a launch. None where either has no reading."""
+    def working(launches):
+        for buffer, layout in launches:
+            rows = _rows(buffer, layout)
+            for r in (rows[:-1] if layout.probe else rows):
+                if _readings(r, layout) and (layout.first_mma is None or r[layout.first_mma] > 0):
+                    yield r, layout
+
+    ends = [_end(r, layout) for r, layout in working(first)]
+    later = list(working(second))
+    if not ends or not later:
+        return None
+    end = max(ends)
+    starts = [(_start(r, layout) - end) / 1e3 for r, layout in later]
+    mmas = [(r[layout.first_mma] - end) / 1e3 for r, layout in later if layout.first_mma is not None]
+    return Behind(min(starts), statistics.median(starts), statistics.median(mmas) if mmas else None,
+                  max(mmas) if mmas else None)
+
+
 def _rows(buffer, layout: SlotLayout) -> list[list[int]]:
     rows = buffer.tolist() if hasattr(buffer, "tolist") else [list(r) for r in buffer]
     if layout.probe:

@@ -54,20 +54,6 @@ class KernelPhases:
 
 
 @dataclass
-class NextCall:
-    """Two calls back to back: the second call's CTAs' first readings against the first call's
-    last reading, µs (negative: the calls overlap)."""
-
-    earliest_us: float
-    median_us: float
-    first_mma_median_us: float | None
-
-    @property
-    def overlap(self) -> bool:
-        return self.earliest_us < 0
-
-
-@dataclass
 class SubmissionPhases:
     case: str
     path: str
@@ -81,7 +67,7 @@ class SubmissionPhases:
     call_cupti_us: float = 0.0      # the reported call's CUPTI kernel time (marks on)
     call_marked_us: float = 0.0     # the reported call's first reading to its last
     cupti_kernels: list = field(default_factory=list)  # the reported call's kernels: [name, µs]
-    next_call: NextCall | None = None
+    next_call: phases.Behind | None = None  # a second call right after a first, nothing between
     errors: list = field(default_factory=list)      # bad input seen in the buffers
 
     @property
@@ -96,6 +82,12 @@ class SubmissionPhases:
             q = statistics.quantiles(values, n=4)
             return q[0], q[2]
         return quartiles(self.instrumented_calls_us), quartiles(self.plain_calls_us)
+
+    @property
+    def behind(self) -> phases.Behind | None:
+        """The next call's start, for the verdict, where the calls overlap (as ours do when they
+        are launched programmatically)."""
+        return self.next_call if self.next_call is not None and self.next_call.overlap else None
 
     @property
     def main(self) -> phases.PhaseReport | None:
@@ -138,7 +130,9 @@ def run(path: str, case: Case, *, timeout_s: float | None = None) -> SubmissionP
         raise NvggError(f"submission {path} passed probe buffers to its kernels but no mark was written (are the "
                         "marks compiled in? the kernel must be built after NVGG_PROBES=1 is set): " + HOW_TO_MARK)
     out.call_marked_us = (max(readings) - min(readings)) / 1e3
-    out.next_call = _next_call(marked["pair"])
+    first, second = ([(launch["rows"], SlotLayout.for_probe(launch["kernel"], launch["marks"])) for launch in call]
+                     for call in marked["pair"])
+    out.next_call = phases.behind(first, second)
     return out
 
 
@@ -153,24 +147,6 @@ def kernels_of(launches) -> list[KernelPhases]:
         layout = SlotLayout.for_probe(kernel, mine[0]["marks"])
         out.append(KernelPhases(kernel, list(layout.names), phases.analyse_launches([m["rows"] for m in mine], layout)))
     return out
-
-
-def _next_call(pair) -> NextCall | None:
-    first = [v for launch in pair[0] for r in launch["rows"][:-1] for v in r if v > 0]
-    second = pair[1]
-    if not first or not any(v > 0 for launch in second for r in launch["rows"][:-1] for v in r):
-        return None
-    end = max(first)
-    starts, mmas = [], []
-    for launch in second:
-        layout = SlotLayout.for_probe(launch["kernel"], launch["marks"])
-        for r in launch["rows"][:-1]:
-            values = [v for v in r if v > 0]
-            if values:
-                starts.append((min(values) - end) / 1e3)
-                if layout.first_mma is not None and r[layout.first_mma] > 0:
-                    mmas.append((r[layout.first_mma] - end) / 1e3)
-    return NextCall(min(starts), statistics.median(starts), statistics.median(mmas) if mmas else None)
 
 
 def _child(path: str, case: Case, timeout_s: float | None, *, probes: bool) -> dict:
