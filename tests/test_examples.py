@@ -1,6 +1,6 @@
 """The probe examples on the CPU: they import without building anything, and the CuTe DSL one
 compiles for sm_90a with its six marks, and without them to the PTX of the same file with its mark
-lines deleted (their run on a GPU: tests/test_gpu_probe.py)."""
+lines deleted, and for sm_100a (their run on a GPU: tests/test_gpu_probe.py)."""
 
 from __future__ import annotations
 
@@ -57,13 +57,13 @@ def _strip_marks(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _ptx(module, probes, folder: Path) -> str:
+def _ptx(module, probes, folder: Path, arch: str = "sm_90a") -> str:
     def ptr(dtype, align):
         return make_ptr(dtype, 1 << 20, cute.AddressSpace.gmem, assumed_align=align)
 
     args = (ptr(Uint8, 16), ptr(Uint8, 16), Int32(128), Int32(256), Int32(512), ptr(Int64, 16), Int32(2),
             ptr(Int64, 128), Int32(2), Int32(2), probes, make_fake_stream())
-    fn = cute.compile(module.grouped_gemm, *args, options=f"--gpu-arch sm_90a --keep-ptx --dump-dir {folder}")
+    fn = cute.compile(module.grouped_gemm, *args, options=f"--gpu-arch {arch} --keep-ptx --dump-dir {folder}")
     text = fn.artifacts.PTX
     text = text if isinstance(text, str) else text.decode()
     text = text[text.index(".visible .entry"):]
@@ -83,3 +83,12 @@ def test_the_dsl_example_compiles_with_its_marks_and_without(tmp_path, monkeypat
     assert on.count("%globaltimer") == len(MARKS) and on.count("@nvp_st st.global.b64") == len(MARKS)
     assert "%globaltimer" not in off and off == plain
     assert "cp.async.bulk.tensor" in off and "tensormap" in off and "mma.sync" in off
+
+
+def test_the_dsl_example_compiles_for_the_b200_too(tmp_path, monkeypatch):
+    """Never run there (no B200 here): the same kernel and marks compile for sm_100a."""
+    monkeypatch.setenv(probe.ENV, "0")
+    marked = _load(CUTE, "cute_sm100")
+    buf = from_dlpack(torch.zeros(7, len(MARKS), dtype=torch.int64), assumed_align=8)
+    ptx = _ptx(marked, buf.mark_compact_shape_dynamic(mode=0, stride_order=(0, 1)), tmp_path, "sm_100a")
+    assert ptx.count("%globaltimer") == len(MARKS) and "cp.async.bulk.tensor" in ptx and "mma.sync" in ptx

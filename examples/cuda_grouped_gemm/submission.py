@@ -26,8 +26,8 @@ The kernel is written to be read, not to be fast. It has one buffer of packed by
 step's load is issued once the current step is decoded, so it overlaps only the MMAs. All threads
 decode, and B is decoded again for every m tile. It is a teaching example, not a tuned kernel.
 
-Needs an sm_90a GPU (H100/H200) and CUDA 12.5 or newer (cudaGetDriverEntryPointByVersion); written
-for CUDA 13.0.
+Needs an H100/H200 (sm_90a; run there) or a B200 (sm_100a; compiled, never run) and CUDA 12.5 or
+newer (cudaGetDriverEntryPointByVersion); written for CUDA 13.0.
 """
 
 from __future__ import annotations
@@ -412,9 +412,19 @@ void grouped_gemm(const std::vector<at::Tensor>& a, const std::vector<at::Tensor
 """
 
 CUDA_SOURCE = PROBE_SOURCE + TILE_SOURCE + KERNEL_SOURCE + WRAPPER_SOURCE
-# compute_90a/sm_90a: the "a" target admits the Hopper-only instructions. A plain -arch=sm_90a can
-# also compile for sm_90, which would reject them.
-CUDA_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-O3"]
+# The "a" targets admit the arch-specific instructions; a plain -arch=sm_90a can also compile for
+# sm_90, which would reject them. TMA, mbarriers and WMMA exist on both (the B200 build compiles,
+# with a few spilled registers under the 128 a thread of two CTAs an SM, but has never been run).
+ARCHS = {(9, 0): "90a", (10, 0): "100a"}
+
+
+def cuda_flags() -> list[str]:
+    capability = torch.cuda.get_device_capability()
+    if capability not in ARCHS:
+        raise RuntimeError(f"this example builds for sm_90a (H100/H200) or sm_100a (B200); this GPU is "
+                           f"sm_{capability[0]}{capability[1]}")
+    arch = ARCHS[capability]
+    return [f"-gencode=arch=compute_{arch},code=sm_{arch}", "-O3"]
 
 _extension = None
 
@@ -425,10 +435,10 @@ def _build():
     global _extension
     if _extension is None:
         from torch.utils.cpp_extension import load_inline
-        digest = hashlib.sha256("\0".join([CPP_SOURCE, CUDA_SOURCE, *CUDA_FLAGS]).encode()).hexdigest()[:16]
+        flags = cuda_flags()
+        digest = hashlib.sha256("\0".join([CPP_SOURCE, CUDA_SOURCE, *flags]).encode()).hexdigest()[:16]
         _extension = load_inline(name=f"cuda_grouped_gemm_{digest}", cpp_sources=CPP_SOURCE,
-                                 cuda_sources=CUDA_SOURCE, functions=["grouped_gemm"],
-                                 extra_cuda_cflags=CUDA_FLAGS)
+                                 cuda_sources=CUDA_SOURCE, functions=["grouped_gemm"], extra_cuda_cflags=flags)
     return _extension
 
 
