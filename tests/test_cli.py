@@ -270,7 +270,7 @@ def _submission_phases(case_id="4", overflow=False):
                            launches=[{"kernel": "cute_gemm", "marks": marks, "rows": rows}],
                            next_call=ph.Behind(4.0, 4.5, 7.5, 8.0))
     if overflow:
-        run.errors = [n for n in run.kernels[0].report.notes if "are lost" in n]
+        run.errors = list(run.kernels[0].report.errors)
     return run
 
 

@@ -19,9 +19,10 @@ CONSTRAINTS = "l,r,~{memory}"
 def mark_ptx(column: int, slots: int, warp: int | None) -> str:
     """The PTX of one mark: $0 the buffer's global address, $1 its rows (the CTAs' rows and the
     overflow row; one less is the overflow row's index, computed here so that no value derived
-    from the buffer stays live in a register through the kernel). Lane 0 of the calling warp (of warp `warp` only, when given) stores %globaltimer at
-    [cta, column] if cta < rows, else raises the overflow row's column to cta + 1. The block is
-    volatile with a memory clobber: the compiler moves no load or store across the mark."""
+    from the buffer stays live in a register through the kernel). Lane 0 of the calling warp (of
+    warp `warp` only, when given) stores %globaltimer at [cta, column] if cta < rows, else raises
+    the overflow row's column to cta + 1. The block is volatile with a memory clobber: the
+    compiler moves no load or store across the mark."""
     col, row = 8 * column, 8 * slots
     lines = [
         "{",

@@ -39,12 +39,13 @@ class PhaseReport:
     launches: int = 1
     notes: tuple[str, ...] = ()    # what the buffers show wrong, in words (probes)
     overflow_ctas: int = 0         # CTAs that marked past their buffer's rows (probes): their marks are lost
+    errors: tuple[str, ...] = ()   # the notes that are bad input (a buffer the kernel overran), also in notes
     timer_step_ns: int | None = None  # the smallest difference between two distinct readings (probes)
 
     def to_dict(self) -> dict:
         out = asdict(self)
         out["phases"] = [asdict(p) for p in self.phases]
-        out["notes"] = list(self.notes)
+        out["notes"], out["errors"] = list(self.notes), list(self.errors)
         return out
 
 
@@ -125,7 +126,7 @@ def analyse(buffer, layout: SlotLayout = SM90) -> PhaseReport:
 def analyse_launches(buffers, layout: SlotLayout = SM90) -> PhaseReport:
     """The launches of one kernel in a call (a probe's buffers, or one of ours), as one report:
     statistics over all their CTAs; the kernel time is the median of the launches' spans."""
-    marked, spans, notes, overflow, empty, rows_total = [], [], [], 0, 0, 0
+    marked, spans, lost, overflow, empty, rows_total = [], [], [], 0, 0, 0
     for i, buffer in enumerate(buffers):
         rows = _rows(buffer, layout)
         if layout.probe:
@@ -134,7 +135,7 @@ def analyse_launches(buffers, layout: SlotLayout = SM90) -> PhaseReport:
             if reach > len(rows):
                 overflow += reach - len(rows)
                 where = f"launch {i} of {layout.kernel}" if len(buffers) > 1 else layout.kernel
-                notes.append(f"{where}: CTAs up to index {reach - 1} marked but its buffer holds {len(rows)}: the marks of "
+                lost.append(f"{where}: CTAs up to index {reach - 1} marked but its buffer holds {len(rows)}: the marks of "
                              f"{reach - len(rows)} CTAs are lost; pass the launch's CTA count to buffer()")
         mine = [r for r in rows if _readings(r, layout)]
         empty += len(rows) - len(mine)
@@ -161,9 +162,9 @@ def analyse_launches(buffers, layout: SlotLayout = SM90) -> PhaseReport:
                  if _end(r, layout) > _start(r, layout)]
     switches = [min(int(r[layout.SWITCHES]), layout.max_switches, len(r) - layout.FIRST_SWITCH)
                 for r in marked] if layout.max_switches else []
-    step = None
+    notes, step = [], None
     if layout.probe:
-        notes = _probe_notes(marked, empty, rows_total, layout) + backwards + notes
+        notes = _probe_notes(marked, empty, rows_total, layout) + backwards + lost
         step = _timer_step(marked, layout)
     return PhaseReport(
         ctas=len(marked), ctas_with_work=len(worked) if fm is not None else len(marked),
@@ -171,7 +172,8 @@ def analyse_launches(buffers, layout: SlotLayout = SM90) -> PhaseReport:
         time_to_first_mma_us=(statistics.median(first_mma) if first_mma else 0.0) if fm is not None else None,
         setup_share=statistics.median(share) if share else 0.0,
         switches_median=statistics.median(switches) if switches else 0.0,
-        phases=tuple(phases), launches=len(buffers), notes=tuple(notes), overflow_ctas=overflow, timer_step_ns=step,
+        phases=tuple(phases), launches=len(buffers), notes=tuple(notes), overflow_ctas=overflow, errors=tuple(lost),
+        timer_step_ns=step,
     )
 
 

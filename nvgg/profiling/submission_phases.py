@@ -95,7 +95,7 @@ class SubmissionPhases:
         return max((k.report for k in self.kernels), key=lambda r: r.kernel_us, default=None)
 
     def layouts(self) -> list:
-        return [(f"{launch['kernel']} (launch {i})", launch["rows"], SlotLayout.for_probe(launch["kernel"], launch["marks"]))
+        return [(f"{launch['kernel']} (launch {i})", launch["rows"], layout_of(launch))
                 for i, launch in enumerate(self.launches)]
 
     def to_dict(self) -> dict:
@@ -124,16 +124,20 @@ def run(path: str, case: Case, *, timeout_s: float | None = None) -> SubmissionP
     if not out.launches:
         raise NvggError(f"submission {path} asked for no probe buffer in a call: {HOW_TO_MARK}")
     out.kernels = kernels_of(out.launches)
-    out.errors = [n for k in out.kernels if k.report.overflow_ctas for n in k.report.notes if "are lost" in n]
+    out.errors = [e for k in out.kernels for e in k.report.errors]
     readings = [v for launch in out.launches for r in launch["rows"][:-1] for v in r if v > 0]
     if not readings:
         raise NvggError(f"submission {path} passed probe buffers to its kernels but no mark was written (are the "
                         "marks compiled in? the kernel must be built after NVGG_PROBES=1 is set): " + HOW_TO_MARK)
     out.call_marked_us = (max(readings) - min(readings)) / 1e3
-    first, second = ([(launch["rows"], SlotLayout.for_probe(launch["kernel"], launch["marks"])) for launch in call]
-                     for call in marked["pair"])
+    first, second = ([(launch["rows"], layout_of(launch)) for launch in call] for call in marked["pair"])
     out.next_call = phases.behind(first, second)
     return out
+
+
+def layout_of(launch: dict) -> SlotLayout:
+    """The slots of one launch's buffer ({kernel, marks, rows}, as the child reports it)."""
+    return SlotLayout.for_probe(launch["kernel"], launch["marks"])
 
 
 def kernels_of(launches) -> list[KernelPhases]:
@@ -144,7 +148,7 @@ def kernels_of(launches) -> list[KernelPhases]:
         by_kernel.setdefault(launch["kernel"], []).append(launch)
     out = []
     for kernel, mine in by_kernel.items():
-        layout = SlotLayout.for_probe(kernel, mine[0]["marks"])
+        layout = layout_of(mine[0])
         out.append(KernelPhases(kernel, list(layout.names), phases.analyse_launches([m["rows"] for m in mine], layout)))
     return out
 
