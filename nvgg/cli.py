@@ -42,6 +42,11 @@ def command(fn):
                 raise
             typer.secho(f"nvgg: {exc}", err=True, fg=typer.colors.RED)
             raise typer.Exit(exc.code) from None
+        except KeyboardInterrupt:
+            # the workers are gone with their pool; --json and --markdown hold every finished row
+            typer.secho("nvgg: interrupted: the rows that finished are in the --json/--markdown files, if given",
+                        err=True, fg=typer.colors.RED)
+            raise typer.Exit(130) from None
     return wrapper
 
 

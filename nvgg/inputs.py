@@ -105,6 +105,31 @@ def generate_batch(case: Case, device: torch.device | str = "cuda", count: int =
     return [generate(case, device, seed=case.seed + SEED_STEP * (i + 1)) for i in range(count)]
 
 
+# the timed repetitions' inputs: new values (seeds past the checked batch's) written over the
+# checked ones in place, so prepared launches keep their addresses and a call that returns what
+# it computed for the checked inputs is wrong
+TIMED_SEED_OFFSET = 1_000_003
+
+
+def refill(case: Case, data, index: int) -> None:
+    """Overwrite input `index` of the batch in place with new values (A, B, both scale layouts),
+    and fill its outputs with NaN."""
+    fresh = generate(case, data[0][0][0].device, seed=case.seed + TIMED_SEED_OFFSET + SEED_STEP * (index + 1))
+    for old, new in zip(data[0], fresh[0]):
+        _copy(old[0], new[0])
+        _copy(old[1], new[1])
+        old[2].fill_(float("nan"))
+    for group in (1, 2):
+        for old, new in zip(data[group], fresh[group]):
+            _copy(old[0], new[0])
+            _copy(old[1], new[1])
+
+
+def _copy(dst: torch.Tensor, src: torch.Tensor) -> None:
+    # as bytes: every dtype here is one byte an element (fp4 pairs, e4m3), and copy_ has no fp4 kernel
+    dst.view(torch.uint8).copy_(src.view(torch.uint8))
+
+
 def outputs(data) -> list[torch.Tensor]:
     """The C tensors a run writes, as the competition's custom_kernel returns them."""
     return [c for (_, _, c) in data[0]]

@@ -22,9 +22,17 @@ def _us(x: float | None) -> str:
 
 def label(result) -> str:
     """strategy/backend, with the persistent kernel's tensor-map mode where one was used:
-    persistent[host]/cute."""
-    strategy = f"{result.strategy}[{result.tensormaps}]" if getattr(result, "tensormaps", "") else result.strategy
+    persistent[host]/cute; a submission by its file name: submission[mine.py]."""
+    variant = getattr(result, "tensormaps", "") or getattr(result, "source", "")
+    strategy = f"{result.strategy}[{variant}]" if variant else result.strategy
     return strategy if result.backend in ("submission", None) else f"{strategy}/{result.backend}"
+
+
+def row_key(row) -> tuple[str, str, str, str]:
+    """What a row is across runs: case, strategy, backend and its variant (the tensor-map mode,
+    or the submission's file name); a Result or its JSON dict."""
+    get = (lambda k: row.get(k) or "") if isinstance(row, dict) else (lambda k: getattr(row, k, "") or "")
+    return get("case"), get("strategy"), get("backend"), get("tensormaps") or get("source")
 
 
 def speedups(results) -> dict[int, float]:
@@ -43,27 +51,41 @@ def geomeans(results, benchmark_ids: set[str]) -> dict[str, float]:
     strategy/backend that ran every benchmark case correctly."""
     by_label: dict[str, dict[str, float]] = {}
     for r in results:
-        if r.case in benchmark_ids and r.status == "ok" and r.time_us:
+        if r.case in benchmark_ids and r.status == "ok" and r.time_us and not r.suspect:
             by_label.setdefault(label(r), {})[r.case] = r.time_us
     return {name: math.exp(sum(math.log(t) for t in times.values()) / len(times))
             for name, times in by_label.items() if set(times) == benchmark_ids}
 
 
 def status_text(r) -> str:
+    if r.status == "ok" and r.suspect:
+        return "SUSPECT"
     return {"ok": "ok", "wrong": "WRONG", "error": "ERROR", "unsupported": "n/a"}[r.status]
+
+
+def check_text(r) -> str:
+    """The check column: the status, and why where it is not plain ok (a failure's message, a
+    flag's sentence)."""
+    if r.status != "ok":
+        return status_text(r) + (f": {r.message}" if r.message else "")
+    if r.flags:
+        return status_text(r) + ": " + "; ".join(f["text"] for f in r.flags)
+    return "ok"
 
 
 def results_table(results, fmt: str = "github") -> str:
     ups = speedups(results)
     with_cupti = any(r.cupti for r in results)
     with_verdict = any(getattr(r, "verdict", None) for r in results)
+    with_gate = any(getattr(r, "gate", None) for r in results)
     rows = []
     for i, r in enumerate(results):
         st = r.stats
+        timed = st is not None and r.status == "ok"  # a row wrong when timed keeps its stats in the JSON only
         row = [
             r.case, label(r),
-            _us(r.time_us) + ("" if st is None or st.clock == "cuda events" else " (CPU)"),
-            _us(st.err_us) if st else "—",
+            _us(r.time_us if timed else None) + ("" if not timed or st.clock == "cuda events" else " (CPU)"),
+            _us(st.err_us) if timed else "—",
         ]
         if with_cupti:
             cu = r.cupti or {}
@@ -72,20 +94,30 @@ def results_table(results, fmt: str = "github") -> str:
         row += [
             f"{ups[i]:.2f}x" if i in ups else "—",
             f"{r.gap:.1f}x" if r.gap else "—",
-            status_text(r) + (f": {r.message}" if r.message and r.status != "ok" else ""),
+            check_text(r),
         ]
+        if with_gate:
+            row.append(_gate_text(r.gate))
         if with_verdict:
             row.append((r.verdict or {}).get("phrase", "—"))
         rows.append(row)
     headers = ["case", "strategy/backend", "time µs", "± err"]
     if with_cupti:
         headers += ["kernel µs (CUPTI)", "launches", "gaps in a call µs", "host+launch µs"]
-    headers += ["vs sequential", "gap to SOL", "check"] + (["verdict"] if with_verdict else [])
+    headers += ["vs sequential", "gap to SOL", "check"] + (["vs baseline"] if with_gate else []) + (
+        ["verdict"] if with_verdict else [])
     table = tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
     notes = [f"{r.case} {label(r)}: {r.cupti['gaps_note']}" for r in results if r.cupti and r.cupti.get("gaps_note")]
     if with_cupti:
         notes.insert(0, "CUPTI, per call: time = kernel µs + host+launch µs; gaps in a call are part of host+launch")
     return table + "".join("\n" + n for n in notes)
+
+
+def _gate_text(gate: dict | None) -> str:
+    if not gate:
+        return "— (not in the baseline)"
+    from .gate import Compared
+    return Compared(**gate).text()
 
 
 def _num(x) -> str:
@@ -150,34 +182,45 @@ def write_json(path: str | Path, payload) -> None:
 
 
 def load_baseline(path: str | Path) -> dict[tuple[str, str, str, str], dict]:
-    """An earlier result file's rows by (case, strategy, backend, tensor-map mode); files written
-    before the mode was recorded key their rows with mode ""."""
+    """An earlier result file's rows by `row_key`; checked whole before any work starts."""
     try:
         raw = json.loads(Path(path).read_text())
         rows = raw["results"]
-        return {(r["case"], r["strategy"], r["backend"], r.get("tensormaps") or ""): r for r in rows}
+        if not isinstance(rows, list) or not all(_result_row(r) for r in rows):
+            raise ValueError("not result rows")
+        return {row_key(r): r for r in rows}
     except FileNotFoundError:
         raise NvggError(f"baseline {path} does not exist: write one first with --json {path}") from None
-    except (ValueError, KeyError, TypeError):
+    except IsADirectoryError:
+        raise NvggError(f"baseline {path} is a folder: pass an nvgg --json file") from None
+    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
         raise NvggError(f"baseline {path} is not an nvgg result file (JSON with 'results'): regenerate it with --json") from None
 
 
-def regressions(results, baseline: dict, max_regression_pct: float) -> list[str]:
-    """Lines naming every result slower than its baseline by more than the allowed percentage,
-    or correct in the baseline and not now. Results absent from the baseline are not judged."""
+def _result_row(r) -> bool:
+    """A result row as --json writes it: a case, a status, and stats with numbers or none."""
+    if not isinstance(r, dict) or not isinstance(r.get("case"), str) or not isinstance(r.get("status"), str):
+        return False
+    st = r.get("stats")
+    return st is None or (isinstance(st, dict) and all(isinstance(st.get(k), (int, float)) and st.get(k) >= 0
+                                                       for k in ("mean_us", "err_us", "std_us")) and st["mean_us"] > 0)
+
+
+def gate(results, baseline: dict, max_regression_pct: float) -> list[str]:
+    """Each result against its baseline row (gate.compare, kept in result.gate); the lines naming
+    the rows that fail the gate. Rows absent from the baseline are not judged; files written
+    before the tensor-map mode was recorded key their rows with mode ""."""
+    from .gate import compare
     out = []
     for r in results:
-        old = baseline.get((r.case, r.strategy, r.backend, r.tensormaps)) or baseline.get((r.case, r.strategy, r.backend, ""))
+        key = row_key(r)
+        old = baseline.get(key) or baseline.get(key[:3] + ("",))
         if old is None:
             continue
-        if old.get("status") == "ok" and r.status != "ok":
-            out.append(f"{r.case} {label(r)}: was ok, now {r.status} ({r.message})")
-            continue
-        if old.get("time_us") and r.time_us:
-            limit = old["time_us"] * (1 + max_regression_pct / 100)
-            if r.time_us > limit:
-                pct = (r.time_us / old["time_us"] - 1) * 100
-                out.append(f"{r.case} {label(r)}: {r.time_us:.3f} µs vs baseline {old['time_us']:.3f} µs (+{pct:.1f}% > {max_regression_pct}%)")
+        found = compare(r.to_dict(), old, max_regression_pct)
+        r.gate = found.to_dict()
+        if found.fails:
+            out.append(f"{r.case} {label(r)}: {found.text()}")
     return out
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import torch
 
-from . import backends, env as envmod, inputs, reference, sol as solmod, strategies, timing
+from . import backends, clocks, env as envmod, inputs, reference, sol as solmod, strategies, timing
 from . import verdict as verdictmod
 from .cases import Case
 from .errors import NvggError
@@ -19,6 +20,16 @@ from .backends.base import arch_of
 from .profiles import Profile, for_gpu_name, get as get_profile
 
 CPU_BATCH = 3  # a CPU run times 3 inputs a repetition (not 15) so it finishes in seconds
+
+# a flag's kind -> what it means for the run: suspect (the time is not the work's: the command
+# fails) or caution (the time is the work's, under conditions the next run may not share)
+FLAGS = {"below-sol": "suspect", "escaped": "suspect", "throttled": "caution"}
+# work still running after the end event, per batch, beyond which the events missed it (both must
+# hold). An honest batch: a device synchronise right after the completed end event took 9-39 µs
+# for our kernels (2-7% of their batch) and 28-82 µs for a torch submission (under 2%); our kernel
+# left on a side stream: 68 µs (18% of the batch, case 3) and 1510 µs (case 1). H100/H200, 2026-11-26.
+ESCAPE_FLOOR_US = 30.0
+ESCAPE_SHARE = 0.10
 
 
 @dataclass
@@ -29,6 +40,7 @@ class Result:
     status: str                    # ok | wrong | error | unsupported
     message: str = ""
     tensormaps: str = ""           # the persistent cute kernel's tensor maps: device or host ("" otherwise)
+    source: str = ""               # a submission's file name ("" for our backends)
     checked_inputs: int = 0
     stats: timing.Stats | None = None
     sol: solmod.Sol | None = None
@@ -44,10 +56,26 @@ class Result:
     sms: int = 0
     ctas_per_sm: int = 0
     verdict: dict = field(default_factory=dict)  # verdict.Verdict as a dict: kind, phrase, evidence
+    # what makes a time one not to take at its word: [{kind, text}], kinds in FLAGS
+    flags: list = field(default_factory=list)
+    clocks: dict = field(default_factory=dict)   # clocks.summarise of the samples taken while timed
+    gate: dict = field(default_factory=dict)     # gate.Compared as a dict, where a baseline was given
+    wall_s: float = 0.0                          # the row's wall time, setup to result
 
     @property
     def correct(self) -> bool | None:
         return {"ok": True, "wrong": False}.get(self.status)
+
+    @property
+    def suspect(self) -> bool:
+        """A time that cannot be right (below the speed of light, work escaping the events): the
+        row is shown flagged and the command fails."""
+        return any(FLAGS.get(f["kind"]) == "suspect" for f in self.flags)
+
+    @property
+    def trusted(self) -> bool:
+        """Correct, timed, and nothing flagged: a time to rank by and gate on."""
+        return self.status == "ok" and self.stats is not None and not self.flags
 
     @property
     def time_us(self) -> float | None:
@@ -61,7 +89,8 @@ class Result:
 
     def to_dict(self) -> dict:
         out = asdict(self)
-        out.update(correct=self.correct, time_us=self.time_us, gap_to_sol=self.gap)
+        out.update(correct=self.correct, time_us=self.time_us, gap_to_sol=self.gap, suspect=self.suspect,
+                   trusted=self.trusted)
         return out
 
     @classmethod
@@ -119,18 +148,7 @@ def setup(case: Case, *, strategy=None, backend=None, device: torch.device | Non
     `tensormaps` the persistent kernel's tensor-map mode (None: the kernel's default).
     Unsupported -> NvggError."""
     device = device or default_device()
-    if isinstance(backend, backends.Backend):
-        if tensormaps is not None:
-            raise NvggError("pass the tensor-map mode with the backend's name, not with a backend object")
-        be = backend
-    else:
-        be = backends.get(backend or backends.best(device), tensormaps=tensormaps)
-    st = strategy if isinstance(strategy, strategies.Strategy) else strategies.get(strategy or default_strategy(be, device))
-    if tensormaps is not None and not st.grouped:
-        raise NvggError(f"--tensormaps chooses the persistent kernel's tensor maps; the {st.name} strategy launches "
-                        "one kernel per group with its maps as kernel parameters: drop --tensormaps or use --strategy persistent")
-    be.check(case, device)
-    st.check(be, case, device)
+    be, st = _checked(case, strategy, backend, tensormaps, device)
     prof = device_profile(device, profile)
     result = Result(case=case.id, strategy=st.name, backend=be.name, status="ok", env=envmod.collect(device))
     if st.grouped and device.type == "cuda":
@@ -193,15 +211,65 @@ def check(session: Session) -> bool:
 
 
 def measure(session: Session, timer: str = "leaderboard") -> None:
-    """Time the prepared launches (checked before) with the chosen timer."""
+    """Time the prepared launches (checked before) with the chosen timer, on new inputs: each
+    input is overwritten in place with new values and its outputs poisoned before the timed
+    repetitions, and what the last repetition's calls returned is checked against the reference
+    of those values after (a call that returns kept results is wrong). The card's clocks are
+    sampled while timed; the row is flagged where its time cannot be the work's (below the speed
+    of light, work escaping the events) or the card throttled."""
     result, device, launches = session.result, session.device, session.launches
     result.setup_us["launch_host"] = launch_host_us(launches, device)
+    for i, data in enumerate(session.batch):
+        inputs.refill(session.case, data, i)
     clock = timing.make_timer(device, "leaderboard" if timer == "cupti" else timer)
-    result.stats = clock.per_call(launches) if timer == "per-call" else clock.batch(launches)
+    with clocks.Sampler(device) as sampler:
+        result.stats = clock.per_call(launches) if timer == "per-call" else clock.batch(launches)
+    result.clocks = sampler.summary()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    if not check_timed(session, clock.outputs):
+        return
     if timer == "cupti" and device.type == "cuda":
         result.cupti = cupti_per_call(launches, device, result.stats.mean_us)
+    result.flags = flags_of(result)
     found = verdictmod.judge(result)
     result.verdict = found.to_dict() if found else {}
+
+
+def check_timed(session: Session, outputs: list) -> bool:
+    """What the timed calls returned (or wrote in place), each input against the reference of
+    the values it was timed on; a mismatch makes the row wrong, with the input and the reason."""
+    result, device = session.result, session.device
+    dtype = torch.float64 if device.type == "cuda" else torch.float32
+    for i, data in enumerate(session.batch):
+        got = outputs[i] if i < len(outputs) and outputs[i] is not None else inputs.outputs(data)
+        verdict = reference.check(got, reference.reference(data, dtype), max_report=1)
+        if not verdict.ok:
+            result.status = "wrong"
+            result.message = f"right when checked, wrong when timed on new inputs (kept results?): input {i}: {verdict.message}"
+            return False
+    return True
+
+
+def flags_of(result: Result) -> list[dict]:
+    """What makes a measured time one not to take at its word (see FLAGS); the cause first (work
+    escaping the events explains a time below the speed of light)."""
+    out = []
+    st, floor = result.stats, result.sol
+    if st is None:
+        return out
+    if st.escaped_us is not None:
+        per_batch = st.escaped_us * st.batch
+        if per_batch > max(ESCAPE_FLOOR_US, ESCAPE_SHARE * st.mean_us * st.batch):
+            out.append({"kind": "escaped", "text": f"work escapes the events: the device ran {per_batch:.1f} µs a batch "
+                                                   f"after the end event ({st.escaped_us:.2f} µs a call; another stream?)"})
+    if floor is not None and st.clock == "cuda events" and st.mean_us < floor.sol_us:
+        out.append({"kind": "below-sol", "text": f"time below the speed of light: {st.mean_us:.3f} µs < "
+                                                 f"{floor.sol_us:.3f} µs on {floor.profile} (the calls cannot have done the work)"})
+    throttled = (result.clocks or {}).get("throttled")
+    if throttled:
+        out.append({"kind": "throttled", "text": throttled})
+    return out
 
 
 def run_one(case: Case, *, strategy=None, backend=None, device: torch.device | None = None,
@@ -244,28 +312,121 @@ def cupti_per_call(launches, device: torch.device, event_us: float) -> dict:
     return cupti.per_call(calls, event_us)
 
 
-def run_many(cases: list[Case], strategy_names: list[str], backend_names: list[str], *, on_result=None,
-             submission: str | None = None, submission_timeout_s: float | None = None,
-             tensormaps: list[str] | None = None, **kwargs) -> list[Result]:
-    """`run_one` over cases x strategies x backends; an unsupported pair becomes a row, not an abort.
-    `tensormaps`: the persistent strategy once per mode listed (None: once, in the default mode);
-    `submission`: a submission.py run beside them on each case, in its own process."""
+@dataclass(frozen=True)
+class Row:
+    """One row of a run: a case under a strategy and backend (or a user's submission), as the
+    parent sends it to a worker (isolation.py)."""
+
+    case: Case
+    strategy: str | None = None
+    backend: str | None = None
+    tensormaps: str | None = None
+    submission: str | None = None   # a submission.py's path: it brings its own launch scheme
+    profile: str | None = None
+    timer: str = "leaderboard"
+    batch: int | None = None
+    device: str | None = None
+
+    @property
+    def key(self) -> str:
+        """The worker a row runs in: one a backend, one a submission file."""
+        return f"submission:{self.submission}" if self.submission else f"backend:{self.backend or ''}"
+
+    def failed(self, status: str, message: str) -> Result:
+        if self.submission:
+            return Result(case=self.case.id, strategy="submission", backend="submission", status=status,
+                          message=message, source=Path(self.submission).name)
+        return Result(case=self.case.id, strategy=self.strategy or "", backend=self.backend or "", status=status,
+                      message=message, tensormaps=self.tensormaps or "")
+
+
+_SUBMISSIONS: dict[str, object] = {}
+
+
+def run_row(row: Row) -> Result:
+    """A row's Result, whatever happens in it short of a lost CUDA context: unsupported pairs,
+    a submission that fails to import, an exception in user code or a kernel become the row's
+    status and message. Runs in a worker (isolation.py); the one data path, `run_one`."""
     from .backends import submission as sub
-    results = []
+    device = torch.device(row.device) if row.device else None
+    common = dict(device=device, profile=row.profile, timer=row.timer, batch=row.batch)
+    t0 = time.perf_counter()
+    try:
+        if row.submission:
+            module = _SUBMISSIONS.get(row.submission) or sub.load(row.submission)
+            _SUBMISSIONS[row.submission] = module  # imported once a process, as the competition does
+            result = run_one(row.case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), **common)
+            result.source = Path(row.submission).name
+        else:
+            result = run_one(row.case, strategy=row.strategy, backend=row.backend, tensormaps=row.tensormaps, **common)
+    except NvggError as exc:
+        result = row.failed("error" if row.submission else "unsupported", str(exc))
+    result.wall_s = time.perf_counter() - t0
+    return result
+
+
+def _checked(case: Case, strategy, backend, tensormaps: str | None, device: torch.device):
+    """The backend and strategy (names, None for this machine's defaults, or objects), checked
+    for the case on the device before anything is compiled or allocated. NvggError if unsupported."""
+    if isinstance(backend, backends.Backend):
+        if tensormaps is not None:
+            raise NvggError("pass the tensor-map mode with the backend's name, not with a backend object")
+        be = backend
+    else:
+        be = backends.get(backend or backends.best(device), tensormaps=tensormaps)
+    st = strategy if isinstance(strategy, strategies.Strategy) else strategies.get(strategy or default_strategy(be, device))
+    if tensormaps is not None and not st.grouped:
+        raise NvggError(f"--tensormaps chooses the persistent kernel's tensor maps; the {st.name} strategy launches "
+                        "one kernel per group with its maps as kernel parameters: drop --tensormaps or use --strategy persistent")
+    be.check(case, device)
+    st.check(be, case, device)
+    return be, st
+
+
+def precheck(row: Row) -> None:
+    """What `setup` checks first, in the calling process: an unsupported row is answered without
+    starting a worker. NvggError if unsupported."""
+    if not row.submission:
+        _checked(row.case, row.strategy, row.backend, row.tensormaps,
+                 torch.device(row.device) if row.device else default_device())
+
+
+def run_isolated(pool, row: Row) -> Result:
+    """`run_row` in the pool's worker for the row; a hang or a crash becomes the row's failed
+    Result with its reason (isolation.py)."""
+    from . import isolation
+    t0 = time.perf_counter()
+    try:
+        precheck(row)
+        result = pool.call(row.key, isolation.Call("nvgg.runner:run_row", {"row": row}))
+    except (isolation.RowFailure, isolation.RowError) as exc:
+        result = row.failed("error", str(exc))
+    except NvggError as exc:
+        result = row.failed("error" if row.submission else "unsupported", str(exc))
+    result.wall_s = time.perf_counter() - t0
+    return result
+
+
+def rows_of(cases: list[Case], strategy_names: list[str], backend_names: list[str], *,
+            submissions: list[str] = (), tensormaps: list[str] | None = None, **common) -> list[Row]:
+    """cases x strategies x backends (the persistent strategy once per tensor-map mode listed,
+    None: once in the default mode), then each submission, case by case."""
+    rows = []
     for case in cases:
-        combos = [(s, b, m) for b in backend_names for s in strategy_names
-                  for m in (tensormaps if tensormaps and s == "persistent" else [None])]
-        for st_name, be_name, mode in combos:
-            try:
-                res = run_one(case, strategy=st_name, backend=be_name, tensormaps=mode, **kwargs)
-            except NvggError as exc:
-                res = Result(case=case.id, strategy=st_name, backend=be_name, status="unsupported", message=str(exc),
-                             tensormaps=mode or "")
-            results.append(res)
-            if on_result:
-                on_result(res)
-        if submission:
-            res = sub.run_submission(submission, case, timeout_s=submission_timeout_s, **kwargs)
+        rows += [Row(case, s, b, m, **common) for b in backend_names for s in strategy_names
+                 for m in (tensormaps if tensormaps and s == "persistent" else [None])]
+        rows += [Row(case, submission=str(path), **common) for path in submissions]
+    return rows
+
+
+def run_many(rows: list[Row], *, timeout_s: float | None = None, on_result=None) -> list[Result]:
+    """Every row, each in its backend's worker (isolation.py), in order; `on_result(result)` as
+    each finishes. A row that fails in any way is a row, never the end of the run."""
+    from . import isolation
+    results = []
+    with isolation.Pool(timeout_s) as pool:
+        for row in rows:
+            res = run_isolated(pool, row)
             results.append(res)
             if on_result:
                 on_result(res)

@@ -44,13 +44,18 @@ class Stats:
     median_us: float
     method: str   # leaderboard | queue-ahead | per-call | cpu
     clock: str    # "cuda events" or "host clock (CPU run)"
+    # a call's share of how long the device stayed busy after the end event had completed (the
+    # median over repetitions): work the calls left on another stream, which the events miss
+    escaped_us: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
-def reduce(samples_us: Sequence[float], *, batch: int, method: str, clock: str) -> Stats:
-    """Samples -> statistics, as the competition's calculate_stats (sample std, err = std/√n)."""
+def reduce(samples_us: Sequence[float], *, batch: int, method: str, clock: str,
+           escaped_us: Sequence[float] = ()) -> Stats:
+    """Samples -> statistics, as the competition's calculate_stats (sample std, err = std/√n);
+    `escaped_us` the per-call busy time after each repetition's end event (median kept)."""
     n = len(samples_us)
     if n == 0:
         raise ValueError("no samples to reduce")
@@ -58,7 +63,8 @@ def reduce(samples_us: Sequence[float], *, batch: int, method: str, clock: str) 
     std = math.sqrt(sum((x - mean) ** 2 for x in samples_us) / (n - 1)) if n > 1 else 0.0
     return Stats(runs=n, batch=batch, mean_us=mean, std_us=std, err_us=std / math.sqrt(n),
                  best_us=min(samples_us), worst_us=max(samples_us),
-                 median_us=statistics.median(samples_us), method=method, clock=clock)
+                 median_us=statistics.median(samples_us), method=method, clock=clock,
+                 escaped_us=statistics.median(escaped_us) if escaped_us else None)
 
 
 def _done(samples: list[float], started: float, min_reps: int, max_reps: int, target: float, budget_s: float) -> bool:
@@ -103,7 +109,13 @@ def spin_cycles_per_us(device: torch.device) -> float:
 
 
 class EventTimer:
-    """Times a batch of launches with CUDA events on the caller's current stream."""
+    """Times a batch of launches with CUDA events on the caller's current stream.
+
+    Two things are kept beside the times, so a caller can tell whether the calls did the work:
+    `outputs`, what each call of the last repetition returned (checked after timing), and each
+    repetition's escape: after the end event completes, the whole device is synchronised, and the
+    host time that takes is work still running that the events did not see (another stream's).
+    """
 
     def __init__(self, device: torch.device | str = "cuda", *, min_reps: int = MIN_REPS, max_reps: int = MAX_REPS,
                  target_rel_err: float = TARGET_REL_ERR, budget_s: float = BUDGET_S, flush: bool = True,
@@ -114,6 +126,7 @@ class EventTimer:
         self.flush = L2Flush(self.device) if flush else (lambda: None)
         self.queue_ahead = queue_ahead
         self._spin_cycles = 0
+        self.outputs: list = []
 
     def _calibrate_spin(self, launches: Sequence[Launch]) -> None:
         """Spin long enough for the host to enqueue the whole batch (twice its measured enqueue time)."""
@@ -131,6 +144,7 @@ class EventTimer:
             self._calibrate_spin(launches)
         stream = torch.cuda.current_stream(self.device)
         samples: list[float] = []
+        escaped: list[float] = []
         started = time.perf_counter()
         while not _done(samples, started, self.min_reps, self.max_reps, self.target, self.budget_s):
             torch.cuda.synchronize(self.device)
@@ -139,33 +153,41 @@ class EventTimer:
                 torch.cuda._sleep(self._spin_cycles)
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record(stream)
-            for launch in launches:
-                launch()
+            outputs = [launch() for launch in launches]
             end.record(stream)
             end.synchronize()
+            t0 = time.perf_counter()
+            torch.cuda.synchronize(self.device)
+            escaped.append((time.perf_counter() - t0) * 1e6 / len(launches))
             samples.append(start.elapsed_time(end) * 1e3 / len(launches))
+        self.outputs = outputs
         method = "queue-ahead" if self.queue_ahead else "leaderboard"
-        return reduce(samples, batch=len(launches), method=method, clock="cuda events")
+        return reduce(samples, batch=len(launches), method=method, clock="cuda events", escaped_us=escaped)
 
     def per_call(self, launches: Sequence[Launch]) -> Stats:
         """Each call timed on its own (L2 flushed before each), over all launches of the batch."""
         stream = torch.cuda.current_stream(self.device)
         samples: list[float] = []
+        escaped: list[float] = []
+        self.outputs = [None] * len(launches)
         started = time.perf_counter()
         i = 0
         while not _done(samples, started, max(self.min_reps, len(launches)), self.max_reps * len(launches),
                         self.target, self.budget_s):
             launch = launches[i % len(launches)]
-            i += 1
             torch.cuda.synchronize(self.device)
             self.flush()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record(stream)
-            launch()
+            self.outputs[i % len(launches)] = launch()
             end.record(stream)
             end.synchronize()
+            t0 = time.perf_counter()
+            torch.cuda.synchronize(self.device)
+            escaped.append((time.perf_counter() - t0) * 1e6)
             samples.append(start.elapsed_time(end) * 1e3)
-        return reduce(samples, batch=1, method="per-call", clock="cuda events")
+            i += 1
+        return reduce(samples, batch=1, method="per-call", clock="cuda events", escaped_us=escaped)
 
 
 class CpuTimer:
@@ -174,14 +196,14 @@ class CpuTimer:
     def __init__(self, *, min_reps: int = MIN_REPS, max_reps: int = MAX_REPS, target_rel_err: float = TARGET_REL_ERR,
                  budget_s: float = 5.0):
         self.min_reps, self.max_reps, self.target, self.budget_s = min_reps, max_reps, target_rel_err, budget_s
+        self.outputs: list = []
 
     def batch(self, launches: Sequence[Launch]) -> Stats:
         samples: list[float] = []
         started = time.perf_counter()
         while not _done(samples, started, self.min_reps, self.max_reps, self.target, self.budget_s):
             t0 = time.perf_counter()
-            for launch in launches:
-                launch()
+            self.outputs = [launch() for launch in launches]
             samples.append((time.perf_counter() - t0) * 1e6 / len(launches))
         return reduce(samples, batch=len(launches), method="cpu", clock="host clock (CPU run)")
 

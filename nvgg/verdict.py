@@ -18,6 +18,10 @@ measured; the first that holds, in this order, is the verdict:
    peak or more, or neither.
 6. otherwise the distance to the speed of light and which floor it is (the SOL model).
 
+Before all of them: a row whose time cannot be the work's (below the speed of light, work escaping
+the events) or was measured while the card throttled has that as its verdict (runner.flags_of):
+no finding about where the time goes stands on a time that is not the kernel's.
+
 The thresholds are where a finding becomes the main cost, not measurements; every number they
 compare was measured in the same run.
 """
@@ -56,6 +60,10 @@ def judge(result, *, phases=None, ncu=None, behind=None) -> Verdict | None:
     time_us = result.stats.mean_us
     if result.stats.clock != "cuda events":
         return Verdict("cpu", "CPU run: no device verdict", {"time_us": time_us})
+    flags = getattr(result, "flags", None) or []
+    if flags:
+        first = sorted(flags, key=lambda f: f["kind"] == "throttled")[0]
+        return Verdict(first["kind"], first["text"], {"time_us": time_us, "flags": [f["kind"] for f in flags]})
     for finding in (_host_bound, _gaps, _setup, _waves):
         verdict = finding(result, time_us, phases, behind)
         if verdict is not None:

@@ -52,17 +52,38 @@ def _fake(case, strategy, backend, t, status="ok"):
                   stats=stats if status == "ok" else None, env={"gpu": "TestGPU"})
 
 
+def _many(make):
+    """A fake runner.run_many: each row through `make(row)`, reported as it finishes."""
+    def fake_many(rows, *, timeout_s=None, on_result=None):
+        out = []
+        for row in rows:
+            res = make(row)
+            out.append(res)
+            if on_result:
+                on_result(res)
+        return out
+    return fake_many
+
+
+def _rows(monkeypatch, make):
+    """Fake the worker's side of every row (runner.run_isolated): `make(row)` -> its Result; the
+    rows seen, in order."""
+    seen = []
+
+    def fake(pool, row):
+        seen.append(row)
+        return make(row)
+
+    monkeypatch.setattr(runner_mod, "run_isolated", fake)
+    return seen
+
+
 def test_run_passes_the_tensor_map_mode_and_refuses_it_off_the_persistent_strategy(monkeypatch):
-    seen = {}
-
-    def fake_run_one(case, **kwargs):
-        seen.update(kwargs)
-        return _fake(case.id, "persistent", "cute", 42.0)
-
-    monkeypatch.setattr(runner_mod, "run_one", fake_run_one)
+    _as_gpu(monkeypatch)
+    seen = _rows(monkeypatch, lambda row: _fake(row.case.id, "persistent", "cute", 42.0))
     out = cli.invoke(app, ["run", "--case", "3", "--strategy", "persistent", "--tensormaps", "HOST"])
     assert out.exit_code == 0, out.output
-    assert seen["tensormaps"] == "host" and seen["strategy"] == "persistent"
+    assert seen[0].tensormaps == "host" and seen[0].strategy == "persistent"
     bad = cli.invoke(app, ["run", "--case", "3", "--tensormaps", "shared"])
     assert bad.exit_code == 2 and "shared" in bad.output
 
@@ -81,18 +102,13 @@ def test_tensor_map_mode_refusals_are_one_line_exit_2(monkeypatch):
 
 
 def test_run_calls_the_runner_with_parsed_arguments(monkeypatch, tmp_path):
-    seen = {}
-
-    def fake_run_one(case, **kwargs):
-        seen.update(kwargs, case=case.id)
-        return _fake(case.id, "graph", "torch", 42.0)
-
-    monkeypatch.setattr(runner_mod, "run_one", fake_run_one)
+    seen = _rows(monkeypatch, lambda row: _fake(row.case.id, "graph", "torch", 42.0))
     out = cli.invoke(app, ["run", "--case", "3", "--strategy", "graph", "--backend", "torch", "--timer", "per-call",
                            "--json", str(tmp_path / "r.json")])
     assert out.exit_code == 0, out.output
-    assert seen == {"case": "3", "strategy": "graph", "backend": "torch", "profile": None, "timer": "per-call",
-                    "tensormaps": None}
+    [row] = seen
+    assert (row.case.id, row.strategy, row.backend, row.profile, row.timer, row.tensormaps, row.submission) == (
+        "3", "graph", "torch", None, "per-call", None, None)
     assert "TestGPU" in out.stdout and "42.00" in out.stdout
     doc = json.loads((tmp_path / "r.json").read_text())
     assert doc["results"][0]["time_us"] == 42.0
@@ -102,10 +118,7 @@ def test_compare_gate_fails_on_regression_and_passes_within_budget(monkeypatch, 
     baseline = tmp_path / "base.json"
     times = {"sequential": 100.0, "graph": 50.0}
 
-    def fake_many(cases, st_names, be_names, **kwargs):
-        return [_fake(c.id, s, "torch", times[s]) for c in cases for s in st_names]
-
-    monkeypatch.setattr(runner_mod, "run_many", fake_many)
+    monkeypatch.setattr(runner_mod, "run_many", _many(lambda row: _fake(row.case.id, row.strategy, "torch", times[row.strategy])))
     args = ["compare", "strategies", "--case", "3,4", "--strategy", "sequential,graph", "--backend", "torch"]
     out = cli.invoke(app, args + ["--json", str(baseline)])
     assert out.exit_code == 0, out.output
@@ -114,19 +127,21 @@ def test_compare_gate_fails_on_regression_and_passes_within_budget(monkeypatch, 
     assert cli.invoke(app, args + ["--baseline", str(baseline), "--max-regression", "5"]).exit_code == 0
     times["graph"] = 60.0  # +20%
     out = cli.invoke(app, args + ["--baseline", str(baseline), "--max-regression", "5"])
-    assert out.exit_code == 1 and "regression: 3 graph/torch" in out.stderr and "+20.0%" in out.stderr
+    assert out.exit_code == 1 and "regression: 3 graph/torch: slower +20.0%" in out.stderr
+    assert "slower +20.0% (noise ±4.0%)" in out.stdout and "same +0.0%" in out.stdout  # the class in the table
 
 
 def test_plain_compare_is_compare_strategies(monkeypatch):
     seen = []
-    monkeypatch.setattr(runner_mod, "run_many", lambda cases, s, b, **kw: seen.append((tuple(c.id for c in cases), tuple(s))) or [])
+    monkeypatch.setattr(runner_mod, "run_many", _many(lambda row: seen.append((row.case.id, row.strategy)) or
+                                                      _fake(row.case.id, row.strategy, "torch", 1.0)))
     assert cli.invoke(app, ["compare"]).exit_code == 0
-    assert seen == [(("1", "2", "3", "4"), ("persistent", "multistream", "graph", "sequential"))]
+    assert seen == [(c, s) for c in ("1", "2", "3", "4") for s in ("persistent", "multistream", "graph", "sequential")]
 
 
 def test_compare_exits_non_zero_on_a_wrong_result(monkeypatch):
-    monkeypatch.setattr(runner_mod, "run_many", lambda cases, s, b, **kw: [_fake("3", "graph", "torch", 1.0, status="wrong")])
-    out = cli.invoke(app, ["compare", "--case", "3"])
+    monkeypatch.setattr(runner_mod, "run_many", _many(lambda row: _fake("3", "graph", "torch", 1.0, status="wrong")))
+    out = cli.invoke(app, ["compare", "--case", "3", "--strategy", "graph"])
     assert out.exit_code == 1 and "WRONG" in out.stdout
 
 
@@ -159,19 +174,17 @@ def _cupti(kernel_us=30.0, host=2.0, launches=1):
 
 def test_profile_without_a_case_covers_the_benchmarks_in_one_table(monkeypatch):
     _as_gpu(monkeypatch)
-    seen = []
 
-    def fake_run_one(case, **kwargs):
-        seen.append((case.id, kwargs["timer"], kwargs["strategy"]))
-        res = _fake(case.id, "persistent", "cute", 32.0)
+    def fake_row(row):
+        res = _fake(row.case.id, "persistent", "cute", 32.0)
         res.cupti = _cupti()
         res.setup_us["launch_host"] = 31.0  # the host as slow as the GPU: host-bound
         return res
 
-    monkeypatch.setattr(runner_mod, "run_one", fake_run_one)
+    seen = _rows(monkeypatch, fake_row)
     out = cli.invoke(app, ["profile", "--cupti"])
     assert out.exit_code == 0, out.output
-    assert seen == [(c, "cupti", "persistent") for c in ("1", "2", "3", "4")]
+    assert [(r.case.id, r.timer, r.strategy) for r in seen] == [(c, "cupti", "persistent") for c in ("1", "2", "3", "4")]
     table = [line for line in out.stdout.splitlines() if "persistent/cute" in line]
     assert len(table) >= 4 and "host-bound: launches take 31.0 µs a call against 30.0 µs of kernels" in out.stdout
     assert "my_gemm_kernel" in out.stdout and "time = kernel µs + host+launch µs" in out.stdout
@@ -195,22 +208,23 @@ def test_profile_ncu_exactly_as_users_call_it(monkeypatch, tmp_path):
 
 def test_profile_a_submission_with_cupti_and_a_timeout(monkeypatch, tmp_path):
     _as_gpu(monkeypatch)
-    from nvgg.backends import submission as sub
-    seen = {}
+    from nvgg import isolation
+    timeouts = []
+    monkeypatch.setattr(isolation.Pool, "__enter__", lambda self: timeouts.append(self.timeout_s) or self)
 
-    def fake_sub(path, case, **kwargs):
-        seen.update(kwargs, path=path, case=case.id)
-        res = _fake(case.id, "submission", "submission", 40.0)
+    def fake_row(row):
+        res = _fake(row.case.id, "submission", "submission", 40.0)
         res.backend, res.cupti = "submission", _cupti(kernel_us=36.0, launches=8)
         return res
 
-    monkeypatch.setattr(sub, "run_submission", fake_sub)
+    seen = _rows(monkeypatch, fake_row)
     mine = tmp_path / "mine.py"
     mine.write_text("def custom_kernel(data):\n    return None\n")
     out = cli.invoke(app, ["profile", "--cupti", "--submission", str(mine), "--case", "3", "--timeout", "20",
                            "--json", str(tmp_path / "p.json")])
     assert out.exit_code == 0, out.output
-    assert seen["timer"] == "cupti" and seen["timeout_s"] == 20.0 and seen["case"] == "3"
+    [row] = seen
+    assert row.timer == "cupti" and row.case.id == "3" and row.submission == str(mine.resolve()) and timeouts == [20.0]
     assert "my_gemm_kernel" in out.stdout and "| 8 " in out.stdout
     doc = json.loads((tmp_path / "p.json").read_text())
     assert doc["results"][0]["cupti"]["kernels"][0]["name"] == "my_gemm_kernel" and doc["results"][0]["verdict"]["kind"]
@@ -222,9 +236,18 @@ def test_profile_a_submission_with_cupti_and_a_timeout(monkeypatch, tmp_path):
     (["profile", "--phases", "--submission", "tests", "--case", "3"], "submission tests is a folder"),
     (["profile", "--phases", "--case", "3", "--trace", "README.md/t.json"], "--trace README.md/t.json cannot be written"),
     (["profile", "--phases", "--case", "3", "--json", "/"], "--json / is a folder"),
-    (["profile", "--cupti", "--timeout", "5"], "--timeout bounds a submission's run"),
-    (["run", "--case", "3", "--timeout", "5"], "--timeout bounds a submission's run"),
-    (["compare", "--timeout", "5"], "--timeout bounds a submission's run"),
+    (["profile", "--cupti", "--timeout", "0"], "Invalid value for '--timeout'"),
+    (["run", "--case", "3", "--timeout", "-1"], "Invalid value for '--timeout'"),
+    (["compare", "--max-regression", "-5"], "Invalid value for '--max-regression'"),
+    (["compare", "--submission", "tests"], "submission tests is a folder"),
+    (["compare", "--baseline", "README.md"], "baseline README.md is not an nvgg result file"),
+    (["compare", "--markdown", "/"], "--markdown / is a folder"),
+    (["compare", "--json", "/proc/nvgg/out.json"], "--json /proc/nvgg/out.json cannot be written"),
+    (["run", "--case", "test-1", "--json", "/proc/out.json"], "--json /proc/out.json cannot be written"),
+    (["compare", "--submission", "tests/fixtures/submissions/honest.py", "--submission", "README.md/honest.py"],
+     "submission README.md/honest.py does not exist"),
+    (["compare", "--submission", "tests/fixtures/submissions/honest.py", "--submission", "examples/honest.py"],
+     "submission examples/honest.py does not exist"),
     (["profile", "--phases", "--trace", "t.json"], "--trace writes one case's phases"),
     (["profile", "--cupti", "--case", "3", "--trace", "t.json"], "--trace writes the phases inside the kernel"),
     (["profile", "--phases", "--case", "3", "--strategy", "graph"], "--phases instruments the persistent cute kernel"),
@@ -237,15 +260,12 @@ def test_profile_and_timeout_refusals(monkeypatch, args, says):
 
 
 def test_compare_writes_markdown_with_verdicts(monkeypatch, tmp_path):
-    def fake_many(cases, st_names, be_names, **kwargs):
-        rows = []
-        for c in cases:
-            r = _fake(c.id, "graph", "torch", 50.0)
-            r.verdict = {"kind": "host-bound", "phrase": "host-bound: launches take 55.0 µs a call against 50.0 µs measured"}
-            rows.append(r)
-        return rows
+    def fake_row(row):
+        r = _fake(row.case.id, "graph", "torch", 50.0)
+        r.verdict = {"kind": "host-bound", "phrase": "host-bound: launches take 55.0 µs a call against 50.0 µs measured"}
+        return r
 
-    monkeypatch.setattr(runner_mod, "run_many", fake_many)
+    monkeypatch.setattr(runner_mod, "run_many", _many(fake_row))
     md = tmp_path / "summary.md"
     out = cli.invoke(app, ["compare", "--case", "1,2,3,4", "--strategy", "graph", "--backend", "torch", "--markdown", str(md)])
     assert out.exit_code == 0, out.output

@@ -22,30 +22,51 @@ def test_speedup_is_against_sequential_on_the_same_backend():
     assert report.speedups(rs) == {0: 1.0, 1: 2.0}
 
 
-def test_regressions_flag_slowdowns_and_lost_correctness():
-    base = {("1", "graph", "cute", ""): {"status": "ok", "time_us": 10.0},
-            ("2", "graph", "cute", ""): {"status": "ok", "time_us": 10.0}}
-    rs = [_r("1", "graph", 10.4), _r("2", "graph", 1.0, status="wrong")]
-    lines = report.regressions(rs, base, 5.0)
+def _row(t, std=0.0, runs=30, status="ok", **extra):
+    """A baseline row as --json writes it: a mean, its spread over `runs` repetitions."""
+    stats = {"mean_us": t, "std_us": std, "err_us": std / runs ** 0.5, "runs": runs}
+    return dict({"case": "1", "status": status, "time_us": t, "stats": stats}, **extra)
+
+
+def _timed(case, strategy, t, std=0.0, runs=30, **kw):
+    r = _r(case, strategy, t, **kw)
+    r.stats = timing.Stats(runs=runs, batch=15, mean_us=t, std_us=std, err_us=std / runs ** 0.5, best_us=t,
+                           worst_us=t, median_us=t, method="leaderboard", clock="cuda events")
+    return r
+
+
+def test_gate_fails_slowdowns_beyond_the_noise_and_lost_correctness():
+    base = {("1", "graph", "cute", ""): _row(10.0, std=0.05), ("2", "graph", "cute", ""): _row(10.0, std=0.05)}
+    rs = [_timed("1", "graph", 10.04, std=0.05), _r("2", "graph", 1.0, status="wrong")]
+    lines = report.gate(rs, base, 5.0)
     assert len(lines) == 1 and "was ok, now wrong" in lines[0]
-    assert len(report.regressions([_r("1", "graph", 10.6)], base, 5.0)) == 1
+    assert rs[0].gate["kind"] == "same" and not rs[0].gate["fails"]
+    slow = _timed("1", "graph", 10.6, std=0.05)
+    lines = report.gate([slow], base, 5.0)
+    assert len(lines) == 1 and "slower +6.0%" in lines[0] and slow.gate["kind"] == "slower"
 
 
-def test_regressions_compare_each_tensor_map_mode_with_its_own_baseline():
-    base = {("1", "persistent", "cute", "host"): {"status": "ok", "time_us": 10.0},
-            ("1", "persistent", "cute", "device"): {"status": "ok", "time_us": 20.0}}
-    host, device = _r("1", "persistent", 12.0), _r("1", "persistent", 12.0)
+def test_gate_compares_each_variant_with_its_own_baseline():
+    base = {("1", "persistent", "cute", "host"): _row(10.0), ("1", "persistent", "cute", "device"): _row(20.0)}
+    host, device = _timed("1", "persistent", 12.0), _timed("1", "persistent", 12.0)
     host.tensormaps, device.tensormaps = "host", "device"
-    lines = report.regressions([host, device], base, 5.0)
+    lines = report.gate([host, device], base, 5.0)
     assert len(lines) == 1 and "persistent[host]/cute" in lines[0] and "+20.0%" in lines[0]
+    assert device.gate["kind"] == "faster"
     # a file written before modes were recorded gates every mode of its row
-    old = {("1", "persistent", "cute", ""): {"status": "ok", "time_us": 10.0}}
-    assert len(report.regressions([host, device], old, 5.0)) == 2
+    old = {("1", "persistent", "cute", ""): _row(10.0)}
+    assert len(report.gate([host, device], old, 5.0)) == 2
+    # submissions are told apart by file name
+    mine = _timed("1", "submission", 12.0, backend="submission")
+    mine.source = "mine.py"
+    assert report.gate([mine], {("1", "submission", "submission", "other.py"): _row(10.0)}, 5.0) == []
+    assert len(report.gate([mine], {("1", "submission", "submission", "mine.py"): _row(10.0)}, 5.0)) == 1
 
 
 def test_write_json_is_atomic_and_round_trips(tmp_path):
     path = tmp_path / "sub" / "out.json"
-    report.write_json(path, {"results": [{"case": "1", "strategy": "graph", "backend": "cute", "time_us": 3.0}]})
+    report.write_json(path, {"results": [{"case": "1", "strategy": "graph", "backend": "cute", "status": "ok",
+                                          "time_us": 3.0, "stats": None}]})
     assert report.load_baseline(path)[("1", "graph", "cute", "")]["time_us"] == 3.0
     assert [p.name for p in path.parent.iterdir()] == ["out.json"]
 
@@ -54,9 +75,14 @@ def test_bad_baseline_files(tmp_path):
     with pytest.raises(NvggError, match="does not exist"):
         report.load_baseline(tmp_path / "none.json")
     bad = tmp_path / "bad.json"
-    bad.write_text(json.dumps({"foo": 1}))
-    with pytest.raises(NvggError, match="not an nvgg result file"):
-        report.load_baseline(bad)
+    for content in (json.dumps({"foo": 1}), "not json", json.dumps({"results": [1, 2]}), json.dumps([]),
+                    json.dumps({"results": [{"case": "1", "status": "ok", "stats": {"mean_us": "fast"}}]}),
+                    json.dumps({"results": [{"case": "1", "status": "ok", "stats": {"mean_us": 0, "err_us": 0, "std_us": 0}}]})):
+        bad.write_text(content)
+        with pytest.raises(NvggError, match="not an nvgg result file"):
+            report.load_baseline(bad)
+    with pytest.raises(NvggError, match="is a folder"):
+        report.load_baseline(tmp_path)
 
 
 def test_result_json_round_trip():

@@ -1,4 +1,4 @@
-"""A competition-format submission runs in a child process; its failures become results."""
+"""A competition-format submission runs in a worker process; its failures become results."""
 
 import textwrap
 
@@ -45,7 +45,7 @@ def test_good_submission_is_checked_and_timed(tmp_path):
     ("def custom_kernel(data):\n    raise ValueError('boom')\n", "ValueError: boom"),
     ("def custom_kernel(data):\n    return [c.float() for _, _, c in data[0]]\n", "dtype torch.float32"),
     ("def custom_kernel(data):\n    return [c for _, _, c in data[0]]\n", "mismatch"),
-    ("import os\ndef custom_kernel(data):\n    os._exit(3)\n", "exited with code 3"),
+    ("import os\ndef custom_kernel(data):\n    os._exit(3)\n", "crashed: the worker died (exit code 3)"),
 ])
 def test_broken_submissions_fail_with_their_reason(tmp_path, body, words):
     res = submission.run_submission(_write(tmp_path, body), cases.get("test-1"), timeout_s=120)

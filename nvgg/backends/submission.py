@@ -1,10 +1,11 @@
-"""A user's competition-format `submission.py`, run in a subprocess with a timeout.
+"""A user's competition-format `submission.py`: imported in a worker process of its own
+(isolation.py), once, and run there on each case through nvgg's own path (same inputs, same
+check, same timer) as both launch scheme and kernel; a crash, hang, CUDA error or bad output in
+user code becomes a failed Result with its reason, and the run goes on.
 
 The file defines `custom_kernel(data) -> list of C tensors` and may import `task` (nvgg provides
-it, nvgg/compat/task.py). The child process runs nvgg's own path (same inputs, same check, same
-timer) with the submission as both launch scheme and kernel, and writes its Result as JSON; a
-crash, hang, CUDA error or bad output in user code becomes a failed Result with its reason, and
-the parent goes on with the other strategies.
+it, nvgg/compat/task.py). `run_child` runs a module of nvgg's on a submission in a process of its
+own with its own environment (the probe marks on or off: profiling/submission_phases.py).
 """
 
 from __future__ import annotations
@@ -19,13 +20,13 @@ from pathlib import Path
 
 import torch
 
-from ..cases import Case, make_case
+from ..cases import Case
 from ..errors import NvggError
+from ..isolation import TIMEOUT_S
 from ..strategies.base import Prepared, Strategy
 from .base import Backend
 
 COMPAT_DIR = Path(__file__).resolve().parent.parent / "compat"
-TIMEOUT_S = 300.0
 
 
 class SubmissionBackend(Backend):
@@ -69,16 +70,15 @@ def load(path: str | Path):
 
 
 def run_submission(path: str, case: Case, *, timeout_s: float | None = None, **kwargs):
-    """Run the submission on one case in a child process, for at most `timeout_s` (None:
-    TIMEOUT_S); always returns a Result."""
-    from ..runner import Result
+    """The submission on one case in a worker of its own, for at most `timeout_s` (None: the
+    isolation default); always a Result."""
+    from ..runner import Row, run_many
+    if not Path(path).is_file():
+        raise NvggError(f"submission {path} does not exist: pass the path of your submission.py")
     device = kwargs.pop("device", None)
-    args = {"path": str(Path(path).resolve()), "case": case.to_dict(),
-            "device": str(device) if device else None, **{k: v for k, v in kwargs.items() if k in ("profile", "timer", "batch")}}
-    raw, failure = run_child("nvgg.backends.submission", path, args, timeout_s=timeout_s)
-    if raw is not None:
-        return Result.from_dict(raw)
-    return Result(case=case.id, strategy="submission", backend="submission", status="error", message=failure)
+    row = Row(case, submission=str(Path(path).resolve()), device=str(device) if device else None,
+              **{k: v for k, v in kwargs.items() if k in ("profile", "timer", "batch")})
+    return run_many([row], timeout_s=timeout_s)[0]
 
 
 def run_child(module: str, path: str, args: dict, *, timeout_s: float | None = None,
@@ -110,25 +110,3 @@ def write_result(path: str, payload: dict) -> None:
     tmp = Path(path + ".tmp")
     tmp.write_text(json.dumps(payload))
     tmp.replace(path)
-
-
-def _worker(args: dict) -> int:
-    from ..runner import Result, run_one
-    raw = args["case"]
-    case = make_case(raw["id"], raw["m"], raw["n"], raw["k"], raw["g"], raw["seed"], raw.get("kind", "user"))
-    try:
-        module = load(args["path"])
-        result = run_one(case, strategy=AsSubmitted(), backend=SubmissionBackend(module),
-                         device=torch.device(args["device"]) if args.get("device") else None,
-                         profile=args.get("profile"), timer=args.get("timer") or "leaderboard", batch=args.get("batch"))
-    except NvggError as exc:
-        result = Result(case=case.id, strategy="submission", backend="submission", status="error", message=str(exc))
-    except Exception as exc:  # user code: report, never crash the caller
-        result = Result(case=case.id, strategy="submission", backend="submission", status="error",
-                        message=f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-    write_result(args["out"], result.to_dict())
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_worker(json.loads(sys.argv[1])))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -15,9 +16,9 @@ from ..errors import NvggError
 CasesFile = Annotated[Optional[str], typer.Option("--cases", help="A YAML file of extra cases (cases: {id: {m, n, k, g, seed}}).")]
 Shape = Annotated[Optional[str], typer.Option("--shape", help='An inline case: "m: [64, 128]; n: [256, 256]; k: [512, 512]; g: 2; seed: 7".')]
 Profile = Annotated[Optional[str], typer.Option("--profile", help="GPU profile for the SOL (b200, h100, h200); default: the running GPU's.")]
-SubmissionTimeout = Annotated[Optional[float], typer.Option(
-    "--timeout", min=1.0, help="Seconds a submission may take on one case (its own process; default 300) before "
-                               "it is stopped and reported as timed out.")]
+RowTimeout = Annotated[Optional[float], typer.Option(
+    "--timeout", min=1.0, help="Seconds a row may take (each runs in a worker process of its backend or submission; "
+                               "default 300) before its worker is killed and the row reported as timed out.")]
 JsonOut = Annotated[Optional[str], typer.Option("--json", help="Also write the results as JSON to this file.")]
 
 
@@ -49,12 +50,77 @@ def check_writable(flag: str, path: str | None) -> None:
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise NvggError(f"{flag} {path} cannot be written: pass a path in a writable folder")
+    # what the files are written through (report.write_text: a temporary file beside the target,
+    # renamed over it), tried in the nearest folder that exists: some pass os.access and refuse it
+    # (/proc, read-only mounts)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise NvggError(f"{flag} {path} cannot be written ({exc.strerror}): pass a path in a writable folder") from None
 
 
-def check_timeout(timeout: float | None, submission: str | None) -> None:
-    """--timeout bounds a submission's process; alone it would bound nothing."""
-    if timeout is not None and not submission:
-        raise NvggError("--timeout bounds a submission's run: pass --submission FILE")
+def check_submission(path: str) -> str:
+    """A submission's path, refused up front where it is no file."""
+    target = Path(path)
+    if not target.is_file():
+        what = "is a folder" if target.is_dir() else "does not exist"
+        raise NvggError(f"submission {path} {what}: pass the path of your submission.py")
+    return str(target.resolve())
+
+
+def check_submissions(paths: list[str]) -> list[str]:
+    """Several submissions' paths, each a file, none named twice (rows are told apart by file
+    name); one given twice runs once."""
+    seen: dict[str, str] = {}
+    for path in map(check_submission, paths):
+        name = Path(path).name
+        if seen.get(name, path) != path:
+            raise NvggError(f"two submissions named {name} ({seen[name]} and {path}): rows are told apart by file name, "
+                            "rename one")
+        seen[name] = path
+    return list(seen.values())
+
+
+class LiveFiles:
+    """The --json and --markdown files of a run, rewritten whole (atomically) as each row
+    finishes, so a run stopped from outside keeps every row it measured."""
+
+    def __init__(self, json_out: str | None, markdown: str | None, device, benchmark_ids: set[str]):
+        check_writable("--json", json_out)
+        check_writable("--markdown", markdown)
+        self.json_out, self.markdown, self.device, self.bench = json_out, markdown, device, benchmark_ids
+        self.results: list = []
+        self._env: dict | None = None
+
+    @property
+    def env(self) -> dict:
+        """The environment of the first row that recorded one, else this process's view."""
+        found = next((r.env for r in self.results if r.env), None)
+        if found:
+            return found
+        if self._env is None:
+            from ..env import collect
+            self._env = collect(self.device)
+        return self._env
+
+    def add(self, result) -> None:
+        self.results.append(result)
+        try:
+            self.write()
+        except OSError as exc:  # checked writable before the run; a disk that fills up mid-run
+            raise NvggError(f"writing the results failed after {len(self.results)} row(s): {exc}") from None
+
+    def write(self, extra: dict | None = None) -> None:
+        from ..report import document, markdown_report, write_json, write_text
+        if not (self.json_out or self.markdown):
+            return
+        env = self.env
+        if self.json_out:
+            write_json(self.json_out, dict(document(self.results, env, self.bench), **(extra or {})))
+        if self.markdown:
+            write_text(self.markdown, markdown_report(self.results, env, self.bench))
 
 
 class Timer(str, Enum):

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import sys
 from enum import Enum
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -13,9 +13,8 @@ from .. import backends, cases as casesmod, env as envmod, runner, strategies
 from ..backends.cute import TENSORMAP_MODES
 from ..cli import command
 from ..errors import NvggError
-from ..report import (document, geomean_table, label, load_baseline, markdown_report, regressions, results_table,
-                      status_text, write_json, write_text)
-from .common import (CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, Timer, TimerOpt, check_timeout, names,
+from ..report import check_text, gate, geomean_table, label, load_baseline, results_table, status_text
+from .common import (CasesFile, JsonOut, LiveFiles, Profile, RowTimeout, Shape, Timer, TimerOpt, check_submissions, names,
                      pick_cases)
 
 
@@ -31,18 +30,19 @@ def register(app: typer.Typer) -> None:
                     case: Annotated[str, typer.Option("--case", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
                     strategy: Annotated[Optional[str], typer.Option("--strategy", help="all or names, comma-separated.")] = None,
                     backend: Annotated[Optional[str], typer.Option("--backend", help="all or names, comma-separated.")] = None,
-                    submission: Annotated[Optional[str], typer.Option("--submission", help="Add a competition-format submission.py.")] = None,
+                    submission: Annotated[Optional[List[str]], typer.Option("--submission", help="Add a competition-format submission.py (repeat for several).")] = None,
                     tensormaps: Annotated[Optional[str], typer.Option("--tensormaps", help="The persistent cute kernel's tensor maps: device, host, or both (device,host or all), a row each.")] = None,
                     shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
-                    timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None, timeout: SubmissionTimeout = None,
+                    timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None, timeout: RowTimeout = None,
                     markdown: Annotated[Optional[str], typer.Option("--markdown", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
                     baseline: Annotated[Optional[str], typer.Option("--baseline", help="An earlier --json file to gate against.")] = None,
-                    max_regression: Annotated[float, typer.Option("--max-regression", help="Allowed slowdown in percent with --baseline.")] = 5.0) -> None:
-        """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness."""
-        check_timeout(timeout, submission)
+                    max_regression: Annotated[float, typer.Option("--max-regression", min=0.0, help="Allowed slowdown in percent with --baseline; only a slowdown beyond it and beyond both runs' noise fails.")] = 5.0) -> None:
+        """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness.
+        Every row runs in a worker process: a fault or a hang costs that row, and the files are written as rows finish."""
         device = runner.default_device()
         picked = pick_cases(None if shape else case, shape, cases_file)
         base = load_baseline(baseline) if baseline else None
+        subs = check_submissions(submission or [])
         if what is What.strategies:
             st_names = names(strategy or "all", strategies.NAMES, "strategy")
             be_names = names(backend, backends.NAMES, "backend") if backend else [backends.best(device)]
@@ -55,33 +55,29 @@ def register(app: typer.Typer) -> None:
         modes = names(tensormaps, TENSORMAP_MODES, "tensor-map mode") if tensormaps else None
         if modes and "persistent" not in st_names:
             raise NvggError("--tensormaps chooses the persistent kernel's tensor maps: add persistent to --strategy")
-        per_case = sum(len(modes) if modes and s == "persistent" else 1 for s in st_names) * len(be_names)
-        total = len(picked) * (per_case + (1 if submission else 0))
+        bench_ids = {c.id for c in casesmod.benchmarks()}
+        files = LiveFiles(json_out, markdown, device, bench_ids)
+        rows = runner.rows_of(picked, st_names, be_names, submissions=subs, tensormaps=modes,
+                              device=str(device), profile=profile, timer=timer.value)
         shown = lambda r: f"{r.case} {label(r)}: {status_text(r)}" if r is not None else ""  # noqa: E731
-        with typer.progressbar(length=total, label="measuring", file=sys.stderr, show_pos=True, item_show_func=shown) as bar:
+        regressed: list[str] = []
+        with typer.progressbar(length=len(rows), label="measuring", file=sys.stderr, show_pos=True, item_show_func=shown) as bar:
             def advance(r) -> None:
+                if base is not None:
+                    regressed.extend(gate([r], base, max_regression))
+                files.add(r)
                 bar.current_item = r
                 bar.update(1)
-            results = runner.run_many(picked, st_names, be_names, on_result=advance, tensormaps=modes,
-                                      submission=submission, submission_timeout_s=timeout, device=device,
-                                      profile=profile, timer=timer.value)
-        env = next((r.env for r in results if r.env), None) or envmod.collect(device)
-        bench_ids = {c.id for c in casesmod.benchmarks()}
-        typer.echo(f"card: {envmod.card(env)}")
+            results = runner.run_many(rows, timeout_s=timeout, on_result=advance)
+        typer.echo(f"card: {envmod.card(files.env)}")
         typer.echo(results_table(results))
         means = geomean_table(results, bench_ids)
         if means:
             typer.echo("\n" + means)
-        if json_out:
-            write_json(json_out, document(results, env, bench_ids))
-        if markdown:
-            write_text(markdown, markdown_report(results, env, bench_ids))
-        failed = [r for r in results if r.status in ("wrong", "error")]
-        if base is not None:
-            bad = regressions(results, base, max_regression)
-            for line in bad:
-                typer.secho(f"regression: {line}", err=True, fg=typer.colors.RED)
-            if bad:
-                raise typer.Exit(1)
-        if failed:
+        failed = [r for r in results if r.status in ("wrong", "error") or r.suspect]
+        for r in failed:
+            typer.secho(f"failed: {r.case} {label(r)}: {check_text(r)}", err=True, fg=typer.colors.RED)
+        for line in regressed:
+            typer.secho(f"regression: {line}", err=True, fg=typer.colors.RED)
+        if regressed or failed:
             raise typer.Exit(1)

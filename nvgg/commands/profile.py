@@ -6,17 +6,16 @@ own process (CUPTI, Nsight Compute, and --phases: the marks its kernels write th
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from .. import backends, cases as casesmod, env as envmod, runner, verdict as verdictmod
+from .. import backends, cases as casesmod, env as envmod, isolation, runner, verdict as verdictmod
 from ..cli import command
 from ..errors import NvggError
 from ..report import (document, ncu_table, occupancy_table, phase_table, results_table, setup_table,
                       submission_phase_table, write_json)
-from .common import (CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, TensorMaps, check_timeout, check_writable,
+from .common import (CasesFile, JsonOut, Profile, RowTimeout, Shape, TensorMaps, check_submission, check_writable,
                      mode_value, pick_cases)
 
 
@@ -34,7 +33,7 @@ def register(app: typer.Typer) -> None:
                     trace: Annotated[Optional[str], typer.Option("--trace", help="With --phases: write a Chrome/Perfetto trace here (one case).")] = None,
                     clock_control: Annotated[str, typer.Option("--clock-control", help="ncu's clock control: none (default) or base.")] = "none",
                     out_dir: Annotated[str, typer.Option("--out", help="Folder for .ncu-rep and CSV files.")] = "nvgg-results",
-                    tensormaps: TensorMaps = None, timeout: SubmissionTimeout = None, shape: Shape = None,
+                    tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
                     cases_file: CasesFile = None, profile: Profile = None, json_out: JsonOut = None) -> None:
         """Why is it slow: kernel time vs host overhead (CUPTI), counters (ncu), occupancy, phases."""
         if not (cupti or ncu or phases or occupancy):
@@ -42,7 +41,6 @@ def register(app: typer.Typer) -> None:
         if submission and (occupancy or strategy or backend or tensormaps):
             raise NvggError("a submission is profiled with --cupti, --ncu and --phases (its kernels' occupancy is in "
                             "ncu's Occupancy section); --occupancy, --strategy, --backend and --tensormaps need our kernels")
-        check_timeout(timeout, submission)
         if trace and not phases:
             raise NvggError("--trace writes the phases inside the kernel: add --phases")
         if phases and not submission and (strategy not in (None, "persistent") or backend not in (None, "cute")):
@@ -53,9 +51,8 @@ def register(app: typer.Typer) -> None:
             raise NvggError("--trace writes one case's phases: pass one --case")
         check_writable("--trace", trace)
         check_writable("--json", json_out)
-        if submission and not Path(submission).is_file():
-            what = "is a folder" if Path(submission).is_dir() else "does not exist"
-            raise NvggError(f"submission {submission} {what}: pass the path of your submission.py")
+        if submission:
+            submission = check_submission(submission)
         device = runner.default_device()
         if device.type != "cuda":
             raise NvggError("profiling needs a CUDA GPU and none is visible")
@@ -64,25 +61,33 @@ def register(app: typer.Typer) -> None:
         st_name = strategy or ("persistent" if phases else runner.default_strategy(backends.get(be_name, tensormaps=mode), device))
         target = {"submission": str(submission)} if submission else {"strategy": st_name, "backend": be_name, "tensormaps": mode}
         results, ncu_reports, occ_rows, phase_runs, failures = {}, {}, [], {}, []
-        for c in picked:
-            if cupti:
-                results[c.id] = _cupti_run(c, submission, st_name, be_name, mode, profile, timeout)
-            if ncu:
-                from ..profiling import ncu as ncumod
-                report = ncumod.profile(dict(target, case=c.to_dict()), out_dir, clock_control=clock_control)
-                report.sol_bytes = c.bytes
-                ncu_reports[c.id] = report
-            if occupancy:
-                from ..profiling.occupancy import report as occupancy_report
-                occ_rows += [dict(row, case=c.id) for row in occupancy_report(
-                    c, backends.get(be_name, tensormaps=mode), st_name, device, profile)]
-            if phases and submission:
-                fatal = _submission_phases(submission, c, timeout, phase_runs, failures)
-                if fatal:
-                    break
-            elif phases:
-                from ..profiling import device_phases
-                phase_runs[c.id] = device_phases.run(c, profile=profile, tensormaps=mode)
+        # whatever launches kernels runs in the pool's workers (a fault or a hang costs that case:
+        # a failed row or a failure line); ncu and a submission's phases run in processes of their own
+        with isolation.Pool(timeout) as pool:
+            for c in picked:
+                if cupti:
+                    row = (runner.Row(c, submission=submission, profile=profile, timer="cupti") if submission else
+                           runner.Row(c, st_name, be_name, mode, profile=profile, timer="cupti"))
+                    results[c.id] = runner.run_isolated(pool, row)
+                if ncu:
+                    from ..profiling import ncu as ncumod
+                    report = ncumod.profile(dict(target, case=c.to_dict()), out_dir, clock_control=clock_control)
+                    report.sol_bytes = c.bytes
+                    ncu_reports[c.id] = report
+                if occupancy:
+                    from ..profiling.occupancy import report as occupancy_report
+                    occ_rows += [dict(row, case=c.id) for row in occupancy_report(
+                        c, backends.get(be_name, tensormaps=mode), st_name, device, profile)]
+                if phases and submission:
+                    fatal = _submission_phases(submission, c, timeout, phase_runs, failures)
+                    if fatal:
+                        break
+                elif phases:
+                    try:
+                        phase_runs[c.id] = pool.call("backend:cute", isolation.Call(
+                            "nvgg.profiling.device_phases:run", {"case": c, "profile": profile, "tensormaps": mode}))
+                    except (isolation.RowFailure, isolation.RowError) as exc:
+                        failures.append(f"case {c.id}: phases: {exc}")
         _render(picked, results, ncu_reports, occ_rows, phase_runs, trace, json_out, device)
         _fail(failures)
 
@@ -109,14 +114,6 @@ def _fail(failures: list) -> None:
         typer.secho(f"nvgg: {line}", err=True, fg=typer.colors.RED)
     if failures:
         raise NvggError(failures[-1])
-
-
-def _cupti_run(case, submission, strategy, backend, mode, profile, timeout):
-    if submission:
-        from ..backends import submission as sub
-        return sub.run_submission(submission, case, profile=profile, timer="cupti",
-                                  timeout_s=timeout)
-    return runner.run_one(case, strategy=strategy, backend=backend, profile=profile, timer="cupti", tensormaps=mode)
 
 
 def _render(picked, results, ncu_reports, occ_rows, phase_runs, trace, json_out, device) -> None:

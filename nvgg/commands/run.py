@@ -7,13 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import cases as casesmod, env as envmod, runner
-from ..backends import submission as sub
+from .. import backends, cases as casesmod, env as envmod, runner
 from ..cli import command
 from ..errors import NvggError
-from ..report import document, results_table, write_json
-from .common import (CasesFile, JsonOut, Profile, Shape, SubmissionTimeout, TensorMaps, Timer, TimerOpt, check_timeout,
-                     mode_value, pick_cases)
+from ..report import results_table
+from .common import (CasesFile, JsonOut, LiveFiles, Profile, RowTimeout, Shape, TensorMaps, Timer, TimerOpt,
+                     check_submission, mode_value, pick_cases)
 
 
 def render(results, env: dict) -> str:
@@ -35,7 +34,18 @@ def render(results, env: dict) -> str:
                          f"worst {st.worst_us:.3f}, std {st.std_us:.3f}, {st.runs} runs x {st.batch} inputs [{st.method}, {st.clock}]")
         if r.setup_us:
             lines.append("setup: " + ", ".join(f"{k} {v / 1e3:.2f} ms" for k, v in r.setup_us.items()))
-    return "\n".join(lines)
+        lines.append(clocks_line(r.clocks))
+    return "\n".join(line for line in lines if line)
+
+
+def clocks_line(clocks: dict) -> str:
+    """The card's clocks while the row was timed, one line ("" where none were sampled)."""
+    if not clocks or not clocks.get("samples") or "sm_mhz" not in clocks:
+        return f"clocks: {clocks['error']}" if clocks and clocks.get("error") else ""
+    lo, mid, hi = clocks["sm_mhz"]
+    state = clocks.get("throttled") or "not throttled"
+    return (f"clocks while timed: SM {lo}-{hi} MHz (median {mid:g}), memory {clocks['mem_mhz'][0]}-{clocks['mem_mhz'][1]} MHz, "
+            f"up to {clocks['temp_c_max']} °C and {clocks['power_w_max']} W, {clocks['samples']} samples; {state}")
 
 
 def register(app: typer.Typer) -> None:
@@ -45,7 +55,7 @@ def register(app: typer.Typer) -> None:
                 strategy: Annotated[Optional[str], typer.Option("--strategy", help="persistent, multistream, graph or sequential.")] = None,
                 backend: Annotated[Optional[str], typer.Option("--backend", help="cute or torch (default: the best this machine has).")] = None,
                 submission: Annotated[Optional[str], typer.Option("--submission", help="Run a competition-format submission.py instead.")] = None,
-                tensormaps: TensorMaps = None, timeout: SubmissionTimeout = None, shape: Shape = None,
+                tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
                 cases_file: CasesFile = None,
                 profile: Profile = None, timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None) -> None:
         """Check and time one strategy on one case (default: the best strategy and backend here)."""
@@ -53,18 +63,22 @@ def register(app: typer.Typer) -> None:
         if len(picked) != 1:
             raise NvggError("nvgg run takes one case: use `nvgg compare` for several")
         the_case = picked[0]
-        check_timeout(timeout, submission)
+        device = runner.default_device()
         if submission:
             if strategy or backend or tensormaps:
                 raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
-            result = sub.run_submission(submission, the_case, profile=profile, timer=timer.value,
-                                        timeout_s=timeout)
+            row = runner.Row(the_case, submission=check_submission(submission), device=str(device), profile=profile,
+                             timer=timer.value)
         else:
-            result = runner.run_one(the_case, strategy=strategy, backend=backend, profile=profile, timer=timer.value,
-                                    tensormaps=mode_value(tensormaps))
-        env = result.env or envmod.collect(runner.default_device())
-        typer.echo(render([result], env))
-        if json_out:
-            write_json(json_out, document([result], env, {c.id for c in casesmod.benchmarks()}))
-        if result.status != "ok":
+            be = backend or backends.best(device)
+            st = strategy or runner.default_strategy(backends.get(be, tensormaps=mode_value(tensormaps)), device)
+            row = runner.Row(the_case, st, be, mode_value(tensormaps), device=str(device), profile=profile,
+                             timer=timer.value)
+        files = LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})
+        [result] = runner.run_many([row], timeout_s=timeout)
+        if result.status == "unsupported":
+            raise NvggError(result.message)
+        files.add(result)
+        typer.echo(render([result], result.env or files.env))
+        if result.status != "ok" or result.suspect:
             raise typer.Exit(1)
