@@ -30,7 +30,7 @@ COMPAT_DIR = Path(__file__).resolve().parent.parent / "compat"
 
 
 class SubmissionBackend(Backend):
-    """In-process view of an imported submission module (used inside the child process)."""
+    """An imported submission module as a backend (in the worker that runs its rows)."""
 
     def __init__(self, module):
         self.module, self.name = module, "submission"
