@@ -15,9 +15,9 @@ from pathlib import Path
 
 import yaml
 
+from . import data
 from .errors import NvggError
 
-CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
 BUILTIN_FILE = "competition.yaml"
 
 
@@ -151,7 +151,7 @@ def load_file(path: str | Path, kind: str = "user") -> list[Case]:
 
 @lru_cache(maxsize=1)
 def builtin() -> tuple[Case, ...]:
-    return tuple(load_file(CASES_DIR / BUILTIN_FILE, kind="test"))
+    return tuple(load_file(data.folder("cases") / BUILTIN_FILE, kind="test"))
 
 
 def all_cases(extra_file: str | Path | None = None) -> list[Case]:

@@ -11,9 +11,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from . import data
 from .errors import NvggError
-
-PROFILES_DIR = Path(__file__).resolve().parent.parent / "profiles"
 
 
 @dataclass(frozen=True)
@@ -68,7 +67,7 @@ def _load(path: Path) -> Profile:
 
 @lru_cache(maxsize=None)
 def all_profiles() -> dict[str, Profile]:
-    return {p.stem: _load(p) for p in sorted(PROFILES_DIR.glob("*.toml"))}
+    return {p.stem: _load(p) for p in sorted(data.folder("profiles").glob("*.toml"))}
 
 
 def get(name: str) -> Profile:

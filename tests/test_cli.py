@@ -239,6 +239,7 @@ def test_profile_a_submission_with_cupti_and_a_timeout(monkeypatch, tmp_path):
     (["profile", "--cupti", "--timeout", "0"], "Invalid value for '--timeout'"),
     (["run", "--case", "3", "--timeout", "-1"], "Invalid value for '--timeout'"),
     (["compare", "--max-regression", "-5"], "Invalid value for '--max-regression'"),
+    (["compare", "--max-regression", "5"], "--max-regression is the slowdown --baseline allows"),
     (["compare", "--submission", "tests"], "submission tests is a folder"),
     (["compare", "--baseline", "README.md"], "baseline README.md is not an nvgg result file"),
     (["compare", "--markdown", "/"], "--markdown / is a folder"),

@@ -30,8 +30,7 @@ class TensorMapMode(str, Enum):
 TensorMaps = Annotated[Optional[TensorMapMode], typer.Option(
     "--tensormaps", case_sensitive=False,
     help="The persistent cute kernel's tensor maps: device (rewritten in the kernel on each group change) or "
-         "host (every group's encoded on the host at prepare time). Default: the kernel's own (sm_100a: host; "
-         "sm_90a has device only).")]
+         "host (every group's encoded on the host at prepare time). Both archs have both; default host.")]
 
 
 def mode_value(mode: TensorMapMode | None) -> str | None:

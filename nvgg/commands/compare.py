@@ -36,9 +36,12 @@ def register(app: typer.Typer) -> None:
                     timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None, timeout: RowTimeout = None,
                     markdown: Annotated[Optional[str], typer.Option("--markdown", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
                     baseline: Annotated[Optional[str], typer.Option("--baseline", help="An earlier --json file to gate against.")] = None,
-                    max_regression: Annotated[float, typer.Option("--max-regression", min=0.0, help="Allowed slowdown in percent with --baseline; only a slowdown beyond it and beyond both runs' noise fails.")] = 5.0) -> None:
+                    max_regression: Annotated[Optional[float], typer.Option("--max-regression", min=0.0, help="Allowed slowdown in percent with --baseline (default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
         """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness.
         Every row runs in a worker process: a fault or a hang costs that row, and the files are written as rows finish."""
+        if baseline is None and max_regression is not None:
+            raise NvggError("--max-regression is the slowdown --baseline allows: add --baseline FILE (an earlier --json)")
+        max_regression = 5.0 if max_regression is None else max_regression
         device = runner.default_device()
         picked = pick_cases(None if shape else case, shape, cases_file)
         base = load_baseline(baseline) if baseline else None

@@ -15,6 +15,8 @@ only where tracing did not inflate them past it.
 
 from __future__ import annotations
 
+import warnings
+
 from dataclasses import asdict, dataclass
 from typing import Callable
 
@@ -47,9 +49,13 @@ class CallProfile:
 
 def record(fn: Callable[[], object], device: torch.device | None = None) -> list[Activity]:
     """Run fn once under the profiler and return the device activities it caused, by start."""
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
-        fn()
-        torch.cuda.synchronize(device)
+    with warnings.catch_warnings():
+        # one recording is one profiler cycle: its note that events are cleared between cycles
+        # ("Profiler clears events at the end of each cycle") says nothing about this use
+        warnings.filterwarnings("ignore", message="Profiler clears events")
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+            fn()
+            torch.cuda.synchronize(device)
     out = []
     for e in prof.profiler.kineto_results.events():
         if e.device_type() == torch.autograd.DeviceType.CUDA and e.duration_ns() > 0:
