@@ -16,7 +16,7 @@ from pathlib import Path
 import yaml
 
 from . import data
-from .errors import NvggError
+from .errors import NvggError, read_text
 
 BUILTIN_FILE = "competition.yaml"
 
@@ -121,14 +121,16 @@ def parse_shape(spec: str, id: str = "shape") -> Case:
 def load_file(path: str | Path, kind: str = "user") -> list[Case]:
     """Load a YAML case file: a mapping `cases:` of id -> {m, n, k, g, seed} (or a list with `id`)."""
     path = Path(path)
+    text = read_text(path, "case file", "pass an existing YAML file to --cases")
     try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise NvggError(f"case file {path} does not exist: pass an existing YAML file to --cases") from None
+        raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise NvggError(f"case file {path} is not valid YAML ({str(exc).splitlines()[0]}): fix it and retry") from None
     entries = raw.get("cases") if isinstance(raw, dict) else None
     if isinstance(entries, dict):
+        for key, val in entries.items():
+            if val is not None and not isinstance(val, dict):
+                raise NvggError(f"case file {path}, case {key!r}: expected a mapping {{m, n, k, g, seed}}, got {val!r}")
         entries = [{"id": str(key), **(val or {})} for key, val in entries.items()]
     if not isinstance(entries, list):
         raise NvggError(f"case file {path} must have a top-level 'cases:' mapping of id -> {{m, n, k, g, seed}}")

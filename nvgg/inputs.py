@@ -105,6 +105,28 @@ def generate_batch(case: Case, device: torch.device | str = "cuda", count: int =
     return [generate(case, device, seed=case.seed + SEED_STEP * (i + 1)) for i in range(count)]
 
 
+def memory_needed(case: Case, count: int, reference_bytes: int = 8) -> int:
+    """Bytes a run of `count` inputs holds at its peak, roughly: the inputs (A, B, both scale
+    layouts, C: about case.bytes each), and the reference's decoded copies of the largest group
+    (A and B expanded at `reference_bytes` an element, and its product)."""
+    largest = max((m + n) * k + m * n for m, n, k in case.groups)
+    return count * case.bytes + largest * reference_bytes
+
+
+def memory_free(device: torch.device) -> int | None:
+    """Free bytes on the device (the GPU's, or the host's available memory); None where unknown."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
 # the timed repetitions' inputs: new values (seeds past the checked batch's) written over the
 # checked ones in place, so prepared launches keep their addresses and a call that returns what
 # it computed for the checked inputs is wrong

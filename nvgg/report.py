@@ -12,7 +12,7 @@ from pathlib import Path
 from tabulate import tabulate
 
 from .cases import Case
-from .errors import NvggError
+from .errors import NvggError, read_text
 from .sol import Sol
 
 
@@ -63,6 +63,9 @@ def status_text(r) -> str:
     return {"ok": "ok", "wrong": "WRONG", "error": "ERROR", "unsupported": "n/a"}[r.status]
 
 
+NOTE_LEN = 24  # a check column's reason longer than this is a numbered note under the table
+
+
 def check_text(r) -> str:
     """The check column: the status, and why where it is not plain ok (a failure's message, a
     flag's sentence)."""
@@ -79,6 +82,15 @@ def results_table(results, fmt: str = "github") -> str:
     with_verdict = any(getattr(r, "verdict", None) for r in results)
     with_gate = any(getattr(r, "gate", None) for r in results)
     rows = []
+    footnotes: dict[str, int] = {}
+
+    def note(text: str, short: str) -> str:
+        """A long reason once under the table, the cell its status and the note's number."""
+        if len(text) <= NOTE_LEN:
+            return text
+        number = footnotes.setdefault(text.removeprefix(f"{short}: "), len(footnotes) + 1)
+        return f"{short} [{number}]"
+
     for i, r in enumerate(results):
         st = r.stats
         timed = st is not None and r.status == "ok"  # a row wrong when timed keeps its stats in the JSON only
@@ -94,7 +106,7 @@ def results_table(results, fmt: str = "github") -> str:
         row += [
             f"{ups[i]:.2f}x" if i in ups else "—",
             f"{r.gap:.1f}x" if r.gap else "—",
-            check_text(r),
+            note(check_text(r), status_text(r)),
         ]
         if with_gate:
             row.append(_gate_text(r.gate))
@@ -107,7 +119,8 @@ def results_table(results, fmt: str = "github") -> str:
     headers += ["vs sequential", "gap to SOL", "check"] + (["vs baseline"] if with_gate else []) + (
         ["verdict"] if with_verdict else [])
     table = tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
-    notes = [f"{r.case} {label(r)}: {r.cupti['gaps_note']}" for r in results if r.cupti and r.cupti.get("gaps_note")]
+    notes = [f"[{n}] {text}" for text, n in footnotes.items()]
+    notes += [f"{r.case} {label(r)}: {r.cupti['gaps_note']}" for r in results if r.cupti and r.cupti.get("gaps_note")]
     if with_cupti:
         notes.insert(0, "CUPTI, per call: time = kernel µs + host+launch µs; gaps in a call are part of host+launch")
     return table + "".join("\n" + n for n in notes)
@@ -136,7 +149,7 @@ def geomean_table(results, benchmark_ids: set[str]) -> str:
 def sol_rows(case: Case, device_sol: Sol | None, b200_sol: Sol) -> list:
     rows = []
     for s in ([device_sol] if device_sol else []) + [b200_sol]:
-        rows.append([case.id, s.profile, s.data_path, f"{s.bytes / 1e6:.2f}", f"{s.flops / 1e9:.1f}",
+        rows.append([case.id, s.profile, s.data_path, f"{s.bytes / 1e6:.2f}", f"{s.flops / 1e9:.2f}",
                      _us(s.memory_us), _us(s.compute_us), _us(s.sol_us), s.bound])
     return rows
 
@@ -171,35 +184,48 @@ def write_text(path: str | Path, text: str) -> None:
     try:
         with os.fdopen(fd, "w") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 is for the temporary name only
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_json(path: str | Path, payload) -> None:
     write_text(path, json.dumps(payload, indent=2, default=str) + "\n")
 
 
+STATUSES = ("ok", "wrong", "error", "unsupported")
+
+
+def read_rows(path: str | Path, what: str = "result file") -> list[dict]:
+    """The rows of a file written by --json, each checked to be a result row; anything else (no
+    file, a folder, not UTF-8, not JSON, rows of another shape) is one NvggError naming `what`."""
+    text = read_text(path, what, "pass a file written by --json FILE")
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raw = None
+    rows = raw.get("results") if isinstance(raw, dict) else None
+    if not isinstance(rows, list) or not all(_result_row(r) for r in rows):
+        raise NvggError(f"{what} {path} is not an nvgg result file (JSON with 'results'): regenerate it with --json")
+    return rows
+
+
 def load_baseline(path: str | Path) -> dict[tuple[str, str, str, str], dict]:
     """An earlier result file's rows by `row_key`; checked whole before any work starts."""
-    try:
-        raw = json.loads(Path(path).read_text())
-        rows = raw["results"]
-        if not isinstance(rows, list) or not all(_result_row(r) for r in rows):
-            raise ValueError("not result rows")
-        return {row_key(r): r for r in rows}
-    except FileNotFoundError:
-        raise NvggError(f"baseline {path} does not exist: write one first with --json {path}") from None
-    except IsADirectoryError:
-        raise NvggError(f"baseline {path} is a folder: pass an nvgg --json file") from None
-    except (ValueError, KeyError, TypeError, AttributeError, UnicodeDecodeError):
-        raise NvggError(f"baseline {path} is not an nvgg result file (JSON with 'results'): regenerate it with --json") from None
+    return {row_key(r): r for r in read_rows(path, "baseline")}
 
 
 def _result_row(r) -> bool:
     """A result row as --json writes it: a case, a status, and stats with numbers or none."""
-    if not isinstance(r, dict) or not isinstance(r.get("case"), str) or not isinstance(r.get("status"), str):
+    if not isinstance(r, dict) or not isinstance(r.get("case"), str) or r.get("status") not in STATUSES:
         return False
     st = r.get("stats")
     return st is None or (isinstance(st, dict) and all(isinstance(st.get(k), (int, float)) and st.get(k) >= 0

@@ -149,6 +149,8 @@ def setup(case: Case, *, strategy=None, backend=None, device: torch.device | Non
     Unsupported -> NvggError."""
     device = device or default_device()
     be, st = _checked(case, strategy, backend, tensormaps, device)
+    count = batch or (inputs.BATCH if device.type == "cuda" else CPU_BATCH)
+    check_memory(case, device, count)
     prof = device_profile(device, profile)
     result = Result(case=case.id, strategy=st.name, backend=be.name, status="ok", env=envmod.collect(device))
     if st.grouped and device.type == "cuda":
@@ -174,7 +176,6 @@ def setup(case: Case, *, strategy=None, backend=None, device: torch.device | Non
             from .profiling.occupancy import of_kernel
             result.ctas_per_sm = of_kernel(infos[0], prof).blocks_per_sm
 
-    count = batch or (inputs.BATCH if device.type == "cuda" else CPU_BATCH)
     batch_data = inputs.generate_batch(case, device, count)
     prepared = []
     for data in batch_data:
@@ -328,6 +329,14 @@ class Row:
     device: str | None = None
 
     @property
+    def name(self) -> str:
+        """The row as tables name it: case and strategy/backend (or the submission's file)."""
+        if self.submission:
+            return f"{self.case.id} submission[{Path(self.submission).name}]"
+        mode = f"[{self.tensormaps}]" if self.tensormaps else ""
+        return f"{self.case.id} {self.strategy or 'default'}{mode}/{self.backend or 'default'}"
+
+    @property
     def key(self) -> str:
         """The worker a row runs in: one a backend, one a submission file."""
         return f"submission:{self.submission}" if self.submission else f"backend:{self.backend or ''}"
@@ -383,12 +392,23 @@ def _checked(case: Case, strategy, backend, tensormaps: str | None, device: torc
     return be, st
 
 
+def check_memory(case: Case, device: torch.device, count: int) -> None:
+    """Refuse a case whose inputs (and the reference's copies) cannot fit in the device's free
+    memory, with the size it needs, before anything is generated."""
+    need, free = inputs.memory_needed(case, count, 8 if device.type == "cuda" else 4), inputs.memory_free(device)
+    if free is not None and need > free:
+        where = "GPU" if device.type == "cuda" else "host"
+        raise NvggError(f"case {case.id} needs about {need / 1e9:.1f} GB ({count} inputs of {case.bytes / 1e9:.2f} GB and "
+                        f"the reference's copies) and the {where} has {free / 1e9:.1f} GB free: pass a smaller case")
+
+
 def precheck(row: Row) -> None:
-    """What `setup` checks first, in the calling process: an unsupported row is answered without
-    starting a worker. NvggError if unsupported."""
+    """What `setup` checks first, in the calling process: an unsupported row (or one whose
+    inputs cannot fit) is answered without starting a worker. NvggError if unsupported."""
+    device = torch.device(row.device) if row.device else default_device()
     if not row.submission:
-        _checked(row.case, row.strategy, row.backend, row.tensormaps,
-                 torch.device(row.device) if row.device else default_device())
+        _checked(row.case, row.strategy, row.backend, row.tensormaps, device)
+    check_memory(row.case, device, row.batch or (inputs.BATCH if device.type == "cuda" else CPU_BATCH))
 
 
 def run_isolated(pool, row: Row) -> Result:
@@ -419,13 +439,16 @@ def rows_of(cases: list[Case], strategy_names: list[str], backend_names: list[st
     return rows
 
 
-def run_many(rows: list[Row], *, timeout_s: float | None = None, on_result=None) -> list[Result]:
-    """Every row, each in its backend's worker (isolation.py), in order; `on_result(result)` as
-    each finishes. A row that fails in any way is a row, never the end of the run."""
+def run_many(rows: list[Row], *, timeout_s: float | None = None, on_result=None, on_start=None) -> list[Result]:
+    """Every row, each in its backend's worker (isolation.py), in order; `on_start(row)` as each
+    begins and `on_result(result)` as it finishes. A row that fails in any way is a row, never the
+    end of the run."""
     from . import isolation
     results = []
     with isolation.Pool(timeout_s) as pool:
         for row in rows:
+            if on_start:
+                on_start(row)
             res = run_isolated(pool, row)
             results.append(res)
             if on_result:

@@ -13,14 +13,14 @@ cli = CliRunner()
 
 
 def test_cases_lists_all_fourteen():
-    out = cli.invoke(app, ["cases", "--json"])
+    out = cli.invoke(app, ["cases", "--json", "-"])
     assert out.exit_code == 0
     rows = json.loads(out.stdout)
     assert len(rows) == 14 and rows[2]["id"] == "3" and rows[2]["bytes"] == 18_481_152
 
 
 def test_sol_json_has_the_contract_keys():
-    out = cli.invoke(app, ["sol", "--case", "1,2,3,4", "--profile", "h200", "--json"])
+    out = cli.invoke(app, ["sol", "--case", "1,2,3,4", "--profile", "h200", "--json", "-"])
     assert out.exit_code == 0
     rows = json.loads(out.stdout)
     assert {"case", "profile", "bytes", "flops", "memory_us", "compute_us", "sol_us", "bound"} <= set(rows[0])
@@ -54,7 +54,7 @@ def _fake(case, strategy, backend, t, status="ok"):
 
 def _many(make):
     """A fake runner.run_many: each row through `make(row)`, reported as it finishes."""
-    def fake_many(rows, *, timeout_s=None, on_result=None):
+    def fake_many(rows, *, timeout_s=None, on_result=None, on_start=None):
         out = []
         for row in rows:
             res = make(row)
@@ -75,6 +75,7 @@ def _rows(monkeypatch, make):
         return make(row)
 
     monkeypatch.setattr(runner_mod, "run_isolated", fake)
+    monkeypatch.setattr(runner_mod, "precheck", lambda row: None)  # the fake GPU would fail the real checks
     return seen
 
 
@@ -154,7 +155,8 @@ def test_run_on_cpu_end_to_end():
 def test_compare_for_real_on_cpu():
     out = cli.invoke(app, ["compare", "--case", "test-1", "--strategy", "sequential,graph", "--backend", "torch"])
     assert out.exit_code == 0, out.output
-    assert "sequential/torch" in out.stdout and "n/a: the graph strategy needs a CUDA GPU" in out.stdout
+    assert "sequential/torch" in out.stdout and "| n/a [1] |" in out.stdout
+    assert "[1] the graph strategy needs a CUDA GPU" in out.stdout  # a long reason once, under the table
 
 
 # --- profile across the benchmarks, submissions, verdicts, Markdown, timeouts --------------------------
@@ -358,3 +360,70 @@ def test_profile_phases_of_a_submission_states_bad_input_in_one_line_and_keeps_t
     monkeypatch.setattr(submission_phases, "run", unmarked)
     out = cli.invoke(app, ["profile", "--phases", "--submission", str(mine)])
     assert out.exit_code == 2 and out.stderr.count("nvgg: ") == 1 and "asked for no probe buffer" in out.stderr
+
+
+# --- kinds of bad input: files of the wrong shape, sizes that cannot fit, paths that cannot be written ----
+
+def _bad_files(tmp_path):
+    files = {
+        "list.yaml": "cases:\n  - 1\n  - 2\n",
+        "strings.yaml": 'cases:\n  mine: "m: 64"\n',
+        "nested.yaml": "cases:\n  mine: {m: [[64]], n: 256, k: 256}\n",
+        "binary.yaml": b"\xff\xfe\x00\x01",
+        "status.json": json.dumps({"results": [{"case": "1", "status": "weird", "strategy": "s", "backend": "b"}]}),
+        "rows.json": json.dumps({"results": "none"}),
+        "binary.json": b"\xff\xfe\x00\x01",
+    }
+    for name, body in files.items():
+        (tmp_path / name).write_bytes(body if isinstance(body, bytes) else body.encode())
+    (tmp_path / "folder.yaml").mkdir()
+    return tmp_path
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["cases", "--cases", "{d}/list.yaml"], "each case needs an id"),
+    (["cases", "--cases", "{d}/strings.yaml"], "expected a mapping"),
+    (["cases", "--cases", "{d}/nested.yaml"], "must be an integer or a non-empty list of integers"),
+    (["cases", "--cases", "{d}/binary.yaml"], "is not UTF-8 text"),
+    (["cases", "--cases", "{d}/folder.yaml"], "is a folder"),
+    (["report", "{d}/status.json"], "is not an nvgg result file"),
+    (["report", "{d}/rows.json"], "is not an nvgg result file"),
+    (["report", "{d}/binary.json"], "is not UTF-8 text"),
+    (["report", "{d}"], "is a folder"),
+    (["compare", "--case", "test-1", "--baseline", "{d}/status.json"], "baseline"),
+    (["run", "--shape", "m: [1000000000]; n: [4096]; k: [7168]"], "needs about"),
+    (["compare", "--shape", "m: [1000000000]; n: [4096]; k: [7168]", "--strategy", "sequential"], None),
+    (["sol", "--case", "3", "--json", "/proc/nvgg/sol.json"], "--json /proc/nvgg/sol.json cannot be written"),
+    (["cases", "--json", "{d}"], "is a folder"),
+])
+def test_kinds_of_bad_input_are_one_line_exit_2(tmp_path, argv, words):
+    d = _bad_files(tmp_path)
+    out = cli.invoke(app, [a.format(d=d) for a in argv])
+    assert "Traceback" not in out.output and (out.exception is None or isinstance(out.exception, SystemExit)), out.output
+    if words is None:  # a compare keeps the row: n/a with the size it needs, exit 0 (nothing failed)
+        assert "needs about" in out.stdout and out.exit_code == 0, out.output
+        return
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.exit_code == 2 and len(lines) == 1 and words in lines[0], out.output
+
+
+def test_the_example_workflow_runs_as_written(monkeypatch, tmp_path):
+    """examples/ci/nvgg-gate.yml: its compare line, with the job summary and the baseline it names,
+    is accepted by the CLI and writes the summary and the JSON (rows faked)."""
+    import shlex
+    from pathlib import Path
+    import yaml
+    flow = yaml.safe_load((Path(__file__).parent.parent / "examples/ci/nvgg-gate.yml").read_text())
+    line = next(step["run"] for step in flow["jobs"]["gate"]["steps"] if "nvgg compare" in step.get("run", ""))
+    summary = tmp_path / "step_summary.md"
+    args = shlex.split(line.replace("$GITHUB_STEP_SUMMARY", str(summary)))
+    assert args[0].endswith("nvgg")
+    args = [str(tmp_path / a) if a.endswith(".json") else a for a in args[1:]]
+    baseline = Path(args[args.index("--baseline") + 1])
+    monkeypatch.setattr(runner_mod, "run_many", _many(lambda row: _fake(row.case.id, row.strategy, "cute", 10.0)))
+    first = cli.invoke(app, ["compare", "strategies", "--case", "benchmarks", "--json", str(baseline)])
+    assert first.exit_code == 0, first.output
+    out = cli.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    assert summary.read_text().startswith("## nvgg compare") and "vs baseline" in summary.read_text()
+    assert json.loads(Path(args[args.index("--json") + 1]).read_text())["results"]

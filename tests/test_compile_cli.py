@@ -25,7 +25,7 @@ def _arch(tmp_path_factory):
 @pytest.mark.parametrize("case_id", ["1", "2", "3", "4"])
 def test_compile_every_strategy_on_the_benchmarks(case_id, strategy):
     out = CliRunner().invoke(app, ["compile", "--arch", "sm_90a", "--case", case_id, "--strategy", strategy,
-                                   "--backend", "cute", "--json"])
+                                   "--backend", "cute", "--json", "-"])
     assert out.exit_code == 0, out.output
     kernels = json.loads(out.stdout)["kernels"]
     assert kernels, "no kernel reported"

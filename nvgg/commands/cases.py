@@ -2,24 +2,22 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 from tabulate import tabulate
 
 from ..cli import command
-from .common import CasesFile, Shape, pick_cases
+from .common import CasesFile, JsonOut, Shape, check_writable, emit_json, pick_cases
 
 
 def register(app: typer.Typer) -> None:
     @app.command("cases")
     @command
     def cases_cmd(cases_file: CasesFile = None, shape: Shape = None,
-                  as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+                  json_out: JsonOut = None) -> None:
         """List the cases: id, kind, G, per-group m/n/k, GFLOP and MB moved."""
+        check_writable("--json", json_out)
         cases = pick_cases(None, shape, cases_file, default="all")
-        if as_json:
-            typer.echo(json.dumps([dict(c.to_dict(), flops=c.flops, bytes=c.bytes) for c in cases], indent=2))
+        if emit_json(json_out, [dict(c.to_dict(), flops=c.flops, bytes=c.bytes) for c in cases]):
             return
         rows = [[c.id, c.kind, c.g, _fmt(c.m), _fmt(c.n), _fmt(c.k), f"{c.flops / 1e9:.2f}", f"{c.bytes / 1e6:.2f}"] for c in cases]
         typer.echo(tabulate(rows, headers=["case", "kind", "G", "m", "n", "k", "GFLOP", "MB"], tablefmt="github",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from enum import Enum
@@ -19,7 +20,8 @@ Profile = Annotated[Optional[str], typer.Option("--profile", help="GPU profile f
 RowTimeout = Annotated[Optional[float], typer.Option(
     "--timeout", min=1.0, help="Seconds a row may take (each runs in a worker process of its backend or submission; "
                                "default 300) before its worker is killed and the row reported as timed out.")]
-JsonOut = Annotated[Optional[str], typer.Option("--json", help="Also write the results as JSON to this file.")]
+JsonOut = Annotated[Optional[str], typer.Option("--json", metavar="FILE",
+                                                 help="Write the results as JSON to FILE (- for stdout, in place of the table).")]
 
 
 class TensorMapMode(str, Enum):
@@ -39,7 +41,7 @@ def mode_value(mode: TensorMapMode | None) -> str | None:
 
 def check_writable(flag: str, path: str | None) -> None:
     """An output path is checked before any work, so a long run never ends on a file it cannot write."""
-    if path is None:
+    if path is None or path == "-":
         return
     target = Path(path)
     if target.is_dir():
@@ -82,6 +84,65 @@ def check_submissions(paths: list[str]) -> list[str]:
     return list(seen.values())
 
 
+def emit_json(path: str | None, payload) -> bool:
+    """--json: "-" prints the JSON on stdout (True: it stands in for the table); a file is written
+    (atomically) and announced on stderr."""
+    if path is None:
+        return False
+    if path == "-":
+        typer.echo(json.dumps(payload, indent=2, default=str))
+        return True
+    from ..report import write_json
+    try:
+        write_json(path, payload)
+    except OSError as exc:
+        raise NvggError(f"--json {path} cannot be written ({exc.strerror}): pass a path in a writable folder") from None
+    typer.echo(f"wrote {path}", err=True)
+    return False
+
+
+class Progress:
+    """Rows done and left, the current row and the time spent, on stderr: a live line (rich) in a
+    terminal, a plain line a row when stderr is not one (CI logs)."""
+
+    def __init__(self, total: int, what: str = "measuring"):
+        import sys
+        import time
+        self.total, self.done, self.what = total, 0, what
+        self.started = time.monotonic()
+        self._clock = time.monotonic
+        self.live = None
+        if sys.stderr.isatty():
+            from rich.console import Console
+            from rich.progress import BarColumn, MofNCompleteColumn, Progress as Bar, TextColumn, TimeElapsedColumn
+            self.live = Bar(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                            console=Console(stderr=True), transient=True)
+            self.task = self.live.add_task(what, total=total)
+
+    def __enter__(self) -> "Progress":
+        if self.live is not None:
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+    def start(self, name: str) -> None:
+        if self.live is not None:
+            self.live.update(self.task, description=f"{self.what}: {name}")
+        else:
+            typer.echo(f"[{self.done + 1}/{self.total}] {name} ... ({self._clock() - self.started:.0f} s so far)", err=True)
+
+    def finish(self, name: str, outcome: str) -> None:
+        self.done += 1
+        if self.live is not None:
+            self.live.update(self.task, advance=1)
+            self.live.console.print(f"{name}: {outcome}", markup=False, highlight=False)
+        else:
+            typer.echo(f"[{self.done}/{self.total}] {name}: {outcome}", err=True)
+
+
 class LiveFiles:
     """The --json and --markdown files of a run, rewritten whole (atomically) as each row
     finishes, so a run stopped from outside keeps every row it measured."""
@@ -111,12 +172,23 @@ class LiveFiles:
         except OSError as exc:  # checked writable before the run; a disk that fills up mid-run
             raise NvggError(f"writing the results failed after {len(self.results)} row(s): {exc}") from None
 
+    def finish(self) -> bool:
+        """After the last row: --json - prints the document (True: in place of the table); the
+        files written are announced."""
+        from ..report import document
+        if self.json_out == "-":
+            typer.echo(json.dumps(document(self.results, self.env, self.bench), indent=2, default=str))
+        for path in (self.json_out, self.markdown):
+            if path and path != "-" and self.results:
+                typer.echo(f"wrote {path}", err=True)
+        return self.json_out == "-"
+
     def write(self, extra: dict | None = None) -> None:
         from ..report import document, markdown_report, write_json, write_text
-        if not (self.json_out or self.markdown):
+        if not ((self.json_out and self.json_out != "-") or self.markdown):
             return
         env = self.env
-        if self.json_out:
+        if self.json_out and self.json_out != "-":
             write_json(self.json_out, dict(document(self.results, env, self.bench), **(extra or {})))
         if self.markdown:
             write_text(self.markdown, markdown_report(self.results, env, self.bench))

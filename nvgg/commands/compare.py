@@ -3,7 +3,6 @@ table and JSON, with the geometric mean over the benchmarks and a regression gat
 
 from __future__ import annotations
 
-import sys
 from enum import Enum
 from typing import Annotated, List, Optional
 
@@ -14,13 +13,21 @@ from ..backends.cute import TENSORMAP_MODES
 from ..cli import command
 from ..errors import NvggError
 from ..report import check_text, gate, geomean_table, label, load_baseline, results_table, status_text
-from .common import (CasesFile, JsonOut, LiveFiles, Profile, RowTimeout, Shape, Timer, TimerOpt, check_submissions, names,
+from .common import (CasesFile, JsonOut, LiveFiles, Profile, Progress, RowTimeout, Shape, Timer, TimerOpt, check_submissions, names,
                      pick_cases)
 
 
 class What(str, Enum):
     strategies = "strategies"
     backends = "backends"
+
+
+def _outcome(r) -> str:
+    """A finished row in a few words: its status and time, or its reason."""
+    from ..report import _us
+    if r.status == "ok" and r.stats is not None:
+        return f"{status_text(r)} {_us(r.time_us)} µs ({r.wall_s:.1f} s)"
+    return f"{status_text(r)} ({r.wall_s:.1f} s): {r.message.splitlines()[0][:100] if r.message else ''}"
 
 
 def register(app: typer.Typer) -> None:
@@ -62,21 +69,20 @@ def register(app: typer.Typer) -> None:
         files = LiveFiles(json_out, markdown, device, bench_ids)
         rows = runner.rows_of(picked, st_names, be_names, submissions=subs, tensormaps=modes,
                               device=str(device), profile=profile, timer=timer.value)
-        shown = lambda r: f"{r.case} {label(r)}: {status_text(r)}" if r is not None else ""  # noqa: E731
         regressed: list[str] = []
-        with typer.progressbar(length=len(rows), label="measuring", file=sys.stderr, show_pos=True, item_show_func=shown) as bar:
+        with Progress(len(rows)) as progress:
             def advance(r) -> None:
                 if base is not None:
                     regressed.extend(gate([r], base, max_regression))
                 files.add(r)
-                bar.current_item = r
-                bar.update(1)
-            results = runner.run_many(rows, timeout_s=timeout, on_result=advance)
-        typer.echo(f"card: {envmod.card(files.env)}")
-        typer.echo(results_table(results))
-        means = geomean_table(results, bench_ids)
-        if means:
-            typer.echo("\n" + means)
+                progress.finish(f"{r.case} {label(r)}", _outcome(r))
+            results = runner.run_many(rows, timeout_s=timeout, on_result=advance, on_start=lambda row: progress.start(row.name))
+        if not files.finish():
+            typer.echo(f"card: {envmod.card(files.env)}")
+            typer.echo(results_table(results))
+            means = geomean_table(results, bench_ids)
+            if means:
+                typer.echo("\n" + means)
         failed = [r for r in results if r.status in ("wrong", "error") or r.suspect]
         for r in failed:
             typer.secho(f"failed: {r.case} {label(r)}: {check_text(r)}", err=True, fg=typer.colors.RED)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Annotated, Optional
 
@@ -13,7 +12,7 @@ from .. import backends, profiles, strategies
 from ..profiling import occupancy
 from ..cli import command
 from ..errors import NvggError
-from .common import CasesFile, Shape, TensorMaps, mode_value, pick_cases
+from .common import CasesFile, JsonOut, Shape, TensorMaps, check_writable, emit_json, mode_value, pick_cases
 
 COLUMNS = ["case", "name", "registers", "smem_bytes", "threads", "tmem_columns", "cluster", "stages",
            "compile_s", "theoretical_occupancy", "occupancy_limited_by"]
@@ -27,8 +26,9 @@ def register(app: typer.Typer) -> None:
                     strategy: Annotated[str, typer.Option("--strategy", help="persistent, multistream, graph or sequential.")] = "persistent",
                     backend: Annotated[str, typer.Option("--backend", help="The backend whose kernels to build.")] = "cute",
                     tensormaps: TensorMaps = None, shape: Shape = None, cases_file: CasesFile = None,
-                    as_json: bool = typer.Option(False, "--json", help="Print {\"kernels\": [...]} as JSON.")) -> None:
+                    json_out: JsonOut = None) -> None:
         """Compile only (no GPU needed): resources, tensor memory, cluster, stages, occupancy per kernel."""
+        check_writable("--json", json_out)
         os.environ.setdefault("CUTE_DSL_ARCH", arch)
         picked = pick_cases(case, shape, cases_file)
         st = strategies.get(strategy)
@@ -44,13 +44,12 @@ def register(app: typer.Typer) -> None:
                 kernels.append(dict(info.to_dict(), case=c.id, strategy=st.name, profile=limits.name,
                                     theoretical_occupancy=occ.theoretical, blocks_per_sm=occ.blocks_per_sm,
                                     occupancy_limited_by=occ.limited_by))
-        if as_json:
-            typer.echo(json.dumps({"kernels": kernels}, indent=2, default=str))
+        if emit_json(json_out, {"kernels": kernels}):
             return
         shown = [c for c in COLUMNS if any(k.get(c) is not None for k in kernels)]
         typer.echo(tabulate([[_cell(k.get(c)) for c in shown] for k in kernels], headers=shown, tablefmt="github"))
         typer.echo(f"target {arch}, occupancy against the {limits.name} profile ({limits.sm_count} SMs); "
-                   "--json for the PTX and SASS paths and the rest")
+                   "--json FILE (or -) for the PTX and SASS paths and the rest")
 
 
 def _cell(value):

@@ -15,7 +15,7 @@ from ..cli import command
 from ..errors import NvggError
 from ..report import (document, ncu_table, occupancy_table, phase_table, results_table, setup_table,
                       submission_phase_table, write_json)
-from .common import (CasesFile, JsonOut, Profile, RowTimeout, Shape, TensorMaps, check_submission, check_writable,
+from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_submission, check_writable, emit_json,
                      mode_value, pick_cases)
 
 
@@ -63,8 +63,11 @@ def register(app: typer.Typer) -> None:
         results, ncu_reports, occ_rows, phase_runs, failures = {}, {}, [], {}, []
         # whatever launches kernels runs in the pool's workers (a fault or a hang costs that case:
         # a failed row or a failure line); ncu and a submission's phases run in processes of their own
-        with isolation.Pool(timeout) as pool:
+        observers = [name for name, on in (("cupti", cupti), ("ncu", ncu), ("occupancy", occupancy), ("phases", phases)) if on]
+        with isolation.Pool(timeout) as pool, Progress(len(picked), "profiling") as progress:
             for c in picked:
+                progress.start(f"case {c.id} ({', '.join(observers)})")
+                failed_before = len(failures)
                 if cupti:
                     row = (runner.Row(c, submission=submission, profile=profile, timer="cupti") if submission else
                            runner.Row(c, st_name, be_name, mode, profile=profile, timer="cupti"))
@@ -88,6 +91,8 @@ def register(app: typer.Typer) -> None:
                             "nvgg.profiling.device_phases:run", {"case": c, "profile": profile, "tensormaps": mode}))
                     except (isolation.RowFailure, isolation.RowError) as exc:
                         failures.append(f"case {c.id}: phases: {exc}")
+                bad = len(failures) > failed_before or (cupti and results[c.id].status != "ok")
+                progress.finish(f"case {c.id}", "failed" if bad else "done")
         _render(picked, results, ncu_reports, occ_rows, phase_runs, trace, json_out, device)
         _fail(failures)
 
@@ -119,6 +124,7 @@ def _fail(failures: list) -> None:
 def _render(picked, results, ncu_reports, occ_rows, phase_runs, trace, json_out, device) -> None:
     """One table an observer across the cases; each CUPTI row's verdict with every observer's evidence."""
     payload: dict = {"cases": [c.id for c in picked]}
+    shown: list[str] = []
     for cid, res in results.items():
         run = phase_runs.get(cid)
         report = (run.main if hasattr(run, "main") else run.report) if run else None
@@ -126,21 +132,21 @@ def _render(picked, results, ncu_reports, occ_rows, phase_runs, trace, json_out,
         res.verdict = found.to_dict() if found else {}
     if results:
         env = next((r.env for r in results.values() if r.env), None) or envmod.collect(device)
-        typer.echo(f"card: {envmod.card(env)}")
-        typer.echo(results_table(list(results.values())))
-        typer.echo(setup_table(list(results.values())))
-        typer.echo(_kernels_table(results))
+        shown.append(f"card: {envmod.card(env)}")
+        shown.append(results_table(list(results.values())))
+        shown.append(setup_table(list(results.values())))
+        shown.append(_kernels_table(results))
         payload.update(document(list(results.values()), env, {c.id for c in casesmod.benchmarks()}))
     if ncu_reports:
-        typer.echo(ncu_table(ncu_reports))
+        shown.append(ncu_table(ncu_reports))
         payload["ncu"] = {cid: r.to_dict() for cid, r in ncu_reports.items()}
     if occ_rows:
-        typer.echo(occupancy_table(occ_rows))
+        shown.append(occupancy_table(occ_rows))
         payload["occupancy"] = occ_rows
     if phase_runs:
         for cid, run in phase_runs.items():
             table = submission_phase_table(run) if hasattr(run, "kernels") else phase_table(run)
-            typer.echo(f"\ncase {cid}:\n{table}")
+            shown.append(f"\ncase {cid}:\n{table}")
         payload["phases"] = {cid: run.to_dict() for cid, run in phase_runs.items()}
         if trace and phase_runs:
             from ..profiling import phases as phasesmod
@@ -149,9 +155,9 @@ def _render(picked, results, ncu_reports, occ_rows, phase_runs, trace, json_out,
                 write_json(trace, phasesmod.chrome_trace_launches(run.layouts()))
             else:
                 phasesmod.write_trace(run.buffer, trace, run.layout)
-            typer.echo(f"trace: {trace} (open in Perfetto or chrome://tracing)")
-    if json_out:
-        write_json(json_out, payload)
+            typer.echo(f"wrote {trace} (a trace: open it in Perfetto or chrome://tracing)", err=True)
+    if not emit_json(json_out, payload):
+        typer.echo("\n".join(line for line in shown if line))
 
 
 def _kernels_table(results) -> str:

@@ -2,26 +2,22 @@
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
 from ..cli import command
 from ..errors import NvggError
-from ..report import geomean_table, results_table, setup_table
+from ..report import geomean_table, read_rows, results_table, setup_table
 from ..runner import Result
 
 
 def load(path: str) -> list[Result]:
+    rows = read_rows(path)
     try:
-        raw = json.loads(Path(path).read_text())
-        return [Result.from_dict(r) for r in raw["results"]]
-    except FileNotFoundError:
-        raise NvggError(f"{path} does not exist: write one with --json FILE") from None
-    except (ValueError, KeyError, TypeError):
-        raise NvggError(f"{path} is not an nvgg result file (JSON with 'results')") from None
+        return [Result.from_dict(r) for r in rows]
+    except (TypeError, ValueError, AttributeError):
+        raise NvggError(f"result file {path} has rows nvgg cannot read back: regenerate it with --json") from None
 
 
 def register(app: typer.Typer) -> None:
@@ -31,6 +27,8 @@ def register(app: typer.Typer) -> None:
                    plot: Annotated[Optional[str], typer.Option("--plot", help="Draw time vs SOL and setup phases to this PNG.")] = None) -> None:
         """Show a saved result file as tables (and a plot)."""
         from .. import cases as casesmod
+        from .common import check_writable
+        check_writable("--plot", plot)
         results = load(path)
         typer.echo(results_table(results))
         means = geomean_table(results, {c.id for c in casesmod.benchmarks()})

@@ -11,7 +11,7 @@ from .. import backends, cases as casesmod, env as envmod, runner
 from ..cli import command
 from ..errors import NvggError
 from ..report import results_table
-from .common import (CasesFile, JsonOut, LiveFiles, Profile, RowTimeout, Shape, TensorMaps, Timer, TimerOpt,
+from .common import (CasesFile, JsonOut, LiveFiles, Profile, Progress, RowTimeout, Shape, TensorMaps, Timer, TimerOpt,
                      check_submission, mode_value, pick_cases)
 
 
@@ -75,10 +75,16 @@ def register(app: typer.Typer) -> None:
             row = runner.Row(the_case, st, be, mode_value(tensormaps), device=str(device), profile=profile,
                              timer=timer.value)
         files = LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})
-        [result] = runner.run_many([row], timeout_s=timeout)
+        runner.precheck(row)  # an unsupported row is one line before anything runs
+        if the_case.flops > 1e9 and device.type != "cuda":
+            typer.echo(f"case {the_case.id} on the CPU: {the_case.flops / 1e9:.0f} GFLOP a call, checked and timed on "
+                       f"{runner.CPU_BATCH} inputs: this takes minutes", err=True)
+        with Progress(1, "running") as progress:
+            [result] = runner.run_many([row], timeout_s=timeout, on_start=lambda r: progress.start(r.name))
         if result.status == "unsupported":
             raise NvggError(result.message)
         files.add(result)
-        typer.echo(render([result], result.env or files.env))
+        if not files.finish():
+            typer.echo(render([result], result.env or files.env))
         if result.status != "ok" or result.suspect:
             raise typer.Exit(1)

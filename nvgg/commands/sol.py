@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated, Optional
 
 import typer
@@ -10,7 +9,7 @@ import typer
 from .. import profiles, sol as solmod
 from ..cli import command
 from ..report import sol_rows, sol_table
-from .common import CasesFile, Profile, Shape, pick_cases
+from .common import CasesFile, JsonOut, Profile, Shape, check_writable, emit_json, pick_cases
 
 
 def register(app: typer.Typer) -> None:
@@ -18,14 +17,14 @@ def register(app: typer.Typer) -> None:
     @command
     def sol_cmd(case: Annotated[Optional[str], typer.Option("--case", help="Case id(s), comma-separated, or all / benchmarks.")] = None,
                 shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
-                as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table.")) -> None:
+                json_out: JsonOut = None) -> None:
         """Bytes, FLOPs and the floor: max(bytes / DRAM bandwidth, FLOPs / tensor peak of the data path)."""
+        check_writable("--json", json_out)
         cases = pick_cases(case, shape, cases_file, default="benchmarks")
         prof = profiles.resolve(profile) if profile else (profiles.resolve(None) if profiles.gpu_name() else None)
         b200 = profiles.get("b200")
-        if as_json:
-            payload = [s.to_dict() for c in cases for s in ([solmod.sol(c, prof)] if prof and prof.name != "b200" else []) + [solmod.sol(c, b200)]]
-            typer.echo(json.dumps(payload, indent=2))
+        payload = [s.to_dict() for c in cases for s in ([solmod.sol(c, prof)] if prof and prof.name != "b200" else []) + [solmod.sol(c, b200)]]
+        if emit_json(json_out, payload):
             return
         rows = []
         for c in cases:
