@@ -395,6 +395,11 @@ def _bad_files(tmp_path):
     (["compare", "--shape", "m: [1000000000]; n: [4096]; k: [7168]", "--strategy", "sequential"], None),
     (["sol", "--case", "3", "--json", "/proc/nvgg/sol.json"], "--json /proc/nvgg/sol.json cannot be written"),
     (["cases", "--json", "{d}"], "is a folder"),
+    (["compile", "--arch", "sm_90a", "--case", "3", "--backend", "torch"], "the torch backend runs library kernels"),
+    (["profile", "--cupti", "--out", "{d}"], "--clock-control and --out are Nsight Compute's"),
+    (["profile", "--ncu", "--clock-control", "max"], "choose none or base"),
+    (["profile", "--ncu", "--out", "/proc/nvgg"], "--out /proc/nvgg cannot be written"),
+    (["profile", "--ncu", "--out", "{d}/list.yaml"], "is a file: pass a folder"),
 ])
 def test_kinds_of_bad_input_are_one_line_exit_2(tmp_path, argv, words):
     d = _bad_files(tmp_path)

@@ -334,7 +334,7 @@ def test_backend_compile_reports_each_distinct_kernel():
     assert variant_backend("host", programmatic=False).compile(case, "sm_90a", grouped=True)[0].extra["launch"] == "stream order"
     # case 2 merges tiles on 132 SMs: the wide-tile build, a producer warpgroup beside the MMA ones
     (wide,) = be.compile(cases.get("2"), "sm_90a", grouped=True)
-    assert wide.name == "nvfp4_grouped_gemm_sm90[tile_m=128,stages=4,slots=6,wide_tiles,host_maps]"
+    assert wide.name == "nvfp4_grouped_gemm_sm90[tile_m=128,stages=4,slots=6,wide_tiles,tensormaps=host]"
     assert (wide.threads, wide.registers) == (384, 168) and wide.extra["frame_bytes"] == 0
     assert wide.extra["setmaxnreg"] == {"inc": gemm.MMA_REGS, "dec": gemm.PRODUCER_REGS} == {"inc": 232, "dec": 40}
     assert "setmaxnreg" not in grouped[0].extra

@@ -62,6 +62,17 @@ def check_writable(flag: str, path: str | None) -> None:
         raise NvggError(f"{flag} {path} cannot be written ({exc.strerror}): pass a path in a writable folder") from None
 
 
+def check_folder(flag: str, path: str) -> None:
+    """An output folder (made if missing) checked writable before any work."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise NvggError(f"{flag} {path} is a file: pass a folder")
+    try:
+        check_writable(flag, str(target / ".nvgg-probe"))
+    except NvggError:
+        raise NvggError(f"{flag} {path} cannot be written: pass a folder you can write to") from None
+
+
 def check_submission(path: str) -> str:
     """A submission's path, refused up front where it is no file."""
     target = Path(path)

@@ -36,6 +36,8 @@ def register(app: typer.Typer) -> None:
             raise NvggError(f"--tensormaps chooses the persistent kernel's tensor maps; the {st.name} strategy has "
                             "none to choose: drop --tensormaps or use --strategy persistent")
         be = backends.get(backend, tensormaps=mode_value(tensormaps))
+        if be.name != "cute":
+            raise NvggError(f"the {be.name} backend runs library kernels nvgg does not compile: use --backend cute")
         limits = profiles.for_arch(arch)
         kernels = []
         for c in picked:

@@ -15,7 +15,7 @@ from ..cli import command
 from ..errors import NvggError
 from ..report import (document, ncu_table, occupancy_table, phase_table, results_table, setup_table,
                       submission_phase_table, write_json)
-from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_submission, check_writable, emit_json,
+from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_folder, check_submission, check_writable, emit_json,
                      mode_value, pick_cases)
 
 
@@ -31,8 +31,8 @@ def register(app: typer.Typer) -> None:
                     phases: Annotated[bool, typer.Option("--phases", help="Timestamps inside the kernel: our persistent kernel's instrumented build, or a submission's probe marks.")] = False,
                     occupancy: Annotated[bool, typer.Option("--occupancy", help="Theoretical and CUDA-API occupancy, SM coverage and waves.")] = False,
                     trace: Annotated[Optional[str], typer.Option("--trace", help="With --phases: write a Chrome/Perfetto trace here (one case).")] = None,
-                    clock_control: Annotated[str, typer.Option("--clock-control", help="ncu's clock control: none (default) or base.")] = "none",
-                    out_dir: Annotated[str, typer.Option("--out", help="Folder for .ncu-rep and CSV files.")] = "nvgg-results",
+                    clock_control: Annotated[Optional[str], typer.Option("--clock-control", help="With --ncu: ncu's clock control, none (default) or base.")] = None,
+                    out_dir: Annotated[Optional[str], typer.Option("--out", help="With --ncu: the folder for .ncu-rep and CSV files (default nvgg-results).")] = None,
                     tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
                     cases_file: CasesFile = None, profile: Profile = None, json_out: JsonOut = None) -> None:
         """Why is it slow: kernel time vs host overhead (CUPTI), counters (ncu), occupancy, phases."""
@@ -41,6 +41,13 @@ def register(app: typer.Typer) -> None:
         if submission and (occupancy or strategy or backend or tensormaps):
             raise NvggError("a submission is profiled with --cupti, --ncu and --phases (its kernels' occupancy is in "
                             "ncu's Occupancy section); --occupancy, --strategy, --backend and --tensormaps need our kernels")
+        if (clock_control is not None or out_dir is not None) and not ncu:
+            raise NvggError("--clock-control and --out are Nsight Compute's: add --ncu, or drop them")
+        if clock_control not in (None, "none", "base"):
+            raise NvggError(f"--clock-control {clock_control!r}: choose none or base")
+        clock_control, out_dir = clock_control or "none", out_dir or "nvgg-results"
+        if ncu:
+            check_folder("--out", out_dir)
         if trace and not phases:
             raise NvggError("--trace writes the phases inside the kernel: add --phases")
         if phases and not submission and (strategy not in (None, "persistent") or backend not in (None, "cute")):

@@ -38,4 +38,4 @@ def register(app: typer.Typer) -> None:
         if plot:
             from ..plot import draw
             draw(results, plot)
-            typer.echo(f"plot: {plot}")
+            typer.echo(f"wrote {plot}", err=True)

@@ -47,7 +47,7 @@ def kernel_name(config: gemm.GemmConfig, shape) -> str:
         suffix += "" if config.half_tiles else ",no_half_tiles"
         suffix += ",wide_tiles" if config.wide_tiles else ""
         suffix += f",ablate={config.ablate}" if config.ablate else ""
-        suffix += ",host_maps" if config.tensormaps == "host" else ""
+        suffix += f",tensormaps={config.tensormaps}"  # named as the sm_100a kernel names it
         suffix += "" if config.readiness == "rows" else f",{config.readiness}_wait"
         return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
     m, n, k = shape
