@@ -50,8 +50,34 @@ def command(fn):
     return wrapper
 
 
+def _click_errors():
+    """The usage-error classes of the click that typer runs on: vendored as typer._click in
+    recent typer releases, the click package in older ones."""
+    try:
+        from typer._click import exceptions
+    except ImportError:  # typer that depends on click instead of carrying it
+        from click import exceptions
+    return exceptions.UsageError, getattr(exceptions, "NoArgsIsHelpError", ())
+
+
 def run() -> None:
-    app()
+    """The app, with the parser's usage errors (an unknown option, a bad value, a missing
+    argument) as one line and exit 2 like every other error, instead of a framed box."""
+    import sys
+    usage_error, no_args = _click_errors()
+    try:
+        code = app(standalone_mode=False)
+    except no_args as exc:
+        typer.echo(exc.ctx.get_help() if exc.ctx else "nvgg --help", err=True)
+        sys.exit(2)
+    except usage_error as exc:
+        where = exc.ctx.command_path if exc.ctx else "nvgg"
+        typer.secho(f"nvgg: {exc.format_message()} (see {where} --help)", err=True, fg=typer.colors.RED)
+        sys.exit(2)
+    except typer.Abort:
+        typer.secho("nvgg: interrupted", err=True, fg=typer.colors.RED)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 from .commands import register  # noqa: E402  (the commands use `command` above)

@@ -432,3 +432,20 @@ def test_the_example_workflow_runs_as_written(monkeypatch, tmp_path):
     assert out.exit_code == 0, out.output
     assert summary.read_text().startswith("## nvgg compare") and "vs baseline" in summary.read_text()
     assert json.loads(Path(args[args.index("--json") + 1]).read_text())["results"]
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["run", "--case", "test-1", "--timer", "bogus"], "Invalid value for '--timer'"),
+    (["run", "--bogus"], "No such option: --bogus"),
+    (["compare", "strategies", "extra"], "unexpected extra argument"),
+    (["sol", "--json"], "requires an argument"),
+])
+def test_usage_errors_are_one_line_from_the_command(argv, words):
+    """The parser's own errors, as the installed command prints them (not through CliRunner)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    proc = subprocess.run([sys.executable, "-m", "nvgg", *argv], capture_output=True, text=True,
+                          cwd=Path(__file__).parent.parent)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1 and words in lines[0], proc.stderr
