@@ -15,7 +15,7 @@ def register(app: typer.Typer) -> None:
     def cases_cmd(cases_file: CasesFile = None, shape: Shape = None,
                   json_out: JsonOut = None) -> None:
         """List the cases: id, kind, G, per-group m/n/k, GFLOP and MB moved."""
-        check_writable("--json", json_out)
+        check_writable("--json", json_out, stdout_ok=True)
         cases = pick_cases(None, shape, cases_file, default="all")
         if emit_json(json_out, [dict(c.to_dict(), flops=c.flops, bytes=c.bytes) for c in cases]):
             return

@@ -39,10 +39,13 @@ def mode_value(mode: TensorMapMode | None) -> str | None:
     return mode.value if mode is not None else None
 
 
-def check_writable(flag: str, path: str | None) -> None:
-    """An output path is checked before any work, so a long run never ends on a file it cannot write."""
-    if path is None or path == "-":
+def check_writable(flag: str, path: str | None, *, stdout_ok: bool = False) -> None:
+    """An output path is checked before any work, so a long run never ends on a file it cannot
+    write; "-" (stdout) only where the flag takes it."""
+    if path is None or (path == "-" and stdout_ok):
         return
+    if path == "-":
+        raise NvggError(f"{flag} writes a file: pass a file name (- for stdout is for --json and --markdown)")
     target = Path(path)
     if target.is_dir():
         raise NvggError(f"{flag} {path} is a folder: pass a file name")
@@ -159,8 +162,10 @@ class LiveFiles:
     finishes, so a run stopped from outside keeps every row it measured."""
 
     def __init__(self, json_out: str | None, markdown: str | None, device, benchmark_ids: set[str]):
-        check_writable("--json", json_out)
-        check_writable("--markdown", markdown)
+        check_writable("--json", json_out, stdout_ok=True)
+        check_writable("--markdown", markdown, stdout_ok=True)
+        if json_out == "-" and markdown == "-":
+            raise NvggError("--json - and --markdown - would both print on stdout: send one of them to a file")
         self.json_out, self.markdown, self.device, self.bench = json_out, markdown, device, benchmark_ids
         self.results: list = []
         self._env: dict | None = None
@@ -186,22 +191,24 @@ class LiveFiles:
     def finish(self) -> bool:
         """After the last row: --json - prints the document (True: in place of the table); the
         files written are announced."""
-        from ..report import document
+        from ..report import document, markdown_report
         if self.json_out == "-":
             typer.echo(json.dumps(document(self.results, self.env, self.bench), indent=2, default=str))
+        if self.markdown == "-":
+            typer.echo(markdown_report(self.results, self.env, self.bench))
         for path in (self.json_out, self.markdown):
             if path and path != "-" and self.results:
                 typer.echo(f"wrote {path}", err=True)
-        return self.json_out == "-"
+        return "-" in (self.json_out, self.markdown)
 
     def write(self, extra: dict | None = None) -> None:
         from ..report import document, markdown_report, write_json, write_text
-        if not ((self.json_out and self.json_out != "-") or self.markdown):
+        if not ((self.json_out and self.json_out != "-") or (self.markdown and self.markdown != "-")):
             return
         env = self.env
         if self.json_out and self.json_out != "-":
             write_json(self.json_out, dict(document(self.results, env, self.bench), **(extra or {})))
-        if self.markdown:
+        if self.markdown and self.markdown != "-":
             write_text(self.markdown, markdown_report(self.results, env, self.bench))
 
 

@@ -57,7 +57,7 @@ def register(app: typer.Typer) -> None:
         if trace and len(picked) != 1:
             raise NvggError("--trace writes one case's phases: pass one --case")
         check_writable("--trace", trace)
-        check_writable("--json", json_out)
+        check_writable("--json", json_out, stdout_ok=True)
         if submission:
             submission = check_submission(submission)
         device = runner.default_device()

@@ -19,7 +19,7 @@ def register(app: typer.Typer) -> None:
                 shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
                 json_out: JsonOut = None) -> None:
         """Bytes, FLOPs and the floor: max(bytes / DRAM bandwidth, FLOPs / tensor peak of the data path)."""
-        check_writable("--json", json_out)
+        check_writable("--json", json_out, stdout_ok=True)
         cases = pick_cases(case, shape, cases_file, default="benchmarks")
         prof = profiles.resolve(profile) if profile else (profiles.resolve(None) if profiles.gpu_name() else None)
         b200 = profiles.get("b200")
