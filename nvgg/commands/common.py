@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import tempfile
+import time
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Optional
@@ -120,11 +122,8 @@ class Progress:
     terminal, a plain line a row when stderr is not one (CI logs)."""
 
     def __init__(self, total: int, what: str = "measuring"):
-        import sys
-        import time
         self.total, self.done, self.what = total, 0, what
         self.started = time.monotonic()
-        self._clock = time.monotonic
         self.live = None
         if sys.stderr.isatty():
             from rich.console import Console
@@ -146,7 +145,7 @@ class Progress:
         if self.live is not None:
             self.live.update(self.task, description=f"{self.what}: {name}")
         else:
-            typer.echo(f"[{self.done + 1}/{self.total}] {name} ... ({self._clock() - self.started:.0f} s so far)", err=True)
+            typer.echo(f"[{self.done + 1}/{self.total}] {name} ... ({time.monotonic() - self.started:.0f} s so far)", err=True)
 
     def finish(self, name: str, outcome: str) -> None:
         self.done += 1
