@@ -274,15 +274,17 @@ def ncu_table(reports) -> str:
         for k in report.kernels:
             rows.append(([cid] if cid else []) + [
                 k.name[:60], _us(k.duration_us), f"{k.dram_bytes / 1e6:.2f}", _pct(k.dram_pct), _pct(k.tensor_pct),
-                _pct(k.achieved_occupancy_pct), _pct(k.theoretical_occupancy_pct), k.registers, k.smem_bytes, k.grid,
+                _pct(getattr(k, "tmem_pct", None)), _pct(k.achieved_occupancy_pct), _pct(k.theoretical_occupancy_pct), k.registers, k.smem_bytes, k.grid,
                 k.block])
         total = (f"{'case ' + cid + ': ' if cid else ''}total {report.duration_us:.2f} µs over {len(report.kernels)} "
                  f"kernels, DRAM {report.dram_bytes / 1e6:.2f} MB")
         if report.sol_bytes:
             total += f" = {report.dram_bytes / report.sol_bytes:.2f}x the SOL model's {report.sol_bytes / 1e6:.2f} MB"
+        pipes = sorted({k.tensor_pipe for k in report.kernels if getattr(k, "tensor_pipe", None)})
+        total += f"; MMA pipe: {', '.join(pipes)}" if pipes else "; MMA pipe: none read on this architecture"
         totals.append(f"{total}; report {report.report_file}")
     headers = (["case"] if "" not in by_case else []) + [
-        "kernel", "µs", "DRAM MB", "DRAM % peak", "tensor pipe", "achieved occ.", "theor. occ.", "regs", "smem B",
+        "kernel", "µs", "DRAM MB", "DRAM % peak", "MMA pipe", "tensor mem.", "achieved occ.", "theor. occ.", "regs", "smem B",
         "grid", "block"]
     table = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
     return "\n".join([table] + totals)

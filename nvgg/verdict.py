@@ -148,13 +148,30 @@ def _ncu_bound(ncu, time_us):
         return sum(v * d for v, d in values) / sum(d for _, d in values) if values else None
 
     dram, tensor = weighted("dram_pct"), weighted("tensor_pct")
-    evidence = {"dram_pct": dram, "tensor_pct": tensor, "ncu_kernel_us": total, "time_us": time_us}
+    pipe = _pipe_label(kernels)
+    evidence = {"dram_pct": dram, "tensor_pct": tensor, "tensor_pipe": sorted({k.tensor_pipe for k in kernels if k.tensor_pipe}),
+                "ncu_kernel_us": total, "time_us": time_us}
+    tmem = weighted("tmem_pct")
+    if tmem is not None:
+        evidence["tmem_pct"] = tmem
     if dram is not None and dram >= BUSY_PCT and (tensor is None or dram >= tensor):
         return Verdict("memory-bound", f"memory-bound: DRAM at {dram:.0f}% of peak (ncu)", evidence)
     if tensor is not None and tensor >= BUSY_PCT:
-        return Verdict("compute-bound", f"compute-bound: tensor pipe {tensor:.0f}% busy (ncu)", evidence)
-    return Verdict("latency-bound", f"latency-bound: DRAM {_pct(dram)}, tensor pipe {_pct(tensor)} of peak (ncu)",
+        return Verdict("compute-bound", f"compute-bound: {pipe} {tensor:.0f}% busy (ncu)", evidence)
+    return Verdict("latency-bound", f"latency-bound: DRAM {_pct(dram)}, {pipe} {_pct(tensor)} of peak (ncu)",
                    evidence)
+
+
+def _pipe_label(kernels) -> str:
+    """What the tensor figure measured: the MMA pipe of the kernels' architecture (ncu.ARCHS), or
+    a note that nvgg reads no pipe on it."""
+    from .profiling.ncu import ARCHS
+
+    labels = {a.arch: a.tensor_label for a in ARCHS.values()}
+    archs = {k.arch for k in kernels}
+    if archs == {None}:
+        return "tensor pipe (not read on this architecture)"
+    return " / ".join(sorted(labels[a] for a in archs if a))
 
 
 def _sol(result, time_us):

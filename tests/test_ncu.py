@@ -40,3 +40,100 @@ def test_report_totals_against_the_sol_bytes():
 def test_empty_output_is_a_clear_error():
     with pytest.raises(NvggError, match="no kernel rows"):
         ncu.parse_raw_csv("==PROF== Disconnected\n")
+
+
+# ---------------------------------------------------------------------------------------------
+# The metric set of each architecture, against what ncu lists for its chip
+
+NCU_LISTS = Path(__file__).parent / "fixtures" / "ncu"  # tests/fixtures/ncu/regenerate.py writes them
+
+
+def _chip(chip: str):
+    """{name: type} of every metric ncu lists for `chip`, and {type: suffixes ncu accepts}."""
+    import gzip
+
+    with gzip.open(NCU_LISTS / f"{chip}.tsv.gz", "rt") as f:
+        types = {line.split("\t")[0]: line.split("\t")[1] for line in f if not line.startswith("#")}
+    accepted: dict[str, set] = {}
+    for line in (NCU_LISTS / f"{chip}.suffixes.tsv").read_text().splitlines():
+        if not line.startswith("#"):
+            base, suffixes = line.split("\t")
+            accepted.setdefault(types[base], set()).update(suffixes.split(","))
+    return types, accepted
+
+
+@pytest.mark.parametrize("major", sorted(ncu.ARCHS))
+def test_every_requested_metric_exists_on_the_archs_chip(major):
+    arch = ncu.ARCHS[major]
+    types, accepted = _chip(arch.chip)
+    assert len(types) > 3000  # the whole list, not a stub
+    for name in arch.requested():
+        base, suffix = name.split(".", 1)
+        assert base in types, f"{arch.chip} has no {base}"
+        assert suffix in accepted[types[base]], f"{arch.chip}: {base} ({types[base]}) takes no .{suffix}"
+
+
+def test_the_mma_pipe_is_the_one_the_archs_mmas_run_on():
+    gb100, _ = _chip("gb100")
+    gh100, _ = _chip("gh100")
+    sm100, sm90 = ncu.ARCHS[10], ncu.ARCHS[9]
+    # tcgen05 runs on the TC pipe; GB100's tensor pipe counters are the warp-level MMAs
+    assert sm100.tensor_pipe == "sm__pipe_tc_cycles_active" and sm100.tensor_pipe in gb100
+    assert "sm__pipe_tensor_cycles_active" in gb100 and sm100.tensor_pipe != "sm__pipe_tensor_cycles_active"
+    assert not any(name.startswith("sm__pipe_tensor_type_hmma_hgmma") for name in gb100)
+    assert sm100.tensor_memory in gb100 and sm100.tensor_memory not in gh100
+    # Hopper: the wgmma pipe exists there and the TC pipe does not
+    assert sm90.tensor_pipe in gh100 and sm90.tensor_pipe not in gb100
+    assert "sm__pipe_tc_cycles_active" not in gh100 and sm90.tensor_memory is None
+
+
+def _row(major: int, values: dict) -> str:
+    header = ["Kernel Name", "gpu__time_duration.sum", ncu.CC_MAJOR, *values]
+    units = ["", "nsecond", "", *("%" for _ in values)]
+    data = ["kern", "10000", str(major), *(str(v) for v in values.values())]
+    return "\n".join(",".join(f'"{c}"' for c in line) for line in (header, units, data))
+
+
+def test_a_blackwell_row_reads_the_tc_pipe_not_the_warp_level_one():
+    values = {"sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_elapsed": 82.5,
+              "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": 0.0,
+              "sm__mem_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": 40.0,
+              "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": 20.0}
+    (k,) = ncu.parse_raw_csv(_row(10, values))
+    assert (k.arch, k.tensor_pipe, k.tensor_pct, k.tmem_pct) == ("sm_100", "sm__pipe_tc_cycles_active", 82.5, 40.0)
+    from nvgg.verdict import _ncu_bound
+
+    v = _ncu_bound(ncu.NcuReport([k]), 10.0)
+    assert v.kind == "compute-bound" and "TC pipe (tcgen05) 82%" in v.phrase
+    assert v.evidence["tensor_pipe"] == ["sm__pipe_tc_cycles_active"] and v.evidence["tmem_pct"] == 40.0
+
+
+def test_a_hopper_row_reads_the_wgmma_pipe_and_an_unknown_arch_reads_none():
+    values = {"sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_elapsed": 61.0,
+              "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": 5.0,
+              "sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_elapsed": 99.0}
+    (k,) = ncu.parse_raw_csv(_row(9, values))
+    assert (k.arch, k.tensor_pct, k.tmem_pct) == ("sm_90", 61.0, None)
+    (other,) = ncu.parse_raw_csv(_row(12, values))  # an architecture without a set: no pipe is guessed
+    assert (other.arch, other.tensor_pct, other.tensor_pipe) == (None, None, None)
+    from nvgg.verdict import _ncu_bound
+
+    v = _ncu_bound(ncu.NcuReport([other]), 10.0)
+    assert v.kind == "latency-bound" and "not read on this architecture" in v.phrase
+
+
+def test_the_profile_asks_ncu_for_the_gpus_metric_set(monkeypatch, tmp_path):
+    seen = {}
+
+    def fake_run(cmd, **kwargs):
+        seen.setdefault("cmd", cmd)
+        raise ncu.subprocess.TimeoutExpired(cmd, 1)
+
+    monkeypatch.setattr(ncu, "find_ncu", lambda: "ncu")
+    monkeypatch.setattr(ncu, "local_major", lambda: 10)
+    monkeypatch.setattr(ncu.subprocess, "run", fake_run)
+    with pytest.raises(NvggError, match="did not finish"):
+        ncu.profile({"case": {"id": "3"}, "strategy": "persistent", "backend": "cute"}, tmp_path)
+    metrics = seen["cmd"][seen["cmd"].index("--metrics") + 1].split(",")
+    assert metrics == list(ncu.ARCHS[10].requested())
+    assert "sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_elapsed" in metrics

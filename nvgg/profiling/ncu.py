@@ -23,15 +23,12 @@ from ..errors import NvggError
 RANGE = "nvgg_call"
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis")
 
-# raw metric names, first found wins (Hopper's wgmma pipe is "gmma"; older parts report "hmma")
+# raw metric names every architecture has, first found wins
 DURATION = ("gpu__time_duration.sum",)
 DRAM_READ = ("dram__bytes_read.sum",)       # requested with --metrics
 DRAM_WRITE = ("dram__bytes_write.sum",)
 DRAM_RATE = ("dram__bytes.sum.per_second",)  # what the sections report; x duration = bytes
 DRAM_PCT = ("gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed", "dram__throughput.avg.pct_of_peak_sustained_elapsed")
-# seen in the SpeedOfLight section's raw page on an H200 with ncu 2025.3 (2026-11-26)
-TENSOR_PCT = ("sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active.avg.pct_of_peak_sustained_elapsed",
-              "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed")
 ACHIEVED_OCC = ("sm__warps_active.avg.pct_of_peak_sustained_active",)
 THEORETICAL_OCC = ("sm__maximum_warps_per_active_cycle_pct",)
 REGISTERS = ("launch__registers_per_thread",)
@@ -39,6 +36,71 @@ SMEM_STATIC = ("launch__shared_mem_per_block_static",)
 SMEM_DYNAMIC = ("launch__shared_mem_per_block_dynamic",)
 GRID = ("launch__grid_size",)
 BLOCK = ("launch__block_size",)
+CC_MAJOR = "device__attribute_compute_capability_major"  # a column of every raw row
+BUSY = ".avg.pct_of_peak_sustained_elapsed"  # a counter's share of its peak over the kernel
+
+
+@dataclass(frozen=True)
+class ArchMetrics:
+    """The counters that mean something on one architecture: the pipe its MMAs run on (what a
+    compute-bound verdict reads) and, where it has one, tensor memory. Names checked against
+    `ncu --query-metrics --chip CHIP` (tests/fixtures/ncu, ncu 2025.3.1)."""
+
+    arch: str
+    chip: str  # ncu's name of the architecture's chip, for --query-metrics
+    tensor_pipe: str  # a counter: cycles the MMA pipe was active
+    tensor_label: str
+    tensor_memory: str | None = None  # a counter: cycles tensor memory was active
+
+    @property
+    def tensor_pct(self) -> str:
+        return self.tensor_pipe + BUSY
+
+    @property
+    def tmem_pct(self) -> str | None:
+        return self.tensor_memory + BUSY if self.tensor_memory else None
+
+    def requested(self) -> tuple[str, ...]:
+        """What nvgg asks ncu for by name (--metrics), beside its sections."""
+        own = (self.tensor_pct,) + ((self.tmem_pct,) if self.tmem_pct else ())
+        return DRAM_READ + DRAM_WRITE + DRAM_PCT[:1] + ACHIEVED_OCC + own
+
+
+# by compute capability major. Hopper's warpgroup MMAs (wgmma: HGMMA, QGMMA, ...) count in the
+# tensor pipe's type_hmma_hgmma... counter (seen in the SpeedOfLight section's raw page on an H200,
+# ncu 2025.3, 2026-11-26). Blackwell's tcgen05 MMAs run on the "TC pipe" (sm__pipe_tc_*); GB100's
+# sm__pipe_tensor_* counters there are the warp-level MMAs (dmma/hmma/imma subpipes), which a
+# tcgen05 kernel leaves idle, so reading them would call it latency-bound (ncu 2025.3.1
+# --query-metrics --chip gb100, 2026-11-26).
+ARCHS = {
+    9: ArchMetrics("sm_90", "gh100", "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active",
+                   "tensor pipe"),
+    10: ArchMetrics("sm_100", "gb100", "sm__pipe_tc_cycles_active", "TC pipe (tcgen05)",
+                    "sm__mem_tensor_cycles_active"),
+}
+
+
+def arch_metrics(major: int | None) -> ArchMetrics | None:
+    """The metric set of an architecture by compute capability major; None for one nvgg has none for."""
+    return ARCHS.get(major) if major is not None else None
+
+
+def local_major() -> int | None:
+    """The compute capability major of the GPU ncu will profile (CUDA's device 0: the first of
+    CUDA_VISIBLE_DEVICES where it names one by index), by NVML; None where NVML cannot tell."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+            index = int(first) if first.isdigit() else 0
+            major, _ = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(index))
+            return int(major)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:
+        return None
 
 
 @dataclass
@@ -47,13 +109,16 @@ class KernelMetrics:
     duration_us: float
     dram_bytes: float
     dram_pct: float | None
-    tensor_pct: float | None
+    tensor_pct: float | None  # the MMA pipe of the kernel's architecture (`tensor_pipe`), % busy
     achieved_occupancy_pct: float | None
     theoretical_occupancy_pct: float | None
     registers: int | None
     smem_bytes: int | None
     grid: int | None
     block: int | None
+    arch: str | None = None  # sm_90, sm_100; None where nvgg has no metric set for it
+    tensor_pipe: str | None = None  # the counter tensor_pct comes from
+    tmem_pct: float | None = None  # sm_100: tensor memory, % of its peak
 
 
 @dataclass
@@ -114,15 +179,19 @@ def parse_raw_csv(text: str) -> list[KernelMetrics]:
         duration = _pick(row, DURATION) or 0.0
         scale = {"nsecond": 1e-3, "usecond": 1.0, "msecond": 1e3, "second": 1e6}.get(unit_of.get(DURATION[0], "nsecond"), 1e-3)
         smem = [_pick(row, SMEM_STATIC), _pick(row, SMEM_DYNAMIC)]
+        # the metric set by the profiled kernel's own architecture, never by whichever name is found
+        arch = arch_metrics(_int(_pick(row, (CC_MAJOR,))))
         out.append(KernelMetrics(
             name=row.get("Kernel Name", row.get("Function Name", "?")),
             duration_us=duration * scale,
             dram_bytes=_dram_bytes(row, duration * scale),
-            dram_pct=_pick(row, DRAM_PCT), tensor_pct=_pick(row, TENSOR_PCT),
+            dram_pct=_pick(row, DRAM_PCT), tensor_pct=_pick(row, (arch.tensor_pct,)) if arch else None,
             achieved_occupancy_pct=_pick(row, ACHIEVED_OCC), theoretical_occupancy_pct=_pick(row, THEORETICAL_OCC),
             registers=_int(_pick(row, REGISTERS)),
             smem_bytes=None if all(s is None for s in smem) else int(sum(s or 0 for s in smem)),
             grid=_int(_pick(row, GRID)), block=_int(_pick(row, BLOCK)),
+            arch=arch.arch if arch else None, tensor_pipe=arch.tensor_pipe if arch else None,
+            tmem_pct=_pick(row, (arch.tmem_pct,)) if arch and arch.tmem_pct else None,
         ))
     return out
 
@@ -156,7 +225,9 @@ def profile(target_args: dict, out_dir: str | Path, *, clock_control: str = "non
     cmd = [ncu, "--clock-control", clock_control, "--nvtx", "--nvtx-include", f"{RANGE}/", "-f", "-o", str(base)]
     for section in SECTIONS:
         cmd += ["--section", section]
-    cmd += ["--metrics", ",".join(DRAM_READ + DRAM_WRITE)]
+    # by name: the metric set of the GPU's architecture (ncu refuses a name the chip lacks)
+    arch = arch_metrics(local_major())
+    cmd += ["--metrics", ",".join(arch.requested() if arch else DRAM_READ + DRAM_WRITE)]
     cmd += [sys.executable, "-m", "nvgg.profiling.target", json.dumps(target_args)]
     env = dict(os.environ)
     root = str(Path(__file__).resolve().parent.parent.parent)
