@@ -18,6 +18,14 @@ time to first MMA under 2 µs (the phase table's median over CTAs).
 
 With --repeat N each column is measured N times, the passes interleaved, and the table shows the
 median (the JSON keeps every pass).
+
+Then the launches of the persistent kernel (host maps) on each case, each checked first: the host
+µs a launch through the driver (nvgg's packed parameters; programmatic, then in stream order) and
+through the DSL's own host function (NVGG_SM100_LAUNCH=dsl), and the device µs a call of 20 calls
+back to back (no refill between: what programmatic launches overlap). Targets (issue 21): a
+launch's host cost at most 5 µs. A warm process's compile and first prepare (target 100 ms):
+`python benchmarks/warm_start.py --case 3`; the host work alone, on any machine:
+`python benchmarks/warm_start_sm100.py`.
 """
 
 from __future__ import annotations
@@ -40,6 +48,8 @@ COLUMNS = [("persistent", "cute", "host"), ("persistent", "cute", "device"), ("m
            ("sequential", "torch", None)]
 TARGET_HOST_US = {"1": 27.0, "2": 18.0, "3": 8.0, "4": 6.0}
 TARGET_FIRST_MMA_US = 2.0
+TARGET_LAUNCH_HOST_US = 5.0
+BACK_TO_BACK = 20
 
 
 def _cell(v) -> str:
@@ -86,6 +96,15 @@ def main() -> None:
             phase_rows.append([case.id, mode, f"{rep.time_to_first_mma_us:.2f}", f"{rep.kernel_us:.2f}"]
                               + [f"{p.median_us:.2f}/{p.max_us:.2f}" for p in rep.phases])
             phase_headers = ["case", "maps", "to first MMA µs", "kernel µs"] + [f"{p.name} med/max" for p in rep.phases]
+    launch_rows = []
+    for case in cases.select(args.cases):
+        try:
+            found = _launches(case)
+        except Exception as exc:  # keep the other tables; say what broke
+            launch_rows.append([case.id, f"error: {type(exc).__name__}: {exc}", "", ""])
+            continue
+        doc.setdefault("launches", {})[case.id] = found
+        launch_rows += [[case.id, name, f"{v['host_us']:.2f}", f"{v['device_us']:.2f}"] for name, v in found.items()]
     with open(args.json, "w") as fh:
         json.dump(doc, fh, indent=2, default=str)
     print(f"card: {env.card(doc['env'])}; µs per call (leaderboard timer), median of {args.repeat} pass(es); "
@@ -95,6 +114,56 @@ def main() -> None:
         print(f"\ndevice phases of the persistent kernel (instrumented build), µs; target: to first MMA "
               f"under {TARGET_FIRST_MMA_US} µs")
         print(tabulate(phase_rows, headers=phase_headers, tablefmt="github", disable_numparse=True))
+    print(f"\nlaunches of the persistent kernel (host maps): host µs a launch (target at most {TARGET_LAUNCH_HOST_US}), "
+          f"device µs a call over {BACK_TO_BACK} calls back to back")
+    print(tabulate(launch_rows, headers=["case", "launch", "host µs", "device µs / call"], tablefmt="github",
+                   disable_numparse=True))
+
+
+def _launches(case) -> dict:
+    """Host and back-to-back device µs of the persistent kernel's launch paths, each checked first."""
+    from launch_paths import host_us
+
+    from nvgg import inputs, reference
+    from nvgg.backends.cute_sm100 import persistent_build
+    from nvgg.kernels import launch as klaunch
+    from nvgg.kernels.sm100 import host
+
+    data = inputs.generate(case, "cuda")
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    groups, config, entry, clusters = persistent_build(data, "host", sms, host.resident_clusters)
+    tables = host.build_tables(groups, config, clusters, templates=host.templates_of(entry))
+    ctas, cluster = tables.plan.clusters * config.cta_group, (config.cta_group, 1, 1)
+    packed = host.packed_params(entry, groups[0], tables)
+    with_fn = host.compile_gemm(config)  # the DSL's callable, for its own launch
+    paths = {
+        "driver, programmatic": klaunch.PackedLaunch(entry, packed, (ctas, 1, 1), cluster=cluster, programmatic=True,
+                                                     keep=(groups, tables)),
+        "driver, stream order": klaunch.PackedLaunch(entry, packed, (ctas, 1, 1), cluster=cluster, keep=(groups, tables)),
+        "DSL host function, args once": klaunch.DslLaunch(with_fn.fn, host.dsl_args(config, groups[0], tables, ctas),
+                                                          keep=(groups, tables)),
+    }
+    out = {}
+    for name, fn in paths.items():
+        verdict = reference.checked_call(data, fn)
+        if not verdict.ok:
+            raise NvggError(f"{name} is wrong on case {case.id}: {verdict.message}")
+        out[name] = {"host_us": host_us(fn, BACK_TO_BACK, 50), "device_us": _back_to_back_us(fn)}
+    return out
+
+
+def _back_to_back_us(fn, rounds: int = 20) -> float:
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(rounds):
+        torch.cuda.synchronize()
+        start.record()
+        for _ in range(BACK_TO_BACK):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) * 1e3 / BACK_TO_BACK)
+    return median(times)
 
 
 def _time(case, strategy: str, backend: str, mode: str | None):

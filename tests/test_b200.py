@@ -2,7 +2,8 @@
 elsewhere; this project has never run them: it has had no B200). Every strategy and both tensor-map
 modes against the exact reference on the 14 competition cases and on shapes the competition never
 uses, outputs poisoned first; repeated launches over the same buffers; the instrumented build's
-phase order; a launch on a side stream."""
+phase order; a launch on a side stream; programmatic launches back to back over inputs rewritten in
+place between calls; the driver launch against the DSL's own; the persistent grid's size."""
 
 import random
 
@@ -109,3 +110,60 @@ def test_a_launch_on_a_side_stream_runs_there():
         launch()
     side.synchronize()
     assert reference.check(inputs.outputs(data), expected).ok
+
+
+@pytest.mark.parametrize("mode", ["host", "device"])
+def test_back_to_back_programmatic_launches_over_inputs_rewritten_in_place(mode):
+    """The persistent kernel starts its CTAs while the kernel before it finishes: whatever that
+    kernel wrote (the inputs, refilled in place; C, by the same kernel's launch before) must be
+    seen, and C must end as this launch's."""
+    from nvgg.backends import get
+
+    case = cases.get("3")
+    data = inputs.generate(case, CUDA)
+    launch = get("cute", tensormaps=mode).grouped_launcher(data)
+    assert launch.programmatic and launch.cluster[0] in (1, 2)
+    kept = []
+    for i in range(4):
+        inputs.refill(case, data, i)  # the kernels right before the launch rewrite its inputs, C to NaN
+        launch()
+        launch()  # one right behind another over the same tables
+        kept.append([c.clone() for c in inputs.outputs(data)])
+    torch.cuda.synchronize()
+    for i, outs in enumerate(kept):
+        fresh = inputs.generate(case, CUDA, seed=case.seed + inputs.TIMED_SEED_OFFSET + inputs.SEED_STEP * (i + 1))
+        verdict = reference.check(outs, reference.reference(fresh, torch.float64))
+        assert verdict.ok, f"refill {i}: {verdict.message}"
+
+
+@pytest.mark.parametrize("strategy, mode", [("persistent", "host"), ("persistent", "device"), ("sequential", None)])
+def test_the_driver_launch_computes_what_the_dsls_launch_does(strategy, mode, monkeypatch):
+    """nvgg packs the kernel's parameters itself (kernels/sm100/params.py, checked against the
+    DSL's bytes on the CPU); here both launches run, bit for bit the same output."""
+    from nvgg.backends import get
+
+    out = {}
+    for path in ("driver", "dsl"):
+        monkeypatch.setenv("NVGG_SM100_LAUNCH", path)
+        data = inputs.generate(cases.get("2"), CUDA)
+        be = get("cute", tensormaps=mode)
+        launches = [be.grouped_launcher(data)] if strategy == "persistent" else [
+            be.group_launcher(data, g) for g in range(len(data[3]))]
+        reference.poison(data)
+        for launch in launches:
+            launch()
+        torch.cuda.synchronize()
+        out[path] = [c.clone() for c in inputs.outputs(data)]
+    assert all(torch.equal(a.view(torch.int16), b.view(torch.int16)) for a, b in zip(out["driver"], out["dsl"]))
+
+
+def test_resident_clusters_match_the_dsls_count():
+    from cutlass.utils import HardwareInfo
+
+    from nvgg.kernels.sm100 import config as gemm, host
+
+    torch.zeros(1, device=CUDA)
+    for cta_group in (1, 2):
+        entry = host.compile_gemm(host.with_mode(gemm.Sm100Config(mma_n=256, cta_group=cta_group), "host"),
+                                  need_callable=False)
+        assert host.resident_clusters(entry, cta_group) == HardwareInfo(0).get_max_active_clusters(cta_group)

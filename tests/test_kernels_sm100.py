@@ -20,7 +20,7 @@ from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache, groups as kgroups, schedule, tensormaps, tools  # noqa: E402
 from nvgg.kernels.phase_slots import SM100  # noqa: E402
 from nvgg.kernels.sm100 import host  # noqa: E402
-from nvgg.kernels.sm100 import nvfp4_gemm as gemm  # noqa: E402
+from nvgg.kernels.sm100 import config as gemm, nvfp4_gemm as dsl  # noqa: E402
 
 # B200 limits: CUDA C Programming Guide, compute capability 10.0 table; PTX ISA "Tensor Memory"
 MAX_REGS_PER_THREAD, MAX_SMEM_PER_BLOCK, TMEM_COLUMNS = 255, 232448, 512
@@ -125,8 +125,12 @@ def test_config_problems_and_shape_rules():
     assert ok.problems() is None and ok.is_valid(40, 7168, 2048) is None and ok.is_valid(1, 128, 256) is None
     assert ok.is_valid(64, 128, 320) == "the kernel needs k to be a multiple of 256, got k=320"
     assert ok.is_valid(64, 200, 256) == "the kernel needs n to be a multiple of 128, got n=200"
-    # tensor memory: accumulators (two buffers up to mma_n 128) and one stage of both operands' scales
-    assert [gemm.Sm100Config(mma_n=n).tmem_columns for n in (128, 256)] == [2 * 128 + 16 + 16, 256 + 16 + 32]
+    # tensor memory: two accumulators and one stage of both operands' scales; at mma_n 256 the two
+    # accumulators overlap by the scales' 48 columns and fill all 512 (NVIDIA's overlapping_accum)
+    assert [gemm.Sm100Config(mma_n=n).tmem_columns for n in (128, 256)] == [2 * 128 + 16 + 16, 512]
+    wide = gemm.Sm100Config(mma_n=256)
+    assert (wide.overlapping_accum, wide.acc_stages, wide.acc_buffer_stride, wide.acc_tmem_columns) == (True, 1, 208, 464)
+    assert (ok.overlapping_accum, ok.acc_stages, ok.acc_buffer_stride) == (False, 2, 128)
 
 
 def test_backend_names_the_constraint_it_refuses():
@@ -289,7 +293,7 @@ def test_tables_of_a_persistent_launch():
     groups = kgroups.all_groups(data)
     for mode in ("host", "device"):
         config = gemm.Sm100Config(mma_n=128, cta_group=2, persistent=True, tensormaps=mode)
-        tables = host.build_tables(groups, config, 74)
+        tables = host.build_tables(groups, config, 74, templates=host.templates_of(host.compile_gemm(config)))
         plan = tables.plan
         assert tables.runs.tolist() == plan.runs and tables.tiles.tolist() == [list(r) for r in plan.records]
         assert tables.groups.tolist() == [g.base_row() for g in groups]
@@ -300,8 +304,10 @@ def test_tables_of_a_persistent_launch():
             assert tuple(tables.maps.shape) == (plan.clusters * 2, plan.visits, gemm.MAPS, 16) and not tables.encode_us
     bad = torch.zeros(3, SM100.slots, dtype=torch.int64)
     with pytest.raises(ValueError, match="phase buffer must be"):
-        host.build_tables(groups, gemm.Sm100Config(persistent=True, tensormaps="host", instrument=True), 148, bad)
-    assert host.build_tables(groups, gemm.Sm100Config(persistent=True, tensormaps="host"), 5).plan.clusters == 5
+        host.build_tables(groups, gemm.Sm100Config(persistent=True, tensormaps="device", instrument=True), 148, bad)
+    with pytest.raises(ValueError, match="map templates"):
+        host.build_tables(groups, gemm.Sm100Config(persistent=True, tensormaps="host"), 148)
+    assert host.build_tables(groups, gemm.Sm100Config(persistent=True, tensormaps="device"), 5).plan.clusters == 5
 
 
 def test_family_reports_the_tiles_of_its_launches():
@@ -333,8 +339,8 @@ def test_dsl_launch_keeps_its_arguments_alive():
         return make_ptr(dtype, t.data_ptr(), cute.AddressSpace.gmem, assumed_align=align)
 
     launch = klaunch.DslLaunch(host._encoder_fn(host._map_config(config)), (
-        ptr(gemm.AB_DTYPE, g.b, 32), ptr(gemm.AB_DTYPE, g.a, 32), ptr(gemm.SF_DTYPE, g.sfb, 16),
-        ptr(gemm.SF_DTYPE, g.sfa, 16), ptr(gemm.C_DTYPE, g.c, 16), cutlass.Int32(g.m), cutlass.Int32(g.n),
+        ptr(dsl.AB_DTYPE, g.b, 32), ptr(dsl.AB_DTYPE, g.a, 32), ptr(dsl.SF_DTYPE, g.sfb, 16),
+        ptr(dsl.SF_DTYPE, g.sfa, 16), ptr(dsl.C_DTYPE, g.c, 16), cutlass.Int32(g.m), cutlass.Int32(g.n),
         cutlass.Int32(g.k), ptr(cutlass.Int64, got, 64)), stream=False)
     gc.collect()
     junk = [make_ptr(cutlass.Int64, 0xDEADBEE0, cute.AddressSpace.gmem, assumed_align=16) for _ in range(64)]
@@ -354,10 +360,63 @@ def test_group_tensors_refuses_misaligned_tensors():
         kgroups.group_tensors((shifted, data[1], data[2], data[3]), 0)
 
 
-@pytest.mark.gpu
-def test_resident_clusters_from_the_occupancy_api():
-    """The persistent grid's size on this GPU (any CUDA GPU: the query compiles an empty kernel for
-    it): one CTA an SM, pairs at most half the SMs (H100: 132 and 66, 2026-11-26)."""
-    sms = torch.cuda.get_device_properties(0).multi_processor_count
-    assert host.resident_clusters(0, 1) == sms
-    assert 0 < host.resident_clusters(0, 2) <= sms // 2
+
+
+# --- overlapping accumulators at mma_n 256 --------------------------------------------------------
+
+@pytest.mark.parametrize("config", [gemm.Sm100Config(mma_n=n, cta_group=g, persistent=p, tensormaps="host" if p else "")
+                                    for n in gemm.MMA_N for g in gemm.CTA_GROUPS for p in (False, True)],
+                         ids=lambda c: f"{c.mma_n}x{c.cta_group}{'-persistent' if c.persistent else ''}")
+def test_accumulators_fit_tensor_memory_with_the_examples_barriers(config):
+    """Two accumulators a CTA in both builds; at mma_n 256 they overlap by the scales' 48 columns
+    and fill all 512, with one accumulator stage (a full and an empty barrier), as NVIDIA's
+    dense_blockscaled_gemm_persistent (overlapping_accum) has; at 128 they are apart, two stages."""
+    entry = host.compile_gemm(config)
+    info, acc = entry.info, entry.info["accumulators"]
+    assert info["tmem_columns"] <= info["tmem_alloc_columns"] == TMEM_COLUMNS
+    assert acc["buffers"] == 2 and acc["overlapping"] == (config.mma_n == 256)
+    sf = config.sf_tmem_columns
+    if config.mma_n == 256:
+        assert (info["stages"]["acc"], acc["stride_columns"], info["tmem_columns"]) == (1, 256 - sf, 512)
+        # the epilogue hands the accumulator back once it has read the shared columns
+        assert (acc["released_after_subtile"] + 1) * acc["epilogue_subtile_columns"] >= sf
+        assert acc["released_after_subtile"] < 256 // acc["epilogue_subtile_columns"]
+    else:
+        assert (info["stages"]["acc"], acc["stride_columns"], info["tmem_columns"]) == (2, 128, 2 * 128 + sf)
+    ptx = (entry.directory / "kernel.ptx").read_text()
+    # barriers: a full and an empty one a load stage and an accumulator stage (+ the pair's dealloc)
+    stages = info["stages"]
+    assert ptx.count("mbarrier.init") == 2 * stages["ab"] + 2 * stages["acc"] + (config.cta_group == 2)
+    # the early hand-back waits for the tensor-memory loads before it (tcgen05.wait::ld)
+    assert ptx.count("tcgen05.wait::ld") == (1 if config.mma_n == 256 else 0)
+
+
+# --- programmatic launches of the persistent kernel -----------------------------------------------
+
+def _lines(entry, text: str) -> list[int]:
+    ptx = (entry.directory / "kernel.ptx").read_text().splitlines()
+    return [i for i, line in enumerate(ptx) if text in line]
+
+
+@pytest.mark.parametrize("mode", gemm.TENSORMAP_MODES)
+@pytest.mark.parametrize("cta_group", gemm.CTA_GROUPS)
+def test_persistent_kernel_waits_before_it_reads_inputs_or_writes_and_triggers_after_its_schedule(mode, cta_group):
+    entry = host.compile_gemm(host.with_mode(gemm.Sm100Config(mma_n=256, cta_group=cta_group), mode))
+    trigger, waits = _lines(entry, "griddepcontrol.launch_dependents;"), _lines(entry, "griddepcontrol.wait;")
+    assert len(trigger) == 1 and len(waits) == 2  # the TMA warp's and the epilogue's
+    # the trigger comes after the CTA read its schedule (its run of tiles)
+    assert _lines(entry, "ld.global")[0] < trigger[0]
+    # every bulk tensor copy, every map acquired and (device mode) every map written waits
+    for text in ("cp.async.bulk.tensor", "fence.proxy.tensormap", "tensormap.replace", "tensormap.cp_fenceproxy"):
+        assert all(i > waits[0] for i in _lines(entry, text)), text
+    # every store of C waits too: the epilogue's own wait comes before its first store
+    c_stores = _lines(entry, "cp.async.bulk.tensor.2d.global.shared")
+    assert c_stores and all(i > waits[1] for i in c_stores)
+    if mode == "device":  # the epilogue's C map is rewritten after its wait
+        assert any(i > waits[1] for i in _lines(entry, "tensormap.replace"))
+
+
+def test_per_group_kernel_has_no_programmatic_launch():
+    for config in host.CONFIGS:
+        ptx = (host.compile_gemm(config).directory / "kernel.ptx").read_text()
+        assert "griddepcontrol" not in ptx  # launched in plain stream order

@@ -69,13 +69,18 @@ def test_launch_config_struct_has_the_drivers_layout():
 
 def test_launch_attribute_struct_has_the_drivers_layout():
     """launch._LaunchAttribute: cuda.h's CUlaunchAttribute (the id, padding to 8 bytes, a 64-byte
-    value union whose int flag comes first), and the programmatic-serialization id."""
+    value union whose int flag, or cluster shape x, y, z, comes first), with the ids of cuda.h's
+    cluster-dimension and programmatic-serialization attributes."""
     import ctypes
 
     from nvgg.kernels import launch
-    attr = launch._LaunchAttribute(launch.ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, b"", 1)
-    assert ctypes.sizeof(attr) == 72 and launch._LaunchAttribute.value.offset == 8
-    assert bytes(attr)[:12] == bytes([6, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]) and not any(bytes(attr)[12:])
+
+    attrs, count = launch._attributes(True, (2, 1, 1))
+    assert count == 2 and ctypes.sizeof(launch._LaunchAttribute) == 72 and launch._LaunchAttribute.value.offset == 8
+    cluster, programmatic = bytes(attrs[0]), bytes(attrs[1])
+    assert cluster[:20] == bytes([4, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0, 0]) and not any(cluster[20:])
+    assert programmatic[:12] == bytes([6, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]) and not any(programmatic[12:])
+    assert launch._attributes(False, (1, 1, 1))[1] == 0 and launch._attributes(True, (1, 1, 1))[0][0].id == 6
 
 
 def test_setup_phases_report_the_encoding_in_all_and_a_groups_median():

@@ -4,11 +4,14 @@ One kernel class (kernels/sm100/nvfp4_gemm.py), native NVFP4 on the tensor core,
 (`mma_n` 128 or 256 rows of A, the MMA's N), cluster (one CTA, or a pair running `cta_group::2`
 MMAs of 256 rows of B) and launch scheme:
 - per group (sequential, multistream, graph): `nvfp4_gemm_sm100`, one launch per group, its tensor
-  maps made by the DSL's host code at each call; the tile is chosen per group.
+  maps kernel parameters packed once at prepare time; the tile is chosen per group.
 - persistent: `nvfp4_grouped_gemm_sm100`, one launch for all groups over a host-made schedule, its
   tensor maps either encoded on the host at prepare time (`host`, the default) or rewritten in the
   kernel on each group change (`device`); the tile is chosen per case.
-Shapes are run-time arguments, so one compiled kernel serves every case with that tile.
+Shapes are run-time arguments, so one compiled kernel serves every case with that tile. Launches
+go through the driver on the cached cubin, their parameters packed by nvgg (kernels/sm100/params.py;
+no DSL import in a warm process), the persistent kernel's programmatically; NVGG_SM100_LAUNCH=dsl
+sends them through the DSL's compiled host function instead.
 
 The tile is chosen by `host.choose`, a model of the B200 (profiles/b200.toml: SMs, fp4 rate, DRAM
 bandwidth), not a measurement: no B200 has run these kernels here. Shape rules: k a multiple of
@@ -30,7 +33,7 @@ from ..kernels import groups as kgroups
 from ..kernels import phase_slots
 from ..kernels.tensormaps import setup_phases
 from ..kernels.sm100 import host
-from ..kernels.sm100 import nvfp4_gemm as gemm
+from ..kernels.sm100 import config as gemm
 from ..profiles import get as get_profile
 from .base import KernelInfo, Launch, checked_group, group_problem, kernel_info
 
@@ -62,6 +65,12 @@ class Sm100Kernels:
     tensormap_modes = TENSORMAP_MODES
     default_mode = DEFAULT_MODE
 
+    @property
+    def programmatic(self) -> bool:
+        """Whether the persistent kernel's timed launches are programmatic: through the driver
+        (host.launch_path), yes; the DSL's own launch sets no such attribute."""
+        return host.launch_path() == "driver"
+
     def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
         return group_problem(case, gemm.Sm100Config().is_valid, "the sm_100a cute kernel")
 
@@ -70,7 +79,9 @@ class Sm100Kernels:
         if grouped:
             estimate = host.choose(case.groups, *_model_inputs(sms))
             config = host.with_mode(estimate.config, tensormaps)
-            return [self._info(host.compile_gemm(config, arch, need_callable=False), estimate)]
+            info = self._info(host.compile_gemm(config, arch, need_callable=False), estimate)
+            info.extra["launch"] = "programmatic" if self.programmatic else "stream order"
+            return [info]
         builds = dict.fromkeys(group_config(shape, sms) for shape in case.groups)
         return [self._info(host.compile_gemm(config, arch, need_callable=False), None) for config in builds]
 
@@ -95,26 +106,30 @@ class Sm100Kernels:
         tensors = _group(data, g)
         sms = torch.cuda.get_device_properties(tensors.c.device).multi_processor_count
         config = group_config((tensors.m, tensors.n, tensors.k), sms)
-        return host.group_launch(host.compile_gemm(config, ARCH), tensors, config)
+        return host.group_launch(_compiled(config), tensors, config)
 
     def grouped_launcher(self, data, tensormaps: str = DEFAULT_MODE) -> Launch:
         groups, config, entry, resident = self._persistent(data, tensormaps, instrument=False)
-        tables = host.build_tables(groups, config, resident)
+        tables = host.build_tables(groups, config, resident, templates=host.templates_of(entry))
         out = host.persistent_launch(entry, groups, tables, config)
         if tables.encode_us:  # host mode: the maps' encoding is prepare-time work, reported apart
             out.setup_us = setup_phases(tables.encode_us)
         return out
 
-    def phase_launcher(self, data, tensormaps: str = DEFAULT_MODE) -> tuple[Launch, torch.Tensor]:
+    def phase_launcher(self, data, tensormaps: str = DEFAULT_MODE, programmatic: bool = False) -> tuple[Launch, torch.Tensor]:
         """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
         int64 [ctas, SM100.slots] buffer each launch fills (zeroed first; kernels/phase_slots.py).
-        Same tile, schedule and grid as the timed build."""
+        Same tile, schedule and grid as the timed build. `programmatic`: launched as the timed
+        build is, and the caller zeroes the buffer (a zeroing kernel just before would keep the
+        launch from starting behind the kernel before it)."""
         groups, config, entry, resident = self._persistent(data, tensormaps, instrument=True)
         the_plan = host.plan([(g.m, g.n, g.k) for g in groups], config, resident)
         buffer = torch.zeros((the_plan.clusters * config.cta_group, phase_slots.SM100.slots), dtype=torch.int64,
                              device=groups[0].c.device)
-        tables = host.build_tables(groups, config, resident, buffer, the_plan)
-        kernel = host.persistent_launch(entry, groups, tables, config)
+        tables = host.build_tables(groups, config, resident, buffer, the_plan, host.templates_of(entry))
+        kernel = host.persistent_launch(entry, groups, tables, config, programmatic=programmatic)
+        if programmatic:
+            return kernel, buffer
 
         def launch() -> None:
             buffer.zero_()
@@ -128,12 +143,28 @@ class Sm100Kernels:
 
     def _persistent(self, data, tensormaps: str, *, instrument: bool):
         """The groups, the build, its compiled entry, and the clusters the GPU holds at once."""
-        groups = [_group(data, g) for g in range(len(data[3]))]
-        device = groups[0].c.device
+        device = data[0][0][2].device
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        config = grouped_config([(g.m, g.n, g.k) for g in groups], sms, tensormaps, instrument)
-        resident = host.resident_clusters(device.index or 0, config.cta_group)
-        return groups, config, host.compile_gemm(config, ARCH), resident
+        return persistent_build(data, tensormaps, sms, host.resident_clusters, instrument=instrument)
+
+
+def persistent_build(data, tensormaps: str, sms: int, resident=None, *, instrument: bool = False):
+    """The host work that picks a persistent launch's build: the groups checked, the model's tile,
+    the compiled entry (the disk record alone on the driver path: no DSL import), and the clusters
+    the GPU holds at once (`resident(entry, cta_group)`; None: one a `cta_group` of the `sms`
+    SMs, as `nvgg compile` assumes, for host work timed without a GPU)."""
+    groups = [_group(data, g) for g in range(len(data[3]))]
+    config = grouped_config([(g.m, g.n, g.k) for g in groups], sms, tensormaps, instrument)
+    entry = _compiled(config)
+    clusters = resident(entry, config.cta_group) if resident else sms // config.cta_group
+    return groups, config, entry, clusters
+
+
+def _compiled(config: gemm.Sm100Config) -> kcache.Entry:
+    """The build's cache entry: the compiled record alone where the launch goes through the
+    driver (from the disk cache, no DSL in the process), the DSL's callable where it goes through
+    the DSL."""
+    return host.compile_gemm(config, ARCH, need_callable=host.launch_path() == "dsl")
 
 
 def _group(data, g: int) -> kgroups.GroupTensors:

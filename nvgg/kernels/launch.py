@@ -1,19 +1,23 @@
 """Launching compiled kernels from Python with little host time, for both architectures.
 
-- `DirectLaunch`: the driver's cuLaunchKernelEx on the entry's cubin through ctypes, its
-  parameters and launch configuration packed once (the sm_90a kernels, whose parameters are plain
-  values and empty placeholders).
+- `PackedLaunch`: the driver's cuLaunchKernelEx on the entry's cubin through ctypes, its
+  parameters (packed by the caller, byte for byte) and launch configuration (grid, cluster,
+  programmatic serialization) made once: the sm_100a kernels, whose tensor maps and layouts
+  kernels/sm100/params.py packs.
+- `DirectLaunch`: the same for the sm_90a kernels, whose parameters are plain values and empty
+  placeholders it packs itself.
 - `DslLaunch`: the DSL's own compiled host function (it builds the kernel's tensor-map parameters
   and launches, with clusters), its arguments converted once and only the stream set per call (the
-  sm_100a kernels).
+  sm_100a kernels' `dsl` launch path).
 
-Both read the current stream as a raw handle (`current_stream_handle`) at every call, so a launch
+All read the current stream as a raw handle (`current_stream_handle`) at every call, so a launch
 runs on whatever stream is current: multistream's pool, a graph capture.
 """
 
 from __future__ import annotations
 
 import ctypes
+import struct
 from pathlib import Path
 
 import torch
@@ -50,14 +54,27 @@ def _check(err, what: str) -> None:
 
 class _LaunchAttribute(ctypes.Structure):
     """CUlaunchAttribute (cuda.h): the attribute's id, 4 bytes of padding, then the 64-byte value
-    union, whose first int is what a flag attribute reads."""
+    union, whose first int is what a flag attribute reads and whose first three a cluster shape."""
 
-    _fields_ = [("id", ctypes.c_uint), ("pad", ctypes.c_char * 4), ("value", ctypes.c_int), ("rest", ctypes.c_char * 60)]
+    _fields_ = [("id", ctypes.c_uint), ("pad", ctypes.c_char * 4), ("value", ctypes.c_uint * 16)]
 
 
-# CUlaunchAttributeID (cuda.h): the launch may overlap the kernel before it in the stream, as far
-# as that kernel allows (PTX griddepcontrol.launch_dependents); sm_90 and later
+# CUlaunchAttributeID (cuda.h). Programmatic stream serialization: the launch may overlap the
+# kernel before it in the stream, as far as that kernel allows (PTX griddepcontrol.launch_dependents);
+# sm_90 and later. Cluster dimension: the grid runs as clusters of this shape.
 ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
+ATTRIBUTE_CLUSTER_DIMENSION = 4
+
+
+def _attributes(programmatic: bool, cluster: tuple[int, int, int]):
+    """The launch attributes array and its count: the cluster shape where it is not (1, 1, 1), and
+    programmatic serialization where asked."""
+    chosen = []
+    if tuple(cluster) != (1, 1, 1):
+        chosen.append(_LaunchAttribute(ATTRIBUTE_CLUSTER_DIMENSION, b"", (ctypes.c_uint * 16)(*cluster)))
+    if programmatic:
+        chosen.append(_LaunchAttribute(ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, b"", (ctypes.c_uint * 16)(1)))
+    return (_LaunchAttribute * max(len(chosen), 1))(*chosen), len(chosen)
 
 
 class _LaunchConfig(ctypes.Structure):
@@ -98,38 +115,37 @@ def entry_params(ptx_text: str) -> list[str]:
     return [line.strip().rstrip(",") for line in head.splitlines() if line.strip().startswith(".param")]
 
 
-class DirectLaunch:
-    """A launch through the driver (cuLaunchKernelEx on the compiled cubin) instead of the DSL's
-    Python call path, for kernels whose parameters are (table pointer, total tiles, then one empty
-    placeholder byte for each static argument the DSL still declares: the tiled MMAs, the
-    shared-memory layout), prepared once as a C array of exactly the entry's parameter count,
-    recorded from its PTX when it was compiled. Every argument of cuLaunchKernelEx is a ctypes
-    object made once; a call only sets the configuration's stream. `tables` is what the kernel reads through raw
-    pointers (it has `.table`, a device tensor, and `.total_tiles`); the launch owns it.
-    `programmatic`: launched with programmatic stream serialization, so that its CTAs may start
-    while the kernel before it finishes; only for a kernel that waits for that kernel
-    (griddepcontrol.wait) before touching anything it may write."""
+class PackedLaunch:
+    """cuLaunchKernelEx on the entry's cubin with parameters packed elsewhere (`params`, one bytes
+    object a kernel parameter, in order; checked against the sizes the entry's PTX declares, where
+    its record has them), a grid, a cluster shape and, where asked, programmatic stream
+    serialization (only for a kernel that waits for the kernel before it, griddepcontrol.wait,
+    before touching anything that kernel may write). Every argument of cuLaunchKernelEx is a
+    ctypes object made once; a call sets the stream and launches. `keep` is what the kernel reads
+    through raw pointers; the launch owns it."""
 
-    def __init__(self, entry: kcache.Entry, tables, grid: tuple[int, int, int], *, programmatic: bool = False):
-        self.tables = tables
-        self.grid = grid
+    def __init__(self, entry: kcache.Entry, params: list[bytes], grid: tuple[int, int, int], *,
+                 cluster: tuple[int, int, int] = (1, 1, 1), programmatic: bool = False, keep=None,
+                 device_index: int = 0):
+        sizes = entry.info.get("param_sizes")
+        if sizes is not None and [len(p) for p in params] != list(sizes):
+            raise RuntimeError(f"{entry.info.get('name')}: packed parameters of {[len(p) for p in params]} bytes, "
+                               f"the kernel declares {list(sizes)}")
+        if any(g % c for g, c in zip(grid, cluster)):
+            raise ValueError(f"grid {grid} is not whole clusters of {cluster}")
+        self.keep = keep
+        self.grid, self.cluster, self.programmatic = tuple(grid), tuple(cluster), programmatic
         self.smem = entry.info["dynamic_smem_bytes"]
         self.threads = entry.info["threads"]
-        self._device = tables.table.device.index or 0
-        # the GEMM kernels: (table, tiles, placeholders); the expand kernel: (table) alone
-        params = entry.info["params"]
-        if (not params or not params[0].startswith(".param .align 8 .b8") or params[1:2] and ".u32" not in params[1]
-                or any(not p.startswith(".param .align 1 .b8") for p in params[2:])):
-            raise RuntimeError(f"unexpected kernel parameters {params}: expected (table pointer[, u32 tiles, "
-                               "empty placeholders])")
-        values = [ctypes.c_uint64(tables.table.data_ptr()), ctypes.c_uint32(tables.total_tiles)]
-        self._values = tuple(values[:len(params)]) + tuple(ctypes.c_uint8(0) for _ in params[2:])
-        self._params = (ctypes.c_void_p * len(self._values))(*(ctypes.addressof(v) for v in self._values))
-        gx, gy, gz = grid
-        self.programmatic = programmatic
-        self._attrs = (_LaunchAttribute * 1)(_LaunchAttribute(ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, b"", 1))
-        attrs = ctypes.cast(self._attrs, ctypes.c_void_p) if programmatic else None
-        self._config = _LaunchConfig(gx, gy, gz, self.threads, 1, 1, self.smem, None, attrs, int(programmatic))
+        self._device = device_index
+        # each parameter in 8-byte aligned words of its own (the driver copies the kernel's sizes)
+        self._values = [(ctypes.c_uint64 * max(1, -(-len(p) // 8)))() for p in params]
+        for value, p in zip(self._values, params):
+            ctypes.memmove(value, p, len(p))
+        self._params = (ctypes.c_void_p * len(params))(*(ctypes.addressof(v) for v in self._values))
+        self._attrs, count = _attributes(programmatic, self.cluster)
+        self._config = _LaunchConfig(*self.grid, self.threads, 1, 1, self.smem, None,
+                                     ctypes.cast(self._attrs, ctypes.c_void_p) if count else None, count)
         self._args = (ctypes.byref(self._config), ctypes.c_void_p(int(_function(entry))), self._params,
                       ctypes.c_void_p(0))
         self._launch = _driver_launch()
@@ -139,6 +155,47 @@ class DirectLaunch:
         err = self._launch(*self._args)
         if err:
             raise RuntimeError(f"cuLaunchKernelEx failed with CUresult {err}")
+
+
+class DirectLaunch(PackedLaunch):
+    """The sm_90a kernels' launch: parameters (table pointer, total tiles, then one empty
+    placeholder byte for each static argument the DSL still declares: the tiled MMAs, the
+    shared-memory layout), exactly the entry's parameter count, recorded from its PTX when it was
+    compiled. `tables` is what the kernel reads through raw pointers (it has `.table`, a device
+    tensor, and `.total_tiles`); the launch owns it. `programmatic`: see PackedLaunch."""
+
+    def __init__(self, entry: kcache.Entry, tables, grid: tuple[int, int, int], *, programmatic: bool = False):
+        # the GEMM kernels: (table, tiles, placeholders); the expand kernel: (table) alone
+        params = entry.info["params"]
+        if (not params or not params[0].startswith(".param .align 8 .b8") or params[1:2] and ".u32" not in params[1]
+                or any(not p.startswith(".param .align 1 .b8") for p in params[2:])):
+            raise RuntimeError(f"unexpected kernel parameters {params}: expected (table pointer[, u32 tiles, "
+                               "empty placeholders])")
+        values = [struct.pack("<Q", tables.table.data_ptr()), struct.pack("<I", tables.total_tiles)]
+        super().__init__(entry, values[:len(params)] + [b"\0"] * len(params[2:]), grid, programmatic=programmatic,
+                         keep=tables, device_index=tables.table.device.index or 0)
+        self.tables = tables
+
+
+def max_active_clusters(entry: kcache.Entry, cluster: tuple[int, int, int]) -> int:
+    """Clusters of `cluster` CTAs of the entry's kernel the GPU holds at once (the driver's
+    cuOccupancyMaxActiveClusters: its shared memory, registers and threads, and where the GPU's
+    SMs can pair up). Needs the GPU, with a current context (torch's)."""
+    import cuda.bindings.driver as cu
+
+    fn = _function(entry)
+    config = cu.CUlaunchConfig()
+    config.gridDimX, config.gridDimY, config.gridDimZ = cluster
+    config.blockDimX, config.blockDimY, config.blockDimZ = entry.info["threads"], 1, 1
+    config.sharedMemBytes = entry.info["dynamic_smem_bytes"]
+    attr = cu.CUlaunchAttribute()
+    attr.id = cu.CUlaunchAttributeID.CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION
+    attr.value.clusterDim.x, attr.value.clusterDim.y, attr.value.clusterDim.z = cluster
+    config.attrs = [attr]
+    config.numAttrs = 1
+    err, count = cu.cuOccupancyMaxActiveClusters(fn, config)
+    _check(err, "cuOccupancyMaxActiveClusters")
+    return int(count)
 
 
 class _StreamArg:

@@ -1,7 +1,9 @@
 """Blackwell (sm_100a) kernels written in CuTe DSL.
 
+- `config.py`: the kernel's configuration and resource arithmetic in plain Python (no DSL import).
 - `nvfp4_gemm.py`: the native NVFP4 block-scaled GEMM (tcgen05, tensor memory), per-group and
-  persistent grouped, and its config; also the host encoder of one group's tensor maps.
-- `host.py`: compiling without a GPU, the tile choice (a model), the persistent launch's plan and
-  device tables, the host-encoded map table, the launches.
+  persistent grouped; also the DSL's host encoder of one group's tensor maps.
+- `host.py`: compiling without a GPU (recording each build's map templates), the tile choice (a
+  model), the persistent launch's plan and device tables, the launches (driver or DSL).
+- `params.py`: the driver launch's tensor maps and kernel parameters, packed without the DSL.
 """

@@ -26,16 +26,22 @@ it from nvgg's copy of the competition's `to_blocked`); C (m, n) fp16, written i
 Warps (192 threads): 0-3 epilogue (tensor memory → registers → fp16 → shared memory → bulk tensor
 store), 4 MMA (scales to tensor memory by `tcgen05.cp`, then the MMAs of each 256-k stage), 5 TMA
 (A, B and their scales into a ring of `stages` buffers). Pipelines: load ring (TMA → MMA),
-accumulator (MMA → epilogue, 2 buffers where tensor memory holds two, else 1), store (epilogue).
+accumulator (MMA → epilogue: two buffers in tensor memory; at mma_n 256 they overlap by the
+scales' columns, NVIDIA's `overlapping_accum`, see config.py), store (epilogue).
+
+The persistent kernel is launched programmatically (host.py): its CTAs may start while the kernel
+before it in the stream finishes; its TMA and epilogue warps wait for that kernel
+(griddepcontrol.wait) before their first global read or write.
 
 Tiles and tensor maps, by build:
 - per-group (`persistent=False`, for sequential, multistream, graph): one launch per group, one
-  tile a CTA (pair), grid (n tiles · cta_group, m tiles); the tensor maps are the DSL's own, made on
-  the host at every call and passed as kernel parameters.
+  tile a CTA (pair), grid (n tiles · cta_group, m tiles); the tensor maps are kernel parameters,
+  as this class's host side (`__call__`) encodes them (packed once by params.py for the driver
+  launch, or made by the compiled `__call__` at every call for the DSL's).
 - persistent: one launch for all groups. Each cluster walks its list of tiles from the host's
   schedule (`runs`, `tiles`: see host.py) and its maps come from one of two places:
-  - `host`: every group's five maps encoded on the host at prepare time (by the DSL's own encoder,
-    `encode_maps`) into a device table [G, 5, 128 B]; the kernel prefetches and fences a group's
+  - `host`: every group's five maps encoded on the host at prepare time (params.py, exactly as
+    `encode_maps` would) into a device table [G, 5, 128 B]; the kernel prefetches and fences a group's
     maps when it first uses them and never writes one.
   - `device`: each CTA rewrites the template maps for each group it visits, in its own slot of a
     workspace [ctas, visits, 5, 128 B] (`tensormap.replace` in shared memory, then
@@ -49,8 +55,6 @@ phase_slots.SM100.slots] (see kernels/phase_slots.py); never the timed build.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import cutlass
 import cutlass.cute as cute
 import cutlass.pipeline as pipeline
@@ -63,113 +67,15 @@ from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.tensor_utils import LayoutEnum, TensorMapManager, TensorMapUpdateMode
 
 from .. import asm, phase_slots
-from .. import groups as kgroups
+from .config import (COL_A, COL_B, COL_C, COL_K, COL_M, COL_N, COL_SFA, COL_SFB, CTA_ROWS, EPILOGUE_WARPS,  # noqa: F401
+                     GROUP_COLS, MAP_BYTES, MAPS, MMA_WARP, SF_VEC, TABLE_EXTENT, THREADS, TILE_COLS, TILE_K,
+                     TMA_WARP, TMEM_COLUMNS, Sm100Config, _round_up)
 
 AB_DTYPE = cutlass.Float4E2M1FN
 SF_DTYPE = cutlass.Float8E4M3FN
-SF_VEC = 16  # one e4m3 scale per 16 k: NVFP4
 C_DTYPE = Float16
 ACC_DTYPE = Float32
-TILE_K = 256  # k per pipeline stage: four MMAs of k 64 (the mxf4nvf4 instruction's k)
-CTA_ROWS = 128  # rows of B (the MMA's M) per CTA
-MMA_N = (128, 256)  # rows of A per tile that this kernel builds (the MMA's N)
-CTA_GROUPS = (1, 2)
-TENSORMAP_MODES = ("device", "host")
-MAPS = 5  # tensor maps per group: B, A, SFB, SFA (the MMA's A, B, SFA, SFB), C
-MAP_BYTES = 128  # one CUtensorMap, CUDA driver API
-# the device group table (int64, one row a group): the columns every kernel reads (kernels/groups.py)
-GROUP_COLS = kgroups.BASE_COLS
-COL_A, COL_B, COL_SFA, COL_SFB, COL_C = kgroups.COL_A, kgroups.COL_B, kgroups.COL_SFA, kgroups.COL_SFB, kgroups.COL_C
-COL_M, COL_N, COL_K = kgroups.COL_M, kgroups.COL_N, kgroups.COL_K
-TILE_COLS = 4  # int32 columns of a tile record: group, n tile, m tile, k tiles
-EPILOGUE_WARPS = (0, 1, 2, 3)
-MMA_WARP = 4
-TMA_WARP = 5
-THREADS = 32 * (len(EPILOGUE_WARPS) + 2)
-# Source of the limit below:
-TMEM_COLUMNS = 512  # 32-bit columns of tensor memory per SM, PTX ISA "Tensor Memory"
-TABLE_EXTENT = 1 << 30  # the declared extent of the device tables; the kernel reads real rows only
 _BAR_EPILOGUE, _BAR_TMEM = 1, 2  # named barriers (0 is the CTA barrier)
-
-
-@dataclass(frozen=True)
-class Sm100Config:
-    """Launch configuration of the sm_100a kernel: tile, cluster, and where the maps come from."""
-
-    mma_n: int = 128  # rows of the competition's A per tile (the MMA's N): 128 or 256
-    cta_group: int = 1  # 1: a CTA per tile (MMA M = 128); 2: a CTA pair per tile (MMA M = 256)
-    persistent: bool = False
-    # the persistent kernel only: "device" (in-kernel replace) or "host" (a table encoded at
-    # prepare time); the per-group kernel takes the DSL's own maps as kernel parameters ("")
-    tensormaps: str = ""
-    instrument: bool = False  # the phase-timestamp build (profiling only)
-
-    @property
-    def mma_m(self) -> int:
-        return CTA_ROWS * self.cta_group
-
-    @property
-    def threads(self) -> int:
-        return THREADS
-
-    @property
-    def acc_stages(self) -> int:
-        """Accumulator buffers in tensor memory: two where two fit beside the scales (512 columns)."""
-        return 1 if self.mma_n == 256 else 2
-
-    @property
-    def acc_tmem_columns(self) -> int:
-        return self.mma_n * self.acc_stages
-
-    @property
-    def sfa_tmem_columns(self) -> int:
-        """The MMA's A scales of one stage: 4 columns per 32 rows of a CTA's operand tile
-        (blockscaled_layout.make_tmem_layout_sfa)."""
-        return (CTA_ROWS // 32) * (TILE_K // 64)
-
-    @property
-    def sfb_tmem_columns(self) -> int:
-        """The MMA's B scales of one stage, over whole 128-row scale atoms (make_tmem_layout_sfb)."""
-        return (_round_up(self.mma_n, 128) // 32) * (TILE_K // 64)
-
-    @property
-    def tmem_columns(self) -> int:
-        """32-bit tensor-memory columns used: accumulators, then the scales of A and B for one stage."""
-        return self.acc_tmem_columns + self.sfa_tmem_columns + self.sfb_tmem_columns
-
-    def problems(self) -> str | None:
-        """Why this configuration cannot be built, or None."""
-        if self.mma_n not in MMA_N:
-            return f"mma_n must be one of {MMA_N}, got {self.mma_n}"
-        if self.cta_group not in CTA_GROUPS:
-            return f"cta_group must be 1 or 2, got {self.cta_group}"
-        if self.persistent and self.tensormaps not in TENSORMAP_MODES:
-            return f"the persistent kernel takes tensormaps 'device' or 'host', got {self.tensormaps!r}"
-        if not self.persistent and self.tensormaps:
-            return "the per-group kernel takes its tensor maps as kernel parameters (no tensormaps mode)"
-        if self.instrument and not self.persistent:
-            return "only the persistent kernel has an instrumented build"
-        if self.tmem_columns > TMEM_COLUMNS:
-            return f"{self.tmem_columns} tensor-memory columns exceed the {TMEM_COLUMNS} of an SM"
-        return None
-
-    def is_valid(self, m: int, n: int, k: int) -> str | None:
-        """Why a group of this shape cannot run on this kernel, or None. The rules: k a multiple of
-        TILE_K (whole stages; the scale layout's 64-k blocks), n a multiple of CTA_ROWS (whole
-        rows of B per CTA), m ≥ 1 (any m: the copy engine zero-fills and clips)."""
-        if m < 1 or n < 1 or k < 1:
-            return f"m, n and k must be positive, got m={m}, n={n}, k={k}"
-        if k % TILE_K:
-            return f"the kernel needs k to be a multiple of {TILE_K}, got k={k}"
-        if n % CTA_ROWS:
-            return f"the kernel needs n to be a multiple of {CTA_ROWS}, got n={n}"
-        if m * k // 2 >= 1 << 31 or n * k // 2 >= 1 << 31 or m * n >= 1 << 31:
-            return f"the kernel indexes a group with 32-bit offsets; m={m}, n={n}, k={k} is too large"
-        return None
-
-
-def _round_up(x: int, to: int) -> int:
-    return -(-x // to) * to
 
 
 class Nvfp4GemmSm100:
@@ -242,6 +148,17 @@ class Nvfp4GemmSm100:
                                                                      self.num_c_stage)
         self.num_sfa_tmem_cols = self.config.sfa_tmem_columns
         self.num_acc_tmem_cols = self.config.acc_tmem_columns
+        # overlapping accumulators: the epilogue's subtiles span epi_tile_n columns each; after
+        # reading the first `acc_release_subtile` + 1 of them (the columns the other buffer shares,
+        # read first) it hands the accumulator back to the MMA warp
+        self.epi_tile_n = cute.size(self.epi_tile[1])
+        self.acc_subtiles = self.config.mma_n // self.epi_tile_n
+        self.acc_release_subtile = self.config.sf_tmem_columns // self.epi_tile_n
+        if self.config.overlapping_accum and not (
+                self.config.mma_n % self.epi_tile_n == 0 and self.acc_release_subtile < self.acc_subtiles
+                and cute.size(self.epi_tile[0]) == CTA_ROWS):
+            raise ValueError(f"overlapping accumulators need whole epilogue subtiles of the CTA's {CTA_ROWS} rows; "
+                             f"the epilogue tile spans {cute.size(self.epi_tile[0])} x {self.epi_tile_n}")
 
     @cute.jit
     def operands(self, b_ptr: cute.Pointer, a_ptr: cute.Pointer, sfb_ptr: cute.Pointer, sfa_ptr: cute.Pointer,
@@ -451,14 +368,32 @@ class Nvfp4GemmSm100:
         tCrA = tiled_mma.make_fragment_A(sA)
         tCrB = tiled_mma.make_fragment_B(sB)
         acc_shape = tiled_mma.partition_shape_C(self.mma_tiler[:2])
-        tCtAcc_fake = tiled_mma.make_fragment_C(cute.append(acc_shape, self.num_acc_stage))
+        tCtAcc_fake = tiled_mma.make_fragment_C(cute.append(acc_shape, self.config.acc_buffers))
+        if cutlass.const_expr(config.overlapping_accum):
+            # the second buffer starts acc_buffer_stride columns after the first (mode 0's second
+            # stride is a column's), so the two share the scales' worth of columns
+            stride = tCtAcc_fake.stride
+            tCtAcc_fake = cute.make_tensor(tCtAcc_fake.iterator, cute.make_layout(
+                tCtAcc_fake.shape, stride=(stride[0], stride[1], stride[2],
+                                           config.acc_buffer_stride * stride[0][1])))
 
         pipeline_init_wait(cluster_shape_mn=self.cluster_shape_mn)
         self._stamp(phases, cta, warp_idx, EPILOGUE_WARPS[0], self.layout.BARRIERS_READY)
         count = self._tile_count(runs, cluster)
+        if cutlass.const_expr(config.persistent):
+            # Programmatic launches (host.py launches the persistent kernel so): the next launch
+            # may start its CTAs now, on the SMs this one leaves. Before its wait below, a launch
+            # writes only its own shared and tensor memory and reads only its schedule, which no
+            # launch writes, so nothing of this launch can mix with the next one's.
+            cute.arch.griddepcontrol_launch_dependents()
 
         # ------------------------------------------------------------------ TMA warp
         if warp_idx == TMA_WARP:
+            if cutlass.const_expr(config.persistent):
+                # every global read of the inputs (A, B, scales, the group and map tables) and
+                # every map this warp writes (device mode) waits for the kernel before this one
+                # in the stream: it may have rewritten them (inputs refilled in place)
+                cute.arch.griddepcontrol_wait()
             state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.num_ab_stage)
             last_group = Int32(-1)
             visit = Int32(-1)
@@ -513,7 +448,7 @@ class Nvfp4GemmSm100:
             acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.num_acc_stage)
             for i in cutlass.range(count, unroll=1):
                 _, _, _, k_tiles = self._tile(runs, tiles, cluster, i, bidx, bidy, k_tiles_here)
-                tCtAcc = tCtAcc_base[(None, None, None, acc_state.index)]
+                tCtAcc = tCtAcc_base[(None, None, None, self._acc_buffer(acc_state, True))]
                 if is_leader_cta:
                     acc_pipeline.producer_acquire(acc_state)
                 ab_state.reset_count()
@@ -559,6 +494,10 @@ class Nvfp4GemmSm100:
             acc_state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.num_acc_stage)
             last_group = Int32(-1)
             visit = Int32(-1)
+            if cutlass.const_expr(config.persistent):
+                # every write of C (and of C's map, device mode) waits for the kernel before this
+                # one in the stream, which may write the same C
+                cute.arch.griddepcontrol_wait()
             if cutlass.const_expr(config.tensormaps == "device"):
                 self.maps.init_tensormap_from_atom(atom_c, map_smem + 4 * (MAP_BYTES // 8), EPILOGUE_WARPS[0])
             subtiles_done = Int32(0)
@@ -570,13 +509,27 @@ class Nvfp4GemmSm100:
                                               (atom_c,), (4,), warp_idx, EPILOGUE_WARPS[0], None)
                     last_group = group
                 bSG_gC = bSG_gC_all[(None, None, None, tile_n, tile_m, 0)]
-                tTR_tAcc = tTR_tAcc_base[(None, None, None, None, None, acc_state.index)]
+                buffer_index = self._acc_buffer(acc_state, False)
+                tTR_tAcc = tTR_tAcc_base[(None, None, None, None, None, buffer_index)]
                 acc_pipeline.consumer_wait(acc_state)
                 tTR_tAcc = cute.group_modes(tTR_tAcc, 3, cute.rank(tTR_tAcc))
                 bSG_gC = cute.group_modes(bSG_gC, 1, cute.rank(bSG_gC))
                 subtiles = cute.size(tTR_tAcc.shape, mode=[3])
                 for s in cutlass.range(subtiles):
-                    cute.copy(copy_t2r, tTR_tAcc[(None, None, None, s)], tTR_rAcc)
+                    # overlapping accumulators: the first buffer is read from its last columns,
+                    # the second from its first, so the shared columns come first either way
+                    real = s
+                    if cutlass.const_expr(config.overlapping_accum):
+                        if buffer_index == 0:
+                            real = subtiles - 1 - s
+                    cute.copy(copy_t2r, tTR_tAcc[(None, None, None, real)], tTR_rAcc)
+                    if cutlass.const_expr(config.overlapping_accum):
+                        if s == self.acc_release_subtile:
+                            # the shared columns are in registers: the next tile's MMAs may overwrite them
+                            cute.arch.fence_view_async_tmem_load()
+                            with cute.arch.elect_one():
+                                acc_pipeline.consumer_release(acc_state)
+                            acc_state.advance()
                     tRS_rC.store(copy_r2s.retile(tTR_rAcc).load().to(C_DTYPE))
                     buffer = (subtiles_done + s) % self.num_c_stage
                     cute.copy(copy_r2s, tRS_rC, tRS_sC[(None, None, None, buffer)])
@@ -584,14 +537,15 @@ class Nvfp4GemmSm100:
                     cute.arch.fence_proxy("async.shared", space="cta")
                     self.epilogue_sync.arrive_and_wait()
                     if warp_idx == EPILOGUE_WARPS[0]:
-                        self._store(atom_c, bSG_sC[(None, buffer)], bSG_gC[(None, s)], desc)
+                        self._store(atom_c, bSG_sC[(None, buffer)], bSG_gC[(None, real)], desc)
                         c_pipeline.producer_commit()
                         c_pipeline.producer_acquire()
                     self.epilogue_sync.arrive_and_wait()
                 subtiles_done += subtiles
-                with cute.arch.elect_one():
-                    acc_pipeline.consumer_release(acc_state)
-                acc_state.advance()
+                if cutlass.const_expr(not config.overlapping_accum):
+                    with cute.arch.elect_one():
+                        acc_pipeline.consumer_release(acc_state)
+                    acc_state.advance()
             self._stamp(phases, cta, warp_idx, EPILOGUE_WARPS[0], self.layout.EPILOGUE_DONE)
             tmem.relinquish_alloc_permit()
             self.epilogue_sync.arrive_and_wait()
@@ -601,6 +555,19 @@ class Nvfp4GemmSm100:
 
     # -----------------------------------------------------------------------------------------
     # Device helpers
+
+    @cute.jit
+    def _acc_buffer(self, state, producer: cutlass.Constexpr[bool]) -> Int32:
+        """The accumulator buffer of a tile: the pipeline stage, or (overlapping accumulators, one
+        stage) the stage's phase, which flips every tile. A producer state starts at phase 1 and
+        a consumer's at 0, so both give buffer 0 to the first tile and alternate after."""
+        if cutlass.const_expr(self.config.overlapping_accum):
+            if cutlass.const_expr(producer):
+                return state.phase ^ 1
+            else:
+                return state.phase
+        else:
+            return state.index
 
     @cute.jit
     def _tile_count(self, runs: cute.Tensor, cluster: Int32) -> Int32:
