@@ -58,6 +58,7 @@ def test_every_kernel_compiles_within_the_b200_limits(strategy, mode):
         assert info.extra["tensormaps"] == (mode or "kernel parameters")
         assert info.extra["tensormap_replace"] == (mode == "device"), name
         assert info.extra["stages"]["ab"] >= 3, name
+        assert info.extra["accumulators"]["overlapping"] == (info.extra["mma_tile"][1] == 256), name
         expected_mma = f"tcgen05.mma.cta_group::{info.extra['cluster'][0]}.kind::mxf4nvf4.block_scale.block16"
         assert [op.startswith(expected_mma) for op in info.extra["tcgen05_mma"]] == [True], info.extra["tcgen05_mma"]
 

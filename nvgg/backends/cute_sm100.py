@@ -92,6 +92,7 @@ class Sm100Kernels:
                  "mma_tile": info["mma_tile"], "cluster": info["cluster"], "stages": info["stages"],
                  "tmem_columns": info["tmem_columns"], "tmem_alloc_columns": info["tmem_alloc_columns"],
                  "operands": info["operands"], "tcgen05_mma": info["tcgen05_mma"],
+                 "accumulators": info["accumulators"],
                  "tensormap_replace": info["tensormap_replace"]}
         if estimate is not None:
             extra["model"] = estimate.to_dict()
