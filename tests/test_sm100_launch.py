@@ -171,3 +171,36 @@ def test_max_active_clusters_from_the_driver():
     sms = torch.cuda.get_device_properties(0).multi_processor_count
     assert launch.max_active_clusters(entry, (1, 1, 1)) == sms
     assert sms // 2 - 8 <= launch.max_active_clusters(entry, (2, 1, 1)) <= sms // 2
+
+
+@pytest.mark.gpu
+@pytest.mark.sm90
+def test_a_packed_launch_in_clusters_is_right_back_to_back():
+    """The driver launch's cluster and programmatic attributes on real hardware: the sm_90a
+    persistent kernel (which uses no cluster feature, so clusters change only where its CTAs run)
+    launched through PackedLaunch in clusters of 2, programmatically, three times back to back
+    over the same tables: right each time, as the backend's own launch is."""
+    import struct
+
+    from nvgg import reference
+    from nvgg.backends.cute_sm90 import Sm90Kernels
+    from nvgg.kernels import launch
+    from nvgg.kernels.sm90 import host as sm90host
+
+    data = inputs.generate(cases.get("test-4"), "cuda")
+    groups, config, entry, ctas = Sm90Kernels()._persistent(data, instrument=False)
+    tables = sm90host.build_tables(groups, config, ctas)
+    grid = sm90host.grid_dims(config, None, ctas)
+    if grid[0] % 2 or launch.max_active_clusters(entry, (2, 1, 1)) * 2 < grid[0]:
+        pytest.skip(f"a grid of {grid[0]} CTAs does not run as resident pairs on this GPU")
+    values = [struct.pack("<Q", tables.table.data_ptr()), struct.pack("<I", tables.total_tiles)]
+    params_ = values + [b"\0"] * (len(entry.info["params"]) - 2)
+    packed = launch.PackedLaunch(entry, params_, grid, cluster=(2, 1, 1), programmatic=True, keep=tables)
+    want = reference.reference(data)
+    for _ in range(3):
+        reference.poison(data)
+        packed()
+        packed()
+        torch.cuda.synchronize()
+        verdict = reference.check(inputs.outputs(data), want)
+        assert verdict.ok, verdict.message
