@@ -265,6 +265,12 @@ def _pct(x) -> str:
     return "—" if x is None else f"{x:.1f}%"
 
 
+def _tmem(k) -> str:
+    """Tensor memory (sm_100): its pipe's instruction rate and its active cycles, % of peak."""
+    pipe, active = getattr(k, "tmem_pipe_pct", None), getattr(k, "tmem_pct", None)
+    return "—" if pipe is None and active is None else f"{_pct(pipe)} / {_pct(active)}"
+
+
 def ncu_table(reports) -> str:
     """Nsight Compute's kernels of one call: one table across cases ({case: NcuReport}), or one
     report's; a total line a case."""
@@ -274,7 +280,7 @@ def ncu_table(reports) -> str:
         for k in report.kernels:
             rows.append(([cid] if cid else []) + [
                 k.name[:60], _us(k.duration_us), f"{k.dram_bytes / 1e6:.2f}", _pct(k.dram_pct), _pct(k.tensor_pct),
-                _pct(getattr(k, "tmem_pct", None)), _pct(k.achieved_occupancy_pct), _pct(k.theoretical_occupancy_pct), k.registers, k.smem_bytes, k.grid,
+                _tmem(k), _pct(k.achieved_occupancy_pct), _pct(k.theoretical_occupancy_pct), k.registers, k.smem_bytes, k.grid,
                 k.block])
         total = (f"{'case ' + cid + ': ' if cid else ''}total {report.duration_us:.2f} µs over {len(report.kernels)} "
                  f"kernels, DRAM {report.dram_bytes / 1e6:.2f} MB")
@@ -284,7 +290,7 @@ def ncu_table(reports) -> str:
         total += f"; MMA pipe: {', '.join(pipes)}" if pipes else "; MMA pipe: none read on this architecture"
         totals.append(f"{total}; report {report.report_file}")
     headers = (["case"] if "" not in by_case else []) + [
-        "kernel", "µs", "DRAM MB", "DRAM % peak", "MMA pipe", "tensor mem.", "achieved occ.", "theor. occ.", "regs", "smem B",
+        "kernel", "µs", "DRAM MB", "DRAM % peak", "MMA pipe", "TMEM pipe / active", "achieved occ.", "theor. occ.", "regs", "smem B",
         "grid", "block"]
     table = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
     return "\n".join([table] + totals)

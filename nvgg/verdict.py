@@ -151,9 +151,10 @@ def _ncu_bound(ncu, time_us):
     pipe = _pipe_label(kernels)
     evidence = {"dram_pct": dram, "tensor_pct": tensor, "tensor_pipe": sorted({k.tensor_pipe for k in kernels if k.tensor_pipe}),
                 "ncu_kernel_us": total, "time_us": time_us}
-    tmem = weighted("tmem_pct")
-    if tmem is not None:
-        evidence["tmem_pct"] = tmem
+    for name in ("tmem_pct", "tmem_pipe_pct"):  # tensor memory (sm_100): evidence, not a verdict of its own
+        value = weighted(name)
+        if value is not None:
+            evidence[name] = value
     if dram is not None and dram >= BUSY_PCT and (tensor is None or dram >= tensor):
         return Verdict("memory-bound", f"memory-bound: DRAM at {dram:.0f}% of peak (ncu)", evidence)
     if tensor is not None and tensor >= BUSY_PCT:

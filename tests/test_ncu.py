@@ -82,6 +82,7 @@ def test_the_mma_pipe_is_the_one_the_archs_mmas_run_on():
     assert "sm__pipe_tensor_cycles_active" in gb100 and sm100.tensor_pipe != "sm__pipe_tensor_cycles_active"
     assert not any(name.startswith("sm__pipe_tensor_type_hmma_hgmma") for name in gb100)
     assert sm100.tensor_memory in gb100 and sm100.tensor_memory not in gh100
+    assert sm100.tmem_pipe in gb100 and sm100.tmem_pipe not in gh100
     # Hopper: the wgmma pipe exists there and the TC pipe does not
     assert sm90.tensor_pipe in gh100 and sm90.tensor_pipe not in gb100
     assert "sm__pipe_tc_cycles_active" not in gh100 and sm90.tensor_memory is None
@@ -98,14 +99,20 @@ def test_a_blackwell_row_reads_the_tc_pipe_not_the_warp_level_one():
     values = {"sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_elapsed": 82.5,
               "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": 0.0,
               "sm__mem_tensor_cycles_active.avg.pct_of_peak_sustained_elapsed": 40.0,
+              "sm__inst_executed_pipe_tmem.avg.pct_of_peak_sustained_elapsed": 12.5,
               "gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed": 20.0}
     (k,) = ncu.parse_raw_csv(_row(10, values))
-    assert (k.arch, k.tensor_pipe, k.tensor_pct, k.tmem_pct) == ("sm_100", "sm__pipe_tc_cycles_active", 82.5, 40.0)
+    assert (k.arch, k.tensor_pipe, k.tensor_pct, k.tmem_pct, k.tmem_pipe_pct) == (
+        "sm_100", "sm__pipe_tc_cycles_active", 82.5, 40.0, 12.5)
     from nvgg.verdict import _ncu_bound
 
     v = _ncu_bound(ncu.NcuReport([k]), 10.0)
     assert v.kind == "compute-bound" and "TC pipe (tcgen05) 82%" in v.phrase
     assert v.evidence["tensor_pipe"] == ["sm__pipe_tc_cycles_active"] and v.evidence["tmem_pct"] == 40.0
+    assert v.evidence["tmem_pipe_pct"] == 12.5
+    from nvgg.report import ncu_table
+
+    assert "12.5% / 40.0%" in ncu_table(ncu.NcuReport([k])) and "sm__pipe_tc_cycles_active" in ncu_table(ncu.NcuReport([k]))
 
 
 def test_a_hopper_row_reads_the_wgmma_pipe_and_an_unknown_arch_reads_none():

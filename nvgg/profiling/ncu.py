@@ -51,6 +51,7 @@ class ArchMetrics:
     tensor_pipe: str  # a counter: cycles the MMA pipe was active
     tensor_label: str
     tensor_memory: str | None = None  # a counter: cycles tensor memory was active
+    tmem_pipe: str | None = None  # a counter: instructions the tensor-memory pipe executed
 
     @property
     def tensor_pct(self) -> str:
@@ -60,9 +61,13 @@ class ArchMetrics:
     def tmem_pct(self) -> str | None:
         return self.tensor_memory + BUSY if self.tensor_memory else None
 
+    @property
+    def tmem_pipe_pct(self) -> str | None:
+        return self.tmem_pipe + BUSY if self.tmem_pipe else None
+
     def requested(self) -> tuple[str, ...]:
         """What nvgg asks ncu for by name (--metrics), beside its sections."""
-        own = (self.tensor_pct,) + ((self.tmem_pct,) if self.tmem_pct else ())
+        own = (self.tensor_pct,) + tuple(m for m in (self.tmem_pct, self.tmem_pipe_pct) if m)
         return DRAM_READ + DRAM_WRITE + DRAM_PCT[:1] + ACHIEVED_OCC + own
 
 
@@ -76,7 +81,7 @@ ARCHS = {
     9: ArchMetrics("sm_90", "gh100", "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active",
                    "tensor pipe"),
     10: ArchMetrics("sm_100", "gb100", "sm__pipe_tc_cycles_active", "TC pipe (tcgen05)",
-                    "sm__mem_tensor_cycles_active"),
+                    "sm__mem_tensor_cycles_active", "sm__inst_executed_pipe_tmem"),
 }
 
 
@@ -118,7 +123,8 @@ class KernelMetrics:
     block: int | None
     arch: str | None = None  # sm_90, sm_100; None where nvgg has no metric set for it
     tensor_pipe: str | None = None  # the counter tensor_pct comes from
-    tmem_pct: float | None = None  # sm_100: tensor memory, % of its peak
+    tmem_pct: float | None = None  # sm_100: tensor memory active, % of the elapsed cycles
+    tmem_pipe_pct: float | None = None  # sm_100: the tensor-memory pipe's instructions, % of its peak rate
 
 
 @dataclass
@@ -192,6 +198,7 @@ def parse_raw_csv(text: str) -> list[KernelMetrics]:
             grid=_int(_pick(row, GRID)), block=_int(_pick(row, BLOCK)),
             arch=arch.arch if arch else None, tensor_pipe=arch.tensor_pipe if arch else None,
             tmem_pct=_pick(row, (arch.tmem_pct,)) if arch and arch.tmem_pct else None,
+            tmem_pipe_pct=_pick(row, (arch.tmem_pipe_pct,)) if arch and arch.tmem_pipe_pct else None,
         ))
     return out
 
