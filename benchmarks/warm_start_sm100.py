@@ -90,9 +90,14 @@ def main() -> None:
         if any(r["dsl_modules"] for r in doc["rows"]):
             raise SystemExit(f"the warm host work imported CuTe DSL: {doc['rows'][0]['dsl_modules'][:5]}")
     else:
+        from nvgg.errors import NvggError
         from nvgg.kernels.sm100 import host
 
-        for config in sorted(_builds(args.cases), key=repr):  # the cache the child reads
+        try:
+            builds = _builds(args.cases)
+        except NvggError as exc:
+            raise SystemExit(f"warm_start_sm100: {exc}") from None
+        for config in sorted(builds, key=repr):  # the cache the child reads
             host.compile_gemm(config, "sm_100a", need_callable=False)
         cmd = [sys.executable, os.path.abspath(__file__), "--cases", args.cases, "--repeat", str(args.repeat),
                "--json", "-", CHILD_FLAG]
