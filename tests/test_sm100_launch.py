@@ -30,7 +30,8 @@ CASES = [c.id for c in cases.builtin()]
 # scales: 512 bytes a 128-row × 64-k block), one row, rows past a 128-row scale block, large k
 EDGES = [(127, 128, 2048), (128, 128, 2048), (64, 1024, 256), (63, 1024, 256), (1, 128, 256), (129, 256, 512),
          (256, 2048, 256), (257, 4096, 1024), (513, 7168, 7168), (40, 7168, 16384)]
-PERSISTENT = [host.with_mode(c, mode) for c in host.CONFIGS for mode in gemm.TENSORMAP_MODES]
+PERSISTENT = [host.with_mode(c, mode, instrument) for c in host.CONFIGS for mode in gemm.TENSORMAP_MODES
+              for instrument in (False, True)]
 
 
 class _Stream:
@@ -79,7 +80,7 @@ def test_per_group_parameters_equal_the_dsls_for_every_case(config):
     assert checked == sum(cases.get(c).g for c in CASES) + len(EDGES)
 
 
-@pytest.mark.parametrize("config", PERSISTENT + [host.with_mode(host.CONFIGS[-1], "host", instrument=True)],
+@pytest.mark.parametrize("config", PERSISTENT,
                          ids=lambda c: f"{c.mma_n}x{c.cta_group}-{c.tensormaps}{'-instrumented' if c.instrument else ''}")
 def test_persistent_parameters_equal_the_dsls_for_every_case(config):
     entry = host.compile_gemm(config)
