@@ -663,6 +663,31 @@ def test_programmatic_launches_back_to_back(build):
 
 @pytest.mark.gpu
 @pytest.mark.sm90
+def test_programmatic_launches_right_behind_a_refill_of_their_inputs():
+    """Phase 0 reads A and its scales before the launch waits for the kernel before it, which
+    the programming model makes visible only after the wait: here the kernel right before every
+    launch is the refill's last copy into those inputs (no flush between, unlike the timer). An
+    empirical check, not a proof: 30 launches, each output against the reference of its inputs."""
+    if not _sm90():
+        pytest.skip("needs an sm_90 GPU")
+    case = cases.get("3")
+    data = inputs.generate(case, "cuda")
+    launch = CuteBackend(tensormaps="host").grouped_launcher(data)
+    assert launch.programmatic
+    kept = []
+    for i in range(30):
+        inputs.refill(case, data, i % 15)
+        launch()
+        kept.append([c.clone() for c in inputs.outputs(data)])
+    torch.cuda.synchronize()
+    for i, outs in enumerate(kept):
+        fresh = inputs.generate(case, "cuda", seed=case.seed + inputs.TIMED_SEED_OFFSET + inputs.SEED_STEP * (i % 15 + 1))
+        result = reference.check(outs, reference.reference(fresh))
+        assert result.ok, f"launch {i}: {result.message}"
+
+
+@pytest.mark.gpu
+@pytest.mark.sm90
 def test_dsl_launch_with_arguments_converted_once_matches_the_reference_on_any_stream():
     """launch.DslLaunch (the sm_100a backend's launch path: the DSL's own host function, arguments
     converted once, the stream set per call) checked on the sm_90a persistent kernel: right on the
