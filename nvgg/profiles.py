@@ -90,18 +90,24 @@ def for_gpu_name(gpu_name: str) -> Profile | None:
     return best
 
 
-def gpu_name() -> str | None:
-    """Name of GPU 0 through NVML, or None when there is no NVIDIA driver."""
+def nvml_query(query, index: int = 0):
+    """`query(pynvml, handle)` on GPU `index` through NVML, or None when there is no NVIDIA
+    driver, library or device, or the query fails."""
     try:
         import pynvml
         pynvml.nvmlInit()
         try:
-            name = pynvml.nvmlDeviceGetName(pynvml.nvmlDeviceGetHandleByIndex(0))
+            return query(pynvml, pynvml.nvmlDeviceGetHandleByIndex(index))
         finally:
             pynvml.nvmlShutdown()
-        return name.decode() if isinstance(name, bytes) else name
-    except Exception:  # no driver, no library, no device: all mean "no GPU to profile"
+    except Exception:  # no driver, no library, no device: all mean "nothing to ask"
         return None
+
+
+def gpu_name() -> str | None:
+    """Name of GPU 0 through NVML, or None when there is no NVIDIA driver."""
+    name = nvml_query(lambda nvml, handle: nvml.nvmlDeviceGetName(handle))
+    return name.decode() if isinstance(name, bytes) else name
 
 
 def resolve(name: str | None) -> Profile:

@@ -21,7 +21,7 @@ pytest.importorskip("cutlass")
 
 from nvgg import cases, inputs  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
-from nvgg.kernels import dsl_capture, tensormaps  # noqa: E402
+from nvgg.kernels import dsl_capture, launch, tensormaps  # noqa: E402
 from nvgg.kernels import groups as kgroups  # noqa: E402
 from nvgg.kernels.sm100 import config as gemm, host, params  # noqa: E402
 
@@ -34,14 +34,9 @@ PERSISTENT = [host.with_mode(c, mode, instrument) for c in host.CONFIGS for mode
               for instrument in (False, True)]
 
 
-class _Stream:
-    """The stream argument as the DSL's host function takes it (a slot holding the handle)."""
-
-    def __init__(self):
-        self.slot = ctypes.c_void_p(0x5157)
-
-    def __c_pointers__(self):
-        return [ctypes.c_void_p(ctypes.addressof(self.slot))]
+def _Stream():
+    """The stream argument as the DSL's host function takes it (what DslLaunch passes)."""
+    return launch._StreamArg(ctypes.c_void_p(0x5157))
 
 
 def _groups(case_id):
@@ -163,7 +158,6 @@ def test_max_active_clusters_from_the_driver():
     """The persistent grid's size comes from cuOccupancyMaxActiveClusters on the kernel's own cubin:
     a kernel that takes an SM's shared memory fits once an SM, pairs at most half the SMs (H100:
     132 and 66, 2026-11-26)."""
-    from nvgg.kernels import launch
     from nvgg.kernels.sm90 import config as sm90, host as sm90host
 
     torch.zeros(1, device="cuda")
@@ -185,7 +179,6 @@ def test_a_packed_launch_in_clusters_is_right_back_to_back():
 
     from nvgg import reference
     from nvgg.backends.cute_sm90 import Sm90Kernels
-    from nvgg.kernels import launch
     from nvgg.kernels.sm90 import host as sm90host
 
     data = inputs.generate(cases.get("test-4"), "cuda")

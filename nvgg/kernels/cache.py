@@ -176,9 +176,12 @@ def _elf_sections(data: bytes) -> dict[str, tuple[int, int, int]]:
 
 
 def _nv_info(blob: bytes):
-    """(attribute, value) pairs of a .nv.info section; SVAL values are bytes."""
+    """(attribute, value) pairs of a .nv.info section; SVAL values are bytes. Every record is a
+    format byte, an attribute byte and two more: a value (BVAL, HVAL), nothing (NVAL), or the
+    size of the SVAL payload that follows (read so, every section of nvgg's cubins ends exactly
+    at its last record)."""
     i = 0
-    while i + 2 <= len(blob):
+    while i + 4 <= len(blob):
         fmt, attr = blob[i], blob[i + 1]
         if fmt == _EIFMT_SVAL:
             size = struct.unpack_from("<H", blob, i + 2)[0]
@@ -187,9 +190,11 @@ def _nv_info(blob: bytes):
         elif fmt in (_EIFMT_HVAL, _EIFMT_BVAL):
             yield attr, struct.unpack_from("<H", blob, i + 2)[0]
             i += 4
-        else:
+        elif fmt == _EIFMT_NVAL:
             yield attr, None
-            i += 2
+            i += 4
+        else:
+            raise ValueError(f"unknown .nv.info record format {fmt:#x}")
 
 
 def cubin_resources(cubin: bytes) -> dict[str, dict]:

@@ -23,7 +23,7 @@ import ctypes
 import re
 import struct
 
-from .cache import _elf_sections
+from .cache import _elf_sections, _nv_info
 
 EIATTR_KPARAM_INFO = 0x17
 _FATBIN_MAGIC = 0xBA55ED50
@@ -50,19 +50,11 @@ class _Attribute(ctypes.Structure):
 def param_sizes(cubin: bytes, kernel: str) -> list[int]:
     """Sizes in bytes of the kernel's parameters, in order, from the cubin's KPARAM_INFO records."""
     off, size, _ = _elf_sections(cubin)[".nv.info." + kernel]
-    blob, i, found = cubin[off:off + size], 0, {}
-    while i + 2 <= len(blob):
-        fmt, attr = blob[i], blob[i + 1]
-        if fmt == 0x04:  # EIFMT_SVAL: u16 size, then the payload
-            length = struct.unpack_from("<H", blob, i + 2)[0]
-            if attr == EIATTR_KPARAM_INFO:
-                _, ordinal, _, flags = struct.unpack_from("<IHHI", blob, i + 4)
-                found[ordinal] = (flags >> 18) & 0x3FFF
-            i += 4 + length
-        elif fmt in (0x01, 0x02, 0x03):  # no value, a byte or a half-word: 4-byte records here
-            i += 4
-        else:
-            raise RuntimeError(f"unknown .nv.info record format {fmt:#x} in {kernel}")
+    found = {}
+    for attr, value in _nv_info(cubin[off:off + size]):
+        if attr == EIATTR_KPARAM_INFO:
+            _, ordinal, _, flags = struct.unpack_from("<IHHI", value)
+            found[ordinal] = (flags >> 18) & 0x3FFF
     return [found[k] for k in sorted(found)]
 
 

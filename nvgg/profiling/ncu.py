@@ -93,19 +93,12 @@ def arch_metrics(major: int | None) -> ArchMetrics | None:
 def local_major() -> int | None:
     """The compute capability major of the GPU ncu will profile (CUDA's device 0: the first of
     CUDA_VISIBLE_DEVICES where it names one by index), by NVML; None where NVML cannot tell."""
-    try:
-        import pynvml
+    from ..profiles import nvml_query
 
-        pynvml.nvmlInit()
-        try:
-            first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
-            index = int(first) if first.isdigit() else 0
-            major, _ = pynvml.nvmlDeviceGetCudaComputeCapability(pynvml.nvmlDeviceGetHandleByIndex(index))
-            return int(major)
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:
-        return None
+    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
+    major = nvml_query(lambda nvml, handle: nvml.nvmlDeviceGetCudaComputeCapability(handle)[0],
+                       int(first) if first.isdigit() else 0)
+    return None if major is None else int(major)
 
 
 @dataclass

@@ -276,7 +276,7 @@ def build_tables(groups: list[kgroups.GroupTensors], config: gemm.Sm100Config, r
         def encode(i: int, row: torch.Tensor) -> None:
             g = groups[i]
             words = kparams.group_maps(templates, kparams.map_addresses(g), g.m, g.n, g.k)
-            row.copy_(torch.tensor([kparams.signed(w) for w in words], dtype=torch.int64))
+            row.copy_(torch.tensor([[tensormaps.signed64(x) for x in w] for w in words], dtype=torch.int64))
 
         table = tensormaps.build_table(len(groups), gemm.MAPS, encode, device)
         maps, encode_us = table.table, table.encode_us

@@ -35,12 +35,12 @@ from __future__ import annotations
 
 import struct
 
+from ..tensormaps import MAP_WORDS
 from . import config as cfg
 
 # the kernel's parameters, as sizes in bytes (a build whose PTX declares others is refused)
 PARAM_SIZES = (12, 12, 128, 8, 128, 8, 128, 8, 128, 8, 128, 8, 4, 8, 8, 8, 8, 8, 4)
 MAP_PARAMS = (2, 4, 6, 8, 10)  # the five maps, in map order (B, A, SFB, SFA, C)
-MAP_WORDS = 16
 LARGE_TENSOR_BYTES = 1 << 17  # bit 21 of word 1: the tensor spans at least this many bytes
 SF_BLOCK_BYTES = 512  # scales of a 128-row × 64-k block (kernels/groups.py, blocked layout)
 _U64 = (1 << 64) - 1
@@ -105,11 +105,6 @@ def group_maps(templates, addresses, m: int, n: int, k: int) -> list[list[int]]:
 def map_addresses(group) -> tuple[int, int, int, int, int]:
     """A group's tensors in map order: the MMA's A (the competition's B), B (A), their scales, C."""
     return (group.b.data_ptr(), group.a.data_ptr(), group.sfb.data_ptr(), group.sfa.data_ptr(), group.c.data_ptr())
-
-
-def signed(words) -> list[int]:
-    """Unsigned 64-bit words as signed ones (a torch int64 row)."""
-    return [w - (1 << 64) if w >= 1 << 63 else w for w in words]
 
 
 def pack(templates, group, pointers=(0, 0, 0, 0, 0), visits: int = 1) -> list[bytes]:
