@@ -116,7 +116,12 @@ def memory_needed(case: Case, count: int, reference_bytes: int = 8) -> int:
 def memory_free(device: torch.device) -> int | None:
     """Free bytes on the device (the GPU's, or the host's available memory); None where unknown."""
     if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
+        # NVML first: asking CUDA would start a CUDA context in a process that only schedules rows
+        # (nvgg's own, checking a row before its worker runs it); both count the whole device
+        from .profiles import nvml_query, visible_index
+        index = visible_index(device.index or 0)
+        free = None if index is None else nvml_query(lambda nvml, handle: nvml.nvmlDeviceGetMemoryInfo(handle).free, index)
+        return int(free) if free is not None else torch.cuda.mem_get_info(device)[0]
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:

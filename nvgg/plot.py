@@ -10,6 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from .errors import NvggError
+from .report import label
 
 
 def draw(results, path: str | Path) -> None:
@@ -23,13 +24,13 @@ def draw(results, path: str | Path) -> None:
     if not timed:
         raise NvggError("the result file has no timed results to plot")
     cases = list(dict.fromkeys(r.case for r in timed))
-    labels = list(dict.fromkeys(f"{r.strategy}/{r.backend}" for r in timed))
+    labels = list(dict.fromkeys(label(r) for r in timed))
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
     width = 0.8 / (len(labels) + 1)
     for j, name in enumerate(labels):
         xs, ys = [], []
         for i, case in enumerate(cases):
-            hit = [r for r in timed if r.case == case and f"{r.strategy}/{r.backend}" == name]
+            hit = [r for r in timed if r.case == case and label(r) == name]
             if hit:
                 xs.append(i + j * width)
                 ys.append(hit[0].time_us)
@@ -45,7 +46,7 @@ def draw(results, path: str | Path) -> None:
     left.legend(fontsize=8)
 
     phases = list(dict.fromkeys(k for r in timed for k in r.setup_us))
-    names = [f"{r.case} {r.strategy}/{r.backend}" for r in timed]
+    names = [f"{r.case} {label(r)}" for r in timed]
     bottom = [0.0] * len(timed)
     for phase in phases:
         vals = [r.setup_us.get(phase, 0.0) / 1e3 for r in timed]

@@ -6,6 +6,8 @@ GPU is found through NVML (nvidia-ml-py) and matched by name; `--profile NAME` o
 
 from __future__ import annotations
 
+import os
+
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -102,6 +104,17 @@ def nvml_query(query, index: int = 0):
             pynvml.nvmlShutdown()
     except Exception:  # no driver, no library, no device: all mean "nothing to ask"
         return None
+
+
+def visible_index(cuda_index: int = 0) -> int | None:
+    """NVML's index of CUDA's device `cuda_index`: through CUDA_VISIBLE_DEVICES where it lists
+    indices; None where it names devices otherwise (UUIDs, MIG), which NVML numbers apart."""
+    listed = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
+    if not listed:
+        return cuda_index
+    if not all(x.isdigit() for x in listed) or cuda_index >= len(listed):
+        return None
+    return int(listed[cuda_index])
 
 
 def gpu_name() -> str | None:

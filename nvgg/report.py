@@ -224,12 +224,19 @@ def load_baseline(path: str | Path) -> dict[tuple[str, str, str, str], dict]:
 
 
 def _result_row(r) -> bool:
-    """A result row as --json writes it: a case, a status, and stats with numbers or none."""
+    """A result row as --json writes it: a case, a status, stats with numbers or none, and where
+    present, flags (a list of {kind, ...}) and clocks (a dict; its SM clocks a list of numbers)."""
     if not isinstance(r, dict) or not isinstance(r.get("case"), str) or r.get("status") not in STATUSES:
         return False
     st = r.get("stats")
-    return st is None or (isinstance(st, dict) and all(isinstance(st.get(k), (int, float)) and st.get(k) >= 0
-                                                       for k in ("mean_us", "err_us", "std_us")) and st["mean_us"] > 0)
+    stats_ok = st is None or (isinstance(st, dict) and all(isinstance(st.get(k), (int, float)) and st.get(k) >= 0
+                                                           for k in ("mean_us", "err_us", "std_us")) and st["mean_us"] > 0)
+    flags, clocks = r.get("flags") or [], r.get("clocks") or {}
+    flags_ok = isinstance(flags, list) and all(isinstance(f, dict) and isinstance(f.get("kind"), str) for f in flags)
+    sm = clocks.get("sm_mhz") if isinstance(clocks, dict) else None
+    clocks_ok = isinstance(clocks, dict) and (sm is None or (isinstance(sm, list) and len(sm) >= 2 and all(
+        isinstance(x, (int, float)) for x in sm)))
+    return stats_ok and flags_ok and clocks_ok
 
 
 def gate(results, baseline: dict, max_regression_pct: float) -> list[str]:

@@ -168,7 +168,6 @@ class EventTimer:
         """Each call timed on its own (L2 flushed before each), over all launches of the batch."""
         stream = torch.cuda.current_stream(self.device)
         samples: list[float] = []
-        escaped: list[float] = []
         self.outputs = [None] * len(launches)
         started = time.perf_counter()
         i = 0
@@ -182,12 +181,12 @@ class EventTimer:
             self.outputs[i % len(launches)] = launch()
             end.record(stream)
             end.synchronize()
-            t0 = time.perf_counter()
-            torch.cuda.synchronize(self.device)
-            escaped.append((time.perf_counter() - t0) * 1e6)
             samples.append(start.elapsed_time(end) * 1e3)
             i += 1
-        return reduce(samples, batch=1, method="per-call", clock="cuda events", escaped_us=escaped)
+        # no escape check here: one call's honest synchronise after its end event (9-82 µs,
+        # runner.ESCAPE_FLOOR_US) is as large as the bound a batch is held to; the batch timers
+        # catch work escaping the events
+        return reduce(samples, batch=1, method="per-call", clock="cuda events")
 
 
 class CpuTimer:

@@ -99,9 +99,9 @@ def _gaps(result, time_us, *_):
 def _setup(result, time_us, phases, behind):
     if phases is None or not phases.ctas_with_work:
         return None
-    if behind is not None:
+    if behind is not None and behind.first_mma_median_us is not None:
         # the timed calls run back to back: what a call waits for is its first MMA after the call
-        # before ends, within the call's time
+        # before ends, within the call's time (a probe without a first-MMA mark has no such time)
         share = behind.first_mma_median_us / time_us
         if share < SETUP_SHARE:
             return None

@@ -7,6 +7,8 @@ from typer.testing import CliRunner
 
 from nvgg import runner as runner_mod, timing
 from nvgg.cli import app
+from nvgg.commands import profile as profile_cmd
+from nvgg.errors import NvggError
 from nvgg.runner import Result
 
 cli = CliRunner()
@@ -192,6 +194,27 @@ def test_profile_without_a_case_covers_the_benchmarks_in_one_table(monkeypatch):
     assert "my_gemm_kernel" in out.stdout and "time = kernel µs + host+launch µs" in out.stdout
 
 
+def test_profile_phases_keeps_the_cases_it_measured_when_one_is_wrong(monkeypatch):
+    """A case the instrumented build gets wrong (device_phases.run raises NvggError) costs that
+    case alone: the cases measured before it are rendered, then the failure is one line, exit 2."""
+    _as_gpu(monkeypatch)
+    from nvgg import isolation
+    monkeypatch.setenv("NVGG_ISOLATION", "off")
+    rendered = {}
+
+    def fake_call(self, key, call):
+        if call.kwargs["case"].id == "2":
+            raise NvggError("the instrumented kernel is wrong on case 2: 3 of 7168 outputs differ")
+        return "phases of " + call.kwargs["case"].id
+
+    monkeypatch.setattr(isolation.Pool, "call", fake_call)
+    monkeypatch.setattr(profile_cmd, "_render", lambda picked, results, ncu, occ, runs, *rest: rendered.update(runs))
+    out = cli.invoke(app, ["profile", "--phases", "--case", "1,2,3"])
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert rendered == {"1": "phases of 1", "3": "phases of 3"}
+    assert "case 2: phases: the instrumented kernel is wrong on case 2" in out.output
+
+
 def test_profile_ncu_exactly_as_users_call_it(monkeypatch, tmp_path):
     _as_gpu(monkeypatch)
     from nvgg.profiling import ncu
@@ -372,6 +395,8 @@ def _bad_files(tmp_path):
         "binary.yaml": b"\xff\xfe\x00\x01",
         "status.json": json.dumps({"results": [{"case": "1", "status": "weird", "strategy": "s", "backend": "b"}]}),
         "rows.json": json.dumps({"results": "none"}),
+        "flags.json": json.dumps({"results": [{"case": "1", "status": "ok", "flags": ["x"]}]}),
+        "clocks.json": json.dumps({"results": [{"case": "1", "status": "ok", "clocks": ["x"]}]}),
         "binary.json": b"\xff\xfe\x00\x01",
     }
     for name, body in files.items():
@@ -388,6 +413,8 @@ def _bad_files(tmp_path):
     (["cases", "--cases", "{d}/folder.yaml"], "is a folder"),
     (["report", "{d}/status.json"], "is not an nvgg result file"),
     (["report", "{d}/rows.json"], "is not an nvgg result file"),
+    (["report", "{d}/flags.json"], "is not an nvgg result file"),
+    (["compare", "--case", "test-1", "--baseline", "{d}/clocks.json"], "is not an nvgg result file"),
     (["report", "{d}/binary.json"], "is not UTF-8 text"),
     (["report", "{d}"], "is a folder"),
     (["compare", "--case", "test-1", "--baseline", "{d}/status.json"], "baseline"),

@@ -154,6 +154,12 @@ def test_ctas_past_the_buffer_are_counted_not_written():
     rep = ph.analyse(rows, layout)
     assert rep.overflow_ctas == 2 and rep.ctas == 4
     assert "my_gemm: CTAs up to index 5 marked but its buffer holds 4: the marks of 2 CTAs are lost" in rep.notes[-1]
+    # a kernel told the buffer holds one row more (its last CTA wrote a time into the overflow row)
+    rows = [[1_000 + i, 2_000, 3_000, 9_000] for i in range(4)] + [[1_700_000_000_000_000_000, 0, 0, 0]]
+    rep = ph.analyse(rows, layout)
+    assert rep.overflow_ctas == 0 and rep.errors == (
+        "my_gemm: its overflow row holds a time, not a CTA count: the kernel was told the buffer holds 5 rows, one too "
+        "many (pass rows = size(0) - 1)",)
 
 
 def test_several_launches_of_one_kernel_make_one_report_and_trace_side_by_side():

@@ -85,6 +85,10 @@ def test_the_pool_hands_out_zeroed_views_call_by_call():
     e = s.take(q, 1)
     assert e.data_ptr() == s._chunks[0].data_ptr() and s.calls()[0][0].to_dict() == {
         "kernel": "pool_b", "marks": ["s", "m", "e"], "rows": [[0, 0, 0], [0, 0, 0]]}
+    # nothing calls begin() (probes on, nothing profiling): the pool starts over, it never grows
+    for _ in range(3 * probe.Session.MAX_LAUNCHES):
+        s.take(p, 3)
+    assert sum(len(call) for call in s.calls()) <= probe.Session.MAX_LAUNCHES and len(s._chunks) <= 2
 
 
 def test_the_cuda_header_names_columns_and_switches(monkeypatch):

@@ -51,6 +51,9 @@ def test_setup_share_from_the_phases():
     assert v.kind == "setup" and v.phrase == "setup: first MMA 5.8 µs after the call before ends, of 17.0 µs a call (34%)"
     v = verdict.judge(_result(28.8, host=2.0), phases=rep, behind=Behind(-4.6, -4.6, 3.2, 4.0))
     assert v.kind != "setup"
+    # a probe without a first-MMA mark: no time behind to judge by, the kernel's own share decides
+    v = verdict.judge(_result(23.3, host=2.0), phases=rep, behind=Behind(-0.6, -0.6, None, None))
+    assert v.kind == "setup" and v.phrase == "setup: first MMA at 9.1 µs of a 20.6 µs kernel (47%)"
 
 
 def test_under_filled_and_wave_quantization():

@@ -96,7 +96,8 @@ def register(app: typer.Typer) -> None:
                     try:
                         phase_runs[c.id] = pool.call("backend:cute", isolation.Call(
                             "nvgg.profiling.device_phases:run", {"case": c, "profile": profile, "tensormaps": mode}))
-                    except (isolation.RowFailure, isolation.RowError) as exc:
+                    except (isolation.RowFailure, isolation.RowError, NvggError) as exc:
+                        # a case the instrumented build got wrong, or could not run, costs that case
                         failures.append(f"case {c.id}: phases: {exc}")
                 bad = len(failures) > failed_before or (cupti and results[c.id].status != "ok")
                 progress.finish(f"case {c.id}", "failed" if bad else "done")

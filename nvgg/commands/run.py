@@ -10,7 +10,7 @@ import typer
 from .. import backends, cases as casesmod, env as envmod, runner
 from ..cli import command
 from ..errors import NvggError
-from ..report import results_table
+from ..report import label, results_table
 from .common import (CasesFile, JsonOut, LiveFiles, Profile, Progress, RowTimeout, Shape, TensorMaps, Timer, TimerOpt,
                      check_submission, mode_value, pick_cases)
 
@@ -30,7 +30,7 @@ def render(results, env: dict) -> str:
             lines.append(f"native B200 SOL {r.sol_b200.sol_us:.3f} µs (no GPU profile here: a CPU time has no gap to quote)")
         if r.stats is not None:
             st = r.stats
-            lines.append(f"{r.case} {r.strategy}/{r.backend}: mean {st.mean_us:.3f} µs, median {st.median_us:.3f}, best {st.best_us:.3f}, "
+            lines.append(f"{r.case} {label(r)}: mean {st.mean_us:.3f} µs, median {st.median_us:.3f}, best {st.best_us:.3f}, "
                          f"worst {st.worst_us:.3f}, std {st.std_us:.3f}, {st.runs} runs x {st.batch} inputs [{st.method}, {st.clock}]")
         if r.setup_us:
             lines.append("setup: " + ", ".join(f"{k} {v / 1e3:.2f} ms" for k, v in r.setup_us.items()))

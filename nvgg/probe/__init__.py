@@ -185,6 +185,9 @@ class Session:
     enlarged at the next `begin()`."""
 
     CHUNK = 1 << 16  # int64 elements (512 KiB)
+    # launches a call may hand out before the pool starts over on its own: a process with probes
+    # on that nothing profiles (no begin()) would otherwise keep every buffer it ever asked for
+    MAX_LAUNCHES = 4096
 
     def __init__(self, device: str = "cuda"):
         self.device = device
@@ -192,6 +195,8 @@ class Session:
 
     def take(self, probe: Probe, ctas: int):
         import torch
+        if sum(len(c) for c in self._launches) >= self.MAX_LAUNCHES:
+            self.begin()
         need = (ctas + 1) * len(probe.marks)
         if not self._chunks or self._used + need > self._chunks[-1].numel():
             self._chunks.append(torch.zeros(max(need, self.CHUNK), dtype=torch.int64, device=self.device))

@@ -93,11 +93,11 @@ def arch_metrics(major: int | None) -> ArchMetrics | None:
 def local_major() -> int | None:
     """The compute capability major of the GPU ncu will profile (CUDA's device 0: the first of
     CUDA_VISIBLE_DEVICES where it names one by index), by NVML; None where NVML cannot tell."""
-    from ..profiles import nvml_query
+    from ..profiles import nvml_query, visible_index
 
-    first = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0].strip()
-    major = nvml_query(lambda nvml, handle: nvml.nvmlDeviceGetCudaComputeCapability(handle)[0],
-                       int(first) if first.isdigit() else 0)
+    index = visible_index(0)
+    major = None if index is None else nvml_query(
+        lambda nvml, handle: nvml.nvmlDeviceGetCudaComputeCapability(handle)[0], index)
     return None if major is None else int(major)
 
 

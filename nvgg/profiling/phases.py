@@ -98,6 +98,9 @@ def _rows(buffer, layout: SlotLayout) -> list[list[int]]:
     return rows
 
 
+GRID_LIMIT = 1 << 31  # CTAs a grid's x dimension can have, and more than any other (CUDA)
+
+
 def _at(row, slot) -> int:
     """The reading of `slot`, or the latest of a tuple of slots (0 if any is missing)."""
     if isinstance(slot, tuple):
@@ -132,9 +135,12 @@ def analyse_launches(buffers, layout: SlotLayout = SM90) -> PhaseReport:
         if layout.probe:
             rows, over = rows[:-1], rows[-1]
             reach = max(over)
-            if reach > len(rows):
+            where = f"launch {i} of {layout.kernel}" if len(buffers) > 1 else layout.kernel
+            if reach >= GRID_LIMIT:  # no grid has that many CTAs: a time, written into the overflow row
+                lost.append(f"{where}: its overflow row holds a time, not a CTA count: the kernel was told the buffer "
+                            f"holds {len(rows) + 1} rows, one too many (pass rows = size(0) - 1)")
+            elif reach > len(rows):
                 overflow += reach - len(rows)
-                where = f"launch {i} of {layout.kernel}" if len(buffers) > 1 else layout.kernel
                 lost.append(f"{where}: CTAs up to index {reach - 1} marked but its buffer holds {len(rows)}: the marks of "
                              f"{reach - len(rows)} CTAs are lost; pass the launch's CTA count to buffer()")
         mine = [r for r in rows if _readings(r, layout)]
