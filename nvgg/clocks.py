@@ -74,7 +74,8 @@ class Sampler:
         try:
             import pynvml
             pynvml.nvmlInit()
-            self._nvml, self._h = pynvml, _handle(pynvml, self.device)
+            self._nvml = pynvml  # shut down on exit even if no handle comes
+            self._h = _handle(pynvml, self.device)
         except Exception as exc:
             self.error = f"NVML unavailable: {type(exc).__name__}: {exc}"
             return self

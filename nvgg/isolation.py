@@ -238,10 +238,8 @@ class Worker:
     def call(self, call: Call, timeout_s: float):
         if self.proc is None or not self.ready or self.proc.poll() is not None:
             self.start()
-        payload = pickle.dumps(call)
         try:
-            self.proc.stdin.write(_HEADER.pack(len(payload)) + payload)
-            self.proc.stdin.flush()
+            _write_frame(self.proc.stdin, call)
         except (BrokenPipeError, OSError):
             raise RowFailure(self._death()) from None
         reply = self._receive(timeout_s, "")
@@ -378,6 +376,7 @@ def _adopt_spare(key: str) -> Worker | None:
     worker = _SPARE[0]
     _SPARE.clear()
     if worker.proc is None or worker.proc.poll() is not None:
+        worker.close()  # dead before its first row: its pipes and log go with it
         return None
     worker.key = key
     return worker

@@ -81,14 +81,13 @@ def run_submission(path: str, case: Case, *, timeout_s: float | None = None, **k
     return run_many([row], timeout_s=timeout_s)[0]
 
 
-def run_child(module: str, path: str, args: dict, *, timeout_s: float | None = None,
+def run_child(module: str, args: dict, *, timeout_s: float | None = None,
               env: dict | None = None) -> tuple[dict | None, str]:
     """`python -m module JSON` with args["out"] set to a result file, for at most `timeout_s`
     (None: TIMEOUT_S): (what the child wrote there, "") or (None, why it wrote nothing: a
-    timeout, or its exit code and last line of output)."""
+    timeout, or its exit code and last line of output). The child loads args["path"] itself and
+    says so where it cannot."""
     timeout_s = timeout_s or TIMEOUT_S
-    if not Path(path).is_file():
-        raise NvggError(f"submission {path} does not exist: pass the path of your submission.py")
     with tempfile.TemporaryDirectory(prefix="nvgg-sub-") as tmp:
         out = Path(tmp) / "result.json"
         cmd = [sys.executable, "-m", module, json.dumps(dict(args, out=str(out)))]
@@ -103,10 +102,3 @@ def run_child(module: str, path: str, args: dict, *, timeout_s: float | None = N
             return json.loads(out.read_text()), ""
         tail = [line for line in (proc.stderr or proc.stdout).strip().splitlines() if line.strip()]
         return None, f"submission process exited with code {proc.returncode}: {tail[-1] if tail else 'no output'}"
-
-
-def write_result(path: str, payload: dict) -> None:
-    """The child's result file, written whole or not at all."""
-    tmp = Path(path + ".tmp")
-    tmp.write_text(json.dumps(payload))
-    tmp.replace(path)

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import warnings
 from dataclasses import dataclass, field
 
 from ..backends import submission as sub
@@ -156,7 +155,7 @@ def kernels_of(launches) -> list[KernelPhases]:
 def _child(path: str, case: Case, timeout_s: float | None, *, probes: bool) -> dict:
     args = {"path": str(os.path.abspath(path)), "case": case.to_dict(), "probes": probes}
     env = {"NVGG_PROBES": "1" if probes else "0"}
-    raw, failure = sub.run_child("nvgg.profiling.submission_phases", path, args, timeout_s=timeout_s, env=env)
+    raw, failure = sub.run_child("nvgg.profiling.submission_phases", args, timeout_s=timeout_s, env=env)
     which = "with marks" if probes else "without marks"
     if raw is None:
         raise CaseFailure(f"case {case.id} ({which}): {failure}")
@@ -194,16 +193,14 @@ def _worker(args: dict) -> dict:
     device, launches, pool = session.device, session.launches, probemod.session()
     flush = timing.L2Flush(device)
     calls = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the profiler's notes on its own event buffers
-        for i in range(CALLS):
-            flush()
-            pool.begin()
-            torch.cuda.synchronize(device)
-            acts = cupti.record(launches[i % len(launches)], device)
-            launched = [launch.to_dict() for launch in pool.calls()[-1]] if args["probes"] else []
-            calls.append({"busy_us": cupti.summarize(acts).busy_us, "kernels": [[a.name, a.us] for a in acts],
-                          "launches": launched})
+    for i in range(CALLS):
+        flush()
+        pool.begin()
+        torch.cuda.synchronize(device)
+        acts = cupti.record(launches[i % len(launches)], device)
+        launched = [launch.to_dict() for launch in pool.calls()[-1]] if args["probes"] else []
+        calls.append({"busy_us": cupti.summarize(acts).busy_us, "kernels": [[a.name, a.us] for a in acts],
+                      "launches": launched})
     busy = [c["busy_us"] for c in calls]
     result = {"checked": session.result.checked_inputs, "busy_us": busy,
               "call": sorted(calls, key=lambda c: c["busy_us"])[len(calls) // 2]}
@@ -242,7 +239,9 @@ def main(args: dict) -> int:
     except Exception as exc:  # user code: report, never crash the caller
         text = str(exc).splitlines()[0] if str(exc) else ""
         payload = {"error": f"{type(exc).__name__}: {text}", "case_specific": True}
-    sub.write_result(args["out"], payload)
+    from ..report import write_json
+
+    write_json(args["out"], payload)  # whole or not at all
     return 0
 
 
