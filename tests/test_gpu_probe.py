@@ -115,8 +115,11 @@ def test_bad_marks_are_one_line_and_exit_2(fixture, says, tmp_path):
     out = CliRunner().invoke(app, ["profile", "--phases", "--submission", str(FIXTURES / fixture), "--case", "test-1",
                                    "--timeout", "300", "--json", str(doc)])
     assert out.exit_code == 2, out.output
-    errors = [line for line in out.stderr.splitlines() if line.strip()]
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    errors = [line for line in lines if line.startswith("nvgg:")]
     assert len(errors) == 1 and says in errors[0], out.output
+    # the rest of stderr is progress and the file written, never a traceback
+    assert all(line.startswith(("[1/1]", "wrote ")) for line in lines if line not in errors), out.output
     if fixture == "probe_overrun.py":  # the rest of the run is kept: the report and its JSON
         row = next(line for line in out.stdout.splitlines() if "start → exit" in line)
         assert [c.strip() for c in row.strip("|").split("|")][:3] == ["overrun", "start → exit", "5"], out.stdout
