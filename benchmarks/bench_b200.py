@@ -38,7 +38,7 @@ import torch
 from columns import cell, median
 from tabulate import tabulate
 
-from nvgg import cases, env, runner
+from nvgg import cases, datapath, env
 from nvgg.errors import NvggError
 from nvgg.profiles import get as get_profile
 from nvgg.profiling import device_phases
@@ -168,7 +168,7 @@ def _back_to_back_us(fn, rounds: int = 20) -> float:
 
 def _time(case, strategy: str, backend: str, mode: str | None):
     try:
-        res = runner.run_one(case, strategy=strategy, backend=backend, tensormaps=mode)
+        res = datapath.run_one(case, strategy=strategy, backend=backend, tensormaps=mode)
         return res.time_us if res.status == "ok" else f"{res.status}: {res.message}"
     except NvggError as exc:
         return f"n/a: {exc}"

@@ -34,7 +34,7 @@ import torch
 from columns import cell, median
 from tabulate import tabulate
 
-from nvgg import cases, env, inputs, reference, runner, timing
+from nvgg import cases, datapath, env, inputs, reference, timing
 from nvgg.errors import NvggError
 
 STRATEGIES = [("persistent[host]", "cute"), ("persistent[device]", "cute"), ("persistent[grid+device]", "cute"),
@@ -44,7 +44,7 @@ KNOWN = STRATEGIES + [("persistent", "cute")]
 
 
 def _column(strategy: str, backend: str) -> dict:
-    """runner.run_one's arguments for a column name: persistent[OPTIONS] takes options joined by
+    """datapath.run_one's arguments for a column name: persistent[OPTIONS] takes options joined by
     "+": host (default) or device maps, rows (default) or grid wait, serial (launched without
     programmatic stream serialization, the previous launch's way)."""
     if not strategy.startswith("persistent["):
@@ -127,7 +127,7 @@ def main() -> None:
             entry = {}
             for strategy, backend in columns:
                 try:
-                    res = runner.run_one(case, **_column(strategy, backend))
+                    res = datapath.run_one(case, **_column(strategy, backend))
                     entry[f"{strategy}/{backend}"] = res.time_us if res.status == "ok" else f"{res.status}: {res.message}"
                 except NvggError as exc:
                     entry[f"{strategy}/{backend}"] = f"n/a: {exc}"

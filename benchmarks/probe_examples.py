@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from tabulate import tabulate
 
-from nvgg import cases, env, runner
+from nvgg import cases, datapath, env
 from nvgg.backends import submission as sub
 from nvgg.errors import NvggError
 from nvgg.profiling import submission_phases
@@ -35,8 +35,8 @@ def check(path: Path, case_ids: str) -> list:
     for case in cases.select(case_ids):
         t0 = time.perf_counter()
         try:
-            session = runner.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=2)
-            ok = runner.check(session)
+            session = datapath.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=2)
+            ok = datapath.check(session)
             verdict = "ok" if ok else session.result.message[:80]
         except Exception as exc:  # report and go on with the other cases
             verdict = f"{type(exc).__name__}: {str(exc)[:80]}"

@@ -19,7 +19,7 @@ import sys
 import torch
 from tabulate import tabulate
 
-from nvgg import cases, env, runner
+from nvgg import cases, datapath, env
 from nvgg.profiles import for_gpu_name
 from nvgg.profiling import device_phases, ncu, occupancy
 
@@ -47,7 +47,7 @@ def main() -> int:
                     print(f"ncu {case.id} {strategy}: {exc}", file=sys.stderr)
         ph = device_phases.run(case)
         for strategy in STRATEGIES:
-            res = runner.run_one(case, strategy=strategy, backend="cute", timer="cupti")
+            res = datapath.run_one(case, strategy=strategy, backend="cute", timer="cupti")
             cu = res.cupti
             kern = res.kernels[0] if res.kernels else {}
             theo = occupancy.theoretical(kern.get("registers", 0), kern.get("smem_bytes", 0), kern.get("threads", 1), prof)

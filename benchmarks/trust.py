@@ -64,7 +64,7 @@ def faults(out: Path) -> None:
     kept = rows_of(half)
     print(f"killed after {time.monotonic() - t0:.1f} s with {seen} rows written: the file parses, {len(kept)} rows: "
           + ", ".join(f"{r['strategy']}:{r['status']}" for r in kept))
-    left = subprocess.run(["pgrep", "-f", "nvgg.isolation"], capture_output=True, text=True).stdout.split()
+    left = subprocess.run(["pgrep", "-f", "nvgg.procs"], capture_output=True, text=True).stdout.split()
     print(f"workers left running after the kill: {left or 'none'}")
 
 
@@ -121,17 +121,18 @@ def gate(out: Path, tries: int) -> None:
 
 def timer(out: Path) -> None:
     sys.path.insert(0, str(ROOT))
-    from nvgg import cases, runner
+    from nvgg import cases, rows
+    from nvgg.result import Row
     names = ("honest", "kept", "ours", "side_stream")
     for case in ("3", "1"):
-        rows = [runner.Row(cases.get(case), submission=str(SUBS / f"{n}.py"), device="cuda") for n in names]
-        for name, r in zip(names, runner.run_many(rows)):
+        todo = [Row(cases.get(case), submission=str(SUBS / f"{n}.py"), device="cuda") for n in names]
+        for name, r in zip(names, rows.run_many(todo)):
             st = r.stats
             line = f"{case} {name}: {r.status} {r.message[:60]}"
             if st:
                 line += (f" | {st.mean_us:.2f} µs ± {st.err_us:.2f}, spread {st.std_us / st.mean_us:.1%}, {st.runs} runs,"
                          f" escape {st.escaped_us * st.batch:.1f} µs a batch | SOL {r.sol.sol_us:.2f} µs | flags "
-                         + "; ".join(f["text"] for f in r.flags))
+                         + "; ".join(f.text for f in r.flags))
             print(line)
 
 

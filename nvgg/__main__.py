@@ -1,12 +1,27 @@
-"""The `nvgg` command and `python -m nvgg`. For a command that runs rows, its first worker starts
-here, before this process imports torch and the commands (isolation.prespawn), then the app runs."""
+"""The `nvgg` command and `python -m nvgg`. For a command that runs rows in workers, the first
+worker starts here, before this process imports torch and the commands (procs.prestart), so its
+start overlaps them; then the app runs."""
 
 import sys
 
 
+def runs_rows(argv: list[str]) -> bool:
+    """Whether a command line runs rows in workers: run, compare, and profile with --cupti or our
+    kernel's --phases (ncu and a submission's phases run in processes of their own)."""
+    if not argv or {"--help", "-h"} & set(argv):
+        return False
+    if argv[0] in ("run", "compare"):
+        return True
+    return argv[0] == "profile" and ("--cupti" in argv or ("--phases" in argv and "--submission" not in argv))
+
+
 def main() -> None:
-    from . import isolation
-    isolation.prespawn(sys.argv[1:])
+    if runs_rows(sys.argv[1:]):
+        from . import procs
+        try:
+            procs.prestart()
+        except Exception:  # a bad NVGG_ISOLATION: the command says so in one line
+            pass
     from .cli import run
     run()
 

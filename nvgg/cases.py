@@ -121,7 +121,7 @@ def parse_shape(spec: str, id: str = "shape") -> Case:
 def load_file(path: str | Path, kind: str = "user") -> list[Case]:
     """Load a YAML case file: a mapping `cases:` of id -> {m, n, k, g, seed} (or a list with `id`)."""
     path = Path(path)
-    text = read_text(path, "case file", "pass an existing YAML file to --cases")
+    text = read_text(path, "case file", "pass an existing YAML file of cases")
     try:
         raw = yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -176,7 +176,7 @@ def get(id: str, extra_file: str | Path | None = None) -> Case:
         if case.id == str(id):
             return case
     known = ", ".join(c.id for c in all_cases(extra_file))
-    raise NvggError(f"unknown case {id!r}: choose one of {known} (or pass --shape / --cases)")
+    raise NvggError(f"unknown case {id!r}: choose one of {known} (or give your own: an inline shape or a cases file)")
 
 
 def select(spec: str, extra_file: str | Path | None = None) -> list[Case]:

@@ -1,19 +1,19 @@
-"""The typer app: parse, call one library function, render. Expected failures are `NvggError`:
-one red line and a non-zero exit (the traceback only with --verbose)."""
+"""The typer app: one command a module under commands/ (parse, check, call one library function,
+render). Expected failures are `NvggError`: one red line and a non-zero exit (the traceback only
+with --verbose; commands/common.py `command`)."""
 
 from __future__ import annotations
 
-import functools
 from typing import Annotated, Optional
 
 import typer
 
 from . import __version__
-from .errors import NvggError
+from .commands import register
+from .commands.common import STATE
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
                   help="Workbench for NVFP4 block-scaled grouped GEMM kernels: check, time, compare, profile.")
-STATE = {"verbose": False}
 
 
 def _version(value: bool) -> None:
@@ -29,25 +29,6 @@ def main(
                                                     help="Print the version and exit.")] = None,
 ) -> None:
     STATE["verbose"] = verbose
-
-
-def command(fn):
-    """Register a command whose NvggError becomes one line on stderr and exit code error.code."""
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except NvggError as exc:
-            if STATE["verbose"]:
-                raise
-            typer.secho(f"nvgg: {exc}", err=True, fg=typer.colors.RED)
-            raise typer.Exit(exc.code) from None
-        except KeyboardInterrupt:
-            # the workers are gone with their pool; --json and --markdown hold every finished row
-            typer.secho("nvgg: interrupted: the rows that finished are in the --json/--markdown files, if given",
-                        err=True, fg=typer.colors.RED)
-            raise typer.Exit(130) from None
-    return wrapper
 
 
 def _click_errors():
@@ -79,7 +60,5 @@ def run() -> None:
         sys.exit(130)
     sys.exit(code if isinstance(code, int) else 0)
 
-
-from .commands import register  # noqa: E402  (the commands use `command` above)
 
 register(app)

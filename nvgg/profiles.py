@@ -1,7 +1,7 @@
 """GPU specifications for the speed-of-light model and resource checks.
 
 Each `profiles/NAME.toml` holds one GPU's numbers with their sources in comments. The running
-GPU is found through NVML (nvidia-ml-py) and matched by name; `--profile NAME` overrides.
+GPU is found through NVML (nvidia-ml-py) and matched by name; a profile named by the user overrides.
 """
 
 from __future__ import annotations
@@ -129,11 +129,11 @@ def resolve(name: str | None) -> Profile:
         return get(name)
     detected = gpu_name()
     if detected is None:
-        raise NvggError("no GPU found to pick a profile from: pass --profile "
+        raise NvggError("no GPU found to pick a profile from: name one "
                         f"({', '.join(all_profiles())})")
     profile = for_gpu_name(detected)
     if profile is None:
-        raise NvggError(f"no profile matches the GPU {detected!r}: pass --profile "
+        raise NvggError(f"no profile matches the GPU {detected!r}: name one "
                         f"({', '.join(all_profiles())}) or add profiles/<name>.toml")
     return profile
 

@@ -1,5 +1,5 @@
-"""Results for people (tabulate tables) and scripts (JSON), built from the same rows; the baseline
-regression gate; atomic result files."""
+"""Results for people (tabulate tables) and scripts (JSON documents, result.py), built from the same
+rows; the baseline regression gate; result files written atomically."""
 
 from __future__ import annotations
 
@@ -11,12 +11,13 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from . import result as resultmod
 from .cases import Case
-from .errors import NvggError, read_text
+from .result import row_key
 from .sol import Sol
 
 
-def _us(x: float | None) -> str:
+def fmt_us(x: float | None) -> str:
     return "—" if x is None else (f"{x:.1f}" if x >= 100 else f"{x:.2f}" if x >= 10 else f"{x:.3f}")
 
 
@@ -26,13 +27,6 @@ def label(result) -> str:
     variant = getattr(result, "tensormaps", "") or getattr(result, "source", "")
     strategy = f"{result.strategy}[{variant}]" if variant else result.strategy
     return strategy if result.backend in ("submission", None) else f"{strategy}/{result.backend}"
-
-
-def row_key(row) -> tuple[str, str, str, str]:
-    """What a row is across runs: case, strategy, backend and its variant (the tensor-map mode,
-    or the submission's file name); a Result or its JSON dict."""
-    get = (lambda k: row.get(k) or "") if isinstance(row, dict) else (lambda k: getattr(row, k, "") or "")
-    return get("case"), get("strategy"), get("backend"), get("tensormaps") or get("source")
 
 
 def speedups(results) -> dict[int, float]:
@@ -72,7 +66,7 @@ def check_text(r) -> str:
     if r.status != "ok":
         return status_text(r) + (f": {r.message}" if r.message else "")
     if r.flags:
-        return status_text(r) + ": " + "; ".join(f["text"] for f in r.flags)
+        return status_text(r) + ": " + "; ".join(f.text for f in r.flags)
     return "ok"
 
 
@@ -96,13 +90,13 @@ def results_table(results, fmt: str = "github") -> str:
         timed = st is not None and r.status == "ok"  # a row wrong when timed keeps its stats in the JSON only
         row = [
             r.case, label(r),
-            _us(r.time_us if timed else None) + ("" if not timed or st.clock == "cuda events" else " (CPU)"),
-            _us(st.err_us) if timed else "—",
+            fmt_us(r.time_us if timed else None) + ("" if not timed or st.clock == "cuda events" else " (CPU)"),
+            fmt_us(st.err_us) if timed else "—",
         ]
         if with_cupti:
             cu = r.cupti or {}
-            gaps = _us(cu.get("gaps_us")) if cu.get("gaps_shown", True) else "— (see below)"
-            row += [_us(cu.get("kernel_us")), _num(cu.get("activities")), gaps, _us(cu.get("host_overhead_us"))]
+            gaps = fmt_us(cu.get("gaps_us")) if cu.get("gaps_shown", True) else "— (see below)"
+            row += [fmt_us(cu.get("kernel_us")), _num(cu.get("activities")), gaps, fmt_us(cu.get("host_overhead_us"))]
         row += [
             f"{ups[i]:.2f}x" if i in ups else "—",
             f"{r.gap:.1f}x" if r.gap else "—",
@@ -111,7 +105,7 @@ def results_table(results, fmt: str = "github") -> str:
         if with_gate:
             row.append(_gate_text(r.gate))
         if with_verdict:
-            row.append((r.verdict or {}).get("phrase", "—"))
+            row.append(r.verdict.phrase if r.verdict else "—")
         rows.append(row)
     headers = ["case", "strategy/backend", "time µs", "± err"]
     if with_cupti:
@@ -126,11 +120,15 @@ def results_table(results, fmt: str = "github") -> str:
     return table + "".join("\n" + n for n in notes)
 
 
-def _gate_text(gate: dict | None) -> str:
-    if not gate:
-        return "— (not in the baseline)"
-    from .gate import Compared
-    return Compared(**gate).text()
+def compare_outcome(r) -> str:
+    """A finished row in a few words: its status and time, or its reason."""
+    if r.status == "ok" and r.stats is not None:
+        return f"{status_text(r)} {fmt_us(r.time_us)} µs ({r.wall_s:.1f} s)"
+    return f"{status_text(r)} ({r.wall_s:.1f} s): {r.message.splitlines()[0][:100] if r.message else ''}"
+
+
+def _gate_text(gate) -> str:
+    return gate.text() if gate else "— (not in the baseline)"
 
 
 def _num(x) -> str:
@@ -141,7 +139,7 @@ def geomean_table(results, benchmark_ids: set[str]) -> str:
     means = geomeans(results, benchmark_ids)
     if not means:
         return ""
-    rows = [[name, _us(t)] for name, t in sorted(means.items(), key=lambda kv: kv[1])]
+    rows = [[name, fmt_us(t)] for name, t in sorted(means.items(), key=lambda kv: kv[1])]
     return tabulate(rows, headers=["strategy/backend", "geomean µs over benchmarks " + ",".join(sorted(benchmark_ids))],
                     tablefmt="github", disable_numparse=True)
 
@@ -150,7 +148,7 @@ def sol_rows(case: Case, device_sol: Sol | None, b200_sol: Sol) -> list:
     rows = []
     for s in ([device_sol] if device_sol else []) + [b200_sol]:
         rows.append([case.id, s.profile, s.data_path, f"{s.bytes / 1e6:.2f}", f"{s.flops / 1e9:.2f}",
-                     _us(s.memory_us), _us(s.compute_us), _us(s.sol_us), s.bound])
+                     fmt_us(s.memory_us), fmt_us(s.compute_us), fmt_us(s.sol_us), s.bound])
     return rows
 
 
@@ -161,8 +159,10 @@ def sol_table(rows) -> str:
     return tabulate(rows, headers=SOL_HEADERS, tablefmt="github", disable_numparse=True)
 
 
-def document(results, env: dict, benchmark_ids: set[str]) -> dict:
-    return {"env": env, "results": [r.to_dict() for r in results], "geomean_us": geomeans(results, benchmark_ids)}
+def results_document(results, env: dict, benchmark_ids: set[str], kind: str = "results", **more) -> dict:
+    """The JSON of a run, compare or profile (result.document at the current format)."""
+    return resultmod.document(kind, **more, env=env, results=[r.to_dict() for r in results],
+                              geomean_us=geomeans(results, benchmark_ids))
 
 
 def markdown_report(results, env: dict, benchmark_ids: set[str]) -> str:
@@ -201,57 +201,23 @@ def write_json(path: str | Path, payload) -> None:
     write_text(path, json.dumps(payload, indent=2, default=str) + "\n")
 
 
-STATUSES = ("ok", "wrong", "error", "unsupported")
-
-
-def read_rows(path: str | Path, what: str = "result file") -> list[dict]:
-    """The rows of a file written by --json, each checked to be a result row; anything else (no
-    file, a folder, not UTF-8, not JSON, rows of another shape) is one NvggError naming `what`."""
-    text = read_text(path, what, "pass a file written by --json FILE")
-    try:
-        raw = json.loads(text)
-    except ValueError:
-        raw = None
-    rows = raw.get("results") if isinstance(raw, dict) else None
-    if not isinstance(rows, list) or not all(_result_row(r) for r in rows):
-        raise NvggError(f"{what} {path} is not an nvgg result file (JSON with 'results'): regenerate it with --json")
-    return rows
-
-
 def load_baseline(path: str | Path) -> dict[tuple[str, str, str, str], dict]:
-    """An earlier result file's rows by `row_key`; checked whole before any work starts."""
-    return {row_key(r): r for r in read_rows(path, "baseline")}
-
-
-def _result_row(r) -> bool:
-    """A result row as --json writes it: a case, a status, stats with numbers or none, and where
-    present, flags (a list of {kind, ...}) and clocks (a dict; its SM clocks a list of numbers)."""
-    if not isinstance(r, dict) or not isinstance(r.get("case"), str) or r.get("status") not in STATUSES:
-        return False
-    st = r.get("stats")
-    stats_ok = st is None or (isinstance(st, dict) and all(isinstance(st.get(k), (int, float)) and st.get(k) >= 0
-                                                           for k in ("mean_us", "err_us", "std_us")) and st["mean_us"] > 0)
-    flags, clocks = r.get("flags") or [], r.get("clocks") or {}
-    flags_ok = isinstance(flags, list) and all(isinstance(f, dict) and isinstance(f.get("kind"), str) for f in flags)
-    sm = clocks.get("sm_mhz") if isinstance(clocks, dict) else None
-    clocks_ok = isinstance(clocks, dict) and (sm is None or (isinstance(sm, list) and len(sm) >= 2 and all(
-        isinstance(x, (int, float)) for x in sm)))
-    return stats_ok and flags_ok and clocks_ok
+    """An earlier result file's rows by `row_key` (any format this nvgg reads, migrated); checked
+    whole before any work starts."""
+    return {row_key(r): r for r in resultmod.read_results(path, "baseline")}
 
 
 def gate(results, baseline: dict, max_regression_pct: float) -> list[str]:
     """Each result against its baseline row (gate.compare, kept in result.gate); the lines naming
-    the rows that fail the gate. Rows absent from the baseline are not judged; files written
-    before the tensor-map mode was recorded key their rows with mode ""."""
+    the rows that fail the gate. Rows absent from the baseline are not judged."""
     from .gate import compare
     out = []
     for r in results:
-        key = row_key(r)
-        old = baseline.get(key) or baseline.get(key[:3] + ("",))
+        old = baseline.get(row_key(r))
         if old is None:
             continue
         found = compare(r.to_dict(), old, max_regression_pct)
-        r.gate = found.to_dict()
+        r.gate = found
         if found.fails:
             out.append(f"{r.case} {label(r)}: {found.text()}")
     return out
@@ -286,7 +252,7 @@ def ncu_table(reports) -> str:
     for cid, report in by_case.items():
         for k in report.kernels:
             rows.append(([cid] if cid else []) + [
-                k.name[:60], _us(k.duration_us), f"{k.dram_bytes / 1e6:.2f}", _pct(k.dram_pct), _pct(k.tensor_pct),
+                k.name[:60], fmt_us(k.duration_us), f"{k.dram_bytes / 1e6:.2f}", _pct(k.dram_pct), _pct(k.tensor_pct),
                 _tmem(k), _pct(k.achieved_occupancy_pct), _pct(k.theoretical_occupancy_pct), k.registers, k.smem_bytes, k.grid,
                 k.block])
         total = (f"{'case ' + cid + ': ' if cid else ''}total {report.duration_us:.2f} µs over {len(report.kernels)} "
@@ -303,62 +269,6 @@ def ncu_table(reports) -> str:
     return "\n".join([table] + totals)
 
 
-def phase_table(run) -> str:
-    """Device-side phases of the instrumented persistent kernel: median and max over CTAs."""
-    rep = run.report
-    rows = [[p.name, p.ctas, _us(p.median_us), _us(p.max_us)] for p in rep.phases]
-    table = tabulate(rows, headers=["phase", "CTAs", "median µs", "max µs"], tablefmt="github", disable_numparse=True)
-    mode = f", tensor maps {run.tensormaps}" if getattr(run, "tensormaps", "") else ""
-    return (f"{table}\n{run.layout.kernel}{mode}: "
-            f"{rep.ctas} CTAs ({rep.ctas_with_work} with work), kernel {rep.kernel_us:.2f} µs, "
-            f"time to first MMA {rep.time_to_first_mma_us:.2f} µs (median), setup share {rep.setup_share:.1%}, "
-            f"group switches per CTA {rep.switches_median:g} (median)\n"
-            f"instrumentation cost: kernel {run.instrumented_us:.2f} µs vs {run.plain_us:.2f} µs uninstrumented ({run.cost:+.1%}, CUPTI)"
-            + _behind_line(run.behind))
-
-
-def submission_phase_table(run) -> str:
-    """The phases a submission's probe marks show (profiling/submission_phases.py): one table over
-    its kernels' spans, a summary line a kernel with what its buffers show wrong, the cost of the
-    marks and how much of the call's kernel time they span, and the next call's start."""
-    rows = [[k.kernel, p.name, p.ctas, _us(p.median_us), _us(p.max_us)] for k in run.kernels for p in k.report.phases]
-    lines = [f"submission {run.path}: {len(run.kernels)} marked kernel(s), {len(run.launches)} launch(es) a call; "
-             f"output checked on {run.checked_inputs} inputs with the marks on",
-             tabulate(rows, headers=["kernel", "span", "CTAs", "median µs", "max µs"], tablefmt="github",
-                      disable_numparse=True)]
-    for k in run.kernels:
-        rep = k.report
-        first = ("" if rep.time_to_first_mma_us is None else
-                 f", time to first MMA {rep.time_to_first_mma_us:.2f} µs (median), setup share {rep.setup_share:.1%}")
-        lines.append(f"{k.kernel}: {rep.launches} launch(es), {rep.ctas} CTAs marked ({rep.ctas_with_work} with work), "
-                     f"first mark to last {rep.kernel_us:.2f} µs{first}")
-        lines += [f"  {note}" for note in rep.notes]
-    (on_lo, on_hi), (off_lo, off_hi) = run.spread()
-    lines.append(f"instrumentation cost: CUPTI kernel time a call {run.instrumented_us:.2f} µs with marks (quartiles "
-                 f"{on_lo:.2f}-{on_hi:.2f}) vs {run.plain_us:.2f} µs without ({off_lo:.2f}-{off_hi:.2f}): {run.cost:+.1%} "
-                 f"(medians of {len(run.instrumented_calls_us)} calls each, L2 flushed before each)")
-    share = run.call_marked_us / run.call_cupti_us if run.call_cupti_us else 0.0
-    step = min((k.report.timer_step_ns for k in run.kernels if k.report.timer_step_ns), default=None)
-    lines.append(f"the marks span {run.call_marked_us:.2f} µs of the call's {run.call_cupti_us:.2f} µs kernel time "
-                 f"(CUPTI, {share:.1%})" + (f"; readings differ by at least {step} ns" if step else ""))
-    nxt = run.next_call
-    if nxt is not None:
-        how = "the calls overlap" if nxt.overlap else "the calls do not overlap"
-        mma = "" if nxt.first_mma_median_us is None else f", first MMA at {nxt.first_mma_median_us:+.2f} µs (median)"
-        lines.append(f"next call, launched right after with nothing between: its CTAs with work start at "
-                     f"{nxt.start_earliest_us:+.2f} µs from this call's last mark (earliest; median "
-                     f"{nxt.start_median_us:+.2f}){mma}: {how}")
-    return "\n".join(lines)
-
-
-def _behind_line(behind) -> str:
-    if behind is None:
-        return ""
-    return (f"\nright behind another launch (programmatic, as the timer's calls run), against the moment its "
-            f"last CTA exits: CTAs start at {behind.start_median_us:+.2f} µs (median; earliest {behind.start_earliest_us:+.2f}), "
-            f"first MMA at {behind.first_mma_median_us:+.2f} µs (median; latest {behind.first_mma_max_us:+.2f})")
-
-
 def occupancy_table(rows: list[dict]) -> str:
     with_case = any("case" in r for r in rows)
     table = [([r.get("case", "")] if with_case else []) + [
@@ -368,3 +278,76 @@ def occupancy_table(rows: list[dict]) -> str:
     return tabulate(table, headers=(["case"] if with_case else []) + [
         "kernel", "regs", "smem B", "threads", "theoretical occ.", "blocks/SM", "limited by", "blocks/SM (CUDA API)",
         "tiles", "SM coverage", "waves"], tablefmt="github", disable_numparse=True)
+
+
+def run_text(results, env: dict) -> str:
+    """`nvgg run`'s output: the card, the row's table, its SOL, statistics, setup phases and clocks."""
+    from .env import card
+    lines = [f"card: {card(env)}   torch {env.get('torch')}   nvgg {env.get('nvgg')}"]
+    lines += [f"inputs: {r.inputs}" for r in results[:1] if r.inputs]
+    lines.append(results_table(results))
+    for r in results:
+        if r.sol is not None and r.stats is not None:
+            lines.append(f"SOL on {r.sol.profile}: {r.sol.sol_us:.3f} µs ({r.sol.bound}-bound, {r.sol.data_path} data path); "
+                         f"native B200 SOL {r.sol_b200.sol_us:.3f} µs")
+        elif r.sol_b200 is not None and r.stats is not None:
+            lines.append(f"native B200 SOL {r.sol_b200.sol_us:.3f} µs (no GPU profile here: a CPU time has no gap to quote)")
+        if r.stats is not None:
+            st = r.stats
+            lines.append(f"{r.case} {label(r)}: mean {st.mean_us:.3f} µs, median {st.median_us:.3f}, best {st.best_us:.3f}, "
+                         f"worst {st.worst_us:.3f}, std {st.std_us:.3f}, {st.runs} runs x {st.batch} inputs [{st.method}, {st.clock}]")
+        if r.setup_us:
+            lines.append("setup: " + ", ".join(f"{k} {v / 1e3:.2f} ms" for k, v in r.setup_us.items()))
+        lines.append(clocks_line(r.clocks))
+    return "\n".join(line for line in lines if line)
+
+
+def clocks_line(clocks: dict) -> str:
+    """The card's clocks while the row was timed, one line ("" where none were sampled)."""
+    if not clocks or not clocks.get("samples") or "sm_mhz" not in clocks:
+        return f"clocks: {clocks['error']}" if clocks and clocks.get("error") else ""
+    lo, mid, hi = clocks["sm_mhz"]
+    state = clocks.get("throttled") or "not throttled"
+    return (f"clocks while timed: SM {lo}-{hi} MHz (median {mid:g}), memory {clocks['mem_mhz'][0]}-{clocks['mem_mhz'][1]} MHz, "
+            f"up to {clocks['temp_c_max']} °C and {clocks['power_w_max']} W, {clocks['samples']} samples; {state}")
+
+
+def profile_document(profiled, env: dict, benchmark_ids: set[str]) -> dict:
+    """`nvgg profile --json`: the CUPTI rows as a result file's, and each observer's findings."""
+    more = {"cases": [c.id for c in profiled.request.cases]}
+    if profiled.ncu:
+        more["ncu"] = {cid: r.to_dict() for cid, r in profiled.ncu.items()}
+    if profiled.occupancy:
+        more["occupancy"] = profiled.occupancy
+    if profiled.phases:
+        more["phases"] = {cid: run.to_dict() for cid, run in profiled.phases.items()}
+    if profiled.failures:
+        more["failures"] = list(profiled.failures)
+    return results_document(list(profiled.results.values()), env, benchmark_ids, kind="profile", **more)
+
+
+def profile_text(profiled, card: str) -> str:
+    """One table an observer across the cases: CUPTI rows with their verdicts, setup phases and
+    kernels; ncu's counters; occupancy; the phases of each case."""
+    shown: list[str] = []
+    results = list(profiled.results.values())
+    if results:
+        shown += [f"card: {card}", results_table(results), setup_table(results), _kernels_table(profiled.results)]
+    if profiled.ncu:
+        shown.append(ncu_table(profiled.ncu))
+    if profiled.occupancy:
+        shown.append(occupancy_table(profiled.occupancy))
+    shown += [f"\ncase {cid}:\n{run.table()}" for cid, run in profiled.phases.items()]
+    return "\n".join(line for line in shown if line)
+
+
+def _kernels_table(results: dict) -> str:
+    """The kernels each call launched, by name (CUPTI): a submission's as much as ours."""
+    rows = []
+    for cid, res in results.items():
+        for k in (res.cupti or {}).get("kernels", []):
+            rows.append([cid, k["name"][:70], f"{k['per_call']:g}", f"{k['mean_us']:.2f}"])
+    if not rows:
+        return ""
+    return tabulate(rows, headers=["case", "kernel (CUPTI)", "launches a call", "µs each"], tablefmt="github",
+                    disable_numparse=True)

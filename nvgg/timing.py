@@ -184,7 +184,7 @@ class EventTimer:
             samples.append(start.elapsed_time(end) * 1e3)
             i += 1
         # no escape check here: one call's honest synchronise after its end event (9-82 µs,
-        # runner.ESCAPE_FLOOR_US) is as large as the bound a batch is held to; the batch timers
+        # flags.ESCAPE_FLOOR_US) is as large as the bound a batch is held to; the batch timers
         # catch work escaping the events
         return reduce(samples, batch=1, method="per-call", clock="cuda events")
 

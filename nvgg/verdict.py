@@ -19,7 +19,7 @@ measured; the first that holds, in this order, is the verdict:
 6. otherwise the distance to the speed of light and which floor it is (the SOL model).
 
 Before all of them: a row whose time cannot be the work's (below the speed of light, work escaping
-the events) or was measured while the card throttled has that as its verdict (runner.flags_of):
+the events) or was measured while the card throttled has that as its verdict (flags.py):
 no finding about where the time goes stands on a time that is not the kernel's.
 
 The thresholds are where a finding becomes the main cost, not measurements; every number they
@@ -62,8 +62,8 @@ def judge(result, *, phases=None, ncu=None, behind=None) -> Verdict | None:
         return Verdict("cpu", "CPU run: no device verdict", {"time_us": time_us})
     flags = getattr(result, "flags", None) or []
     if flags:
-        first = sorted(flags, key=lambda f: f["kind"] == "throttled")[0]
-        return Verdict(first["kind"], first["text"], {"time_us": time_us, "flags": [f["kind"] for f in flags]})
+        first = sorted(flags, key=lambda f: f.kind == "throttled")[0]
+        return Verdict(first.kind, first.text, {"time_us": time_us, "flags": [f.kind for f in flags]})
     for finding in (_host_bound, _gaps, _setup, _waves):
         verdict = finding(result, time_us, phases, behind)
         if verdict is not None:
@@ -164,15 +164,12 @@ def _ncu_bound(ncu, time_us):
 
 
 def _pipe_label(kernels) -> str:
-    """What the tensor figure measured: the MMA pipe of the kernels' architecture (ncu.ARCHS), or
-    a note that nvgg reads no pipe on it."""
-    from .profiling.ncu import ARCHS
-
-    labels = {a.arch: a.tensor_label for a in ARCHS.values()}
-    archs = {k.arch for k in kernels}
-    if archs == {None}:
+    """What the tensor figure measured: the MMA pipe of the kernels' architecture (ncu.ARCHS,
+    named in each kernel's `tensor_label`), or a note that nvgg reads no pipe on it."""
+    labels = {k.tensor_label for k in kernels if getattr(k, "tensor_label", None)}
+    if not labels:
         return "tensor pipe (not read on this architecture)"
-    return " / ".join(sorted(labels[a] for a in archs if a))
+    return " / ".join(sorted(labels))
 
 
 def _sol(result, time_us):

@@ -1,5 +1,17 @@
+"""Shared set-up: the GPU markers, the CLI runner, fixture submissions, result rows made by hand,
+and the two seams the command tests stand on (a fake GPU, and the rows a command runs)."""
+
+from pathlib import Path
+
 import pytest
 import torch
+from typer.testing import CliRunner
+
+from nvgg import timing
+from nvgg.result import Result
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def _capability():
@@ -20,3 +32,64 @@ def pytest_collection_modifyitems(config, items):
             if marker in item.keywords and not met:
                 item.add_marker(pytest.mark.skip(reason=reason))
                 break
+
+
+@pytest.fixture
+def cli():
+    """`cli(*argv)`: the app through typer's CliRunner (stdout and stderr apart)."""
+    from nvgg.cli import app
+    runner = CliRunner()
+    return lambda *argv: runner.invoke(app, list(argv))
+
+
+def submission_path(name: str) -> str:
+    """A fixture submission (tests/fixtures/submissions/NAME.py): honest, kept, hang, segfault, ..."""
+    return str(FIXTURES / "submissions" / f"{name}.py")
+
+
+def made_result(case: str, strategy: str, backend: str, t: float | None, status: str = "ok", **more) -> Result:
+    """A Result as a worker would send it: three repetitions of `t` µs on a test GPU."""
+    stats = timing.reduce([t, t, t], batch=15, method="leaderboard", clock="cuda events") if status == "ok" else None
+    env = {"device": "cuda", "gpu": "TestGPU", "torch": "2.13.0", "nvgg": "0.1.0"}
+    return Result(case=case, strategy=strategy, backend=backend, status=status, stats=stats, env=env,
+                  **more)
+
+
+@pytest.fixture
+def fake_gpu(monkeypatch):
+    """This machine as an H100 to the commands' choices (the default device, backend and arch),
+    with the checks that ask the hardware itself (rows.precheck) passed: for tests of what a
+    command asks for on a GPU, with the rows themselves faked (`fake_rows`)."""
+    from nvgg import backends, env, rows, selection
+    from nvgg.backends import base
+    monkeypatch.setattr(selection, "default_device", lambda: torch.device("cuda"))
+    monkeypatch.setattr(env, "collect", lambda device: {"device": "cuda", "gpu": "TestGPU", "torch": torch.__version__,
+                                                        "nvgg": "0.1.0"})
+    monkeypatch.setattr(backends, "best", lambda device: "cute")
+    monkeypatch.setattr(base, "_capability", lambda index: (9, 0))
+    monkeypatch.setattr(rows, "precheck", lambda row: None)
+
+
+@pytest.fixture
+def fake_rows(monkeypatch):
+    """The seam between the commands and the work: how one row is run (`rows.run_in`), each row
+    answered by `fake_rows.answer(row) -> Result` (set by the test; default: 10 µs, ok) in this
+    process; `fake_rows.seen` the rows asked for, in order, and `fake_rows.timeouts` the time
+    limit of the pool each ran in."""
+    from nvgg import rows
+
+    class Fake:
+        def __init__(self):
+            self.seen, self.timeouts = [], []
+
+        def answer(self, row):
+            return made_result(row.case.id, row.strategy or "persistent", row.backend or "cute", 10.0)
+
+        def __call__(self, pool, row):
+            self.seen.append(row)
+            self.timeouts.append(pool.timeout_s)
+            return self.answer(row)
+
+    fake = Fake()
+    monkeypatch.setattr(rows, "run_in", fake)
+    return fake

@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 
-from nvgg import cases, inputs, reference, runner
+from nvgg import cases, datapath, inputs, reference
 from nvgg.cases import make_case
 
 pytestmark = pytest.mark.b200
@@ -41,7 +41,7 @@ EXTRA = _extra_cases()
 @pytest.mark.parametrize("strategy, mode", RUNS)
 @pytest.mark.parametrize("case_id", [c.id for c in cases.builtin()])
 def test_sm100_matches_the_reference_on_competition_cases(case_id, strategy, mode):
-    res = runner.run_one(cases.get(case_id), strategy=strategy, backend="cute", device=CUDA, batch=2, do_time=False,
+    res = datapath.run_one(cases.get(case_id), strategy=strategy, backend="cute", device=CUDA, batch=2, do_time=False,
                          tensormaps=mode)
     assert res.status == "ok", res.message
     assert res.checked_inputs == 2 and res.tensormaps == (mode or "")
@@ -50,7 +50,7 @@ def test_sm100_matches_the_reference_on_competition_cases(case_id, strategy, mod
 @pytest.mark.parametrize("strategy, mode", [("persistent", "host"), ("persistent", "device"), ("sequential", None)])
 @pytest.mark.parametrize("case_id", list(EXTRA))
 def test_sm100_matches_the_reference_on_other_shapes(case_id, strategy, mode):
-    res = runner.run_one(EXTRA[case_id], strategy=strategy, backend="cute", device=CUDA, batch=2, do_time=False,
+    res = datapath.run_one(EXTRA[case_id], strategy=strategy, backend="cute", device=CUDA, batch=2, do_time=False,
                          tensormaps=mode)
     assert res.status == "ok", res.message
 

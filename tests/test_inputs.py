@@ -47,3 +47,15 @@ def test_blocked_copy_matches_plain_scales_in_generated_inputs():
     for (sfa, sfb), (ra, rb), (m, n, k, _) in zip(sf, sf_blocked, sizes):
         assert torch.equal(inputs.from_blocked(ra, m, k).view(torch.uint8), sfa[:, :, 0].view(torch.uint8))
         assert torch.equal(inputs.from_blocked(rb, n, k).view(torch.uint8), sfb[:, :, 0].view(torch.uint8))
+
+
+def test_refilled_inputs_are_new_values_at_the_same_addresses():
+    case = cases.get("test-4")
+    data = inputs.generate(case, "cpu", seed=7)
+    ptrs = [t.data_ptr() for group in data[0] for t in group]
+    before = [t.view(torch.uint8).clone() for (a, b, _) in data[0] for t in (a, b)]
+    inputs.refill(case, data, 0)
+    assert [t.data_ptr() for group in data[0] for t in group] == ptrs
+    after = [t.view(torch.uint8) for (a, b, _) in data[0] for t in (a, b)]
+    assert all((x != y).float().mean() > 0.5 for x, y in zip(before, after))
+    assert all(bool(c.isnan().all()) for _, _, c in data[0])

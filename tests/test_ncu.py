@@ -129,18 +129,22 @@ def test_a_hopper_row_reads_the_wgmma_pipe_and_an_unknown_arch_reads_none():
     assert v.kind == "latency-bound" and "not read on this architecture" in v.phrase
 
 
-def test_the_profile_asks_ncu_for_the_gpus_metric_set(monkeypatch, tmp_path):
+def test_the_profile_runs_its_target_under_ncu_with_the_gpus_metric_set(monkeypatch, tmp_path):
+    """ncu wraps nvgg's one-shot child (procs.run_once); a target that hangs is that child's timeout."""
+    from nvgg import cases, procs
     seen = {}
 
-    def fake_run(cmd, **kwargs):
-        seen.setdefault("cmd", cmd)
-        raise ncu.subprocess.TimeoutExpired(cmd, 1)
+    def fake_once(fn, *, wrap, timeout_s, log_path, **kwargs):
+        seen.update(cmd=list(wrap), fn=fn, kwargs=kwargs, log=log_path)
+        raise procs.ChildFailure("timed out after 1 s (a hang, or far too slow for its time limit)")
 
     monkeypatch.setattr(ncu, "find_ncu", lambda: "ncu")
     monkeypatch.setattr(ncu, "local_major", lambda: 10)
-    monkeypatch.setattr(ncu.subprocess, "run", fake_run)
-    with pytest.raises(NvggError, match="did not finish"):
-        ncu.profile({"case": {"id": "3"}, "strategy": "persistent", "backend": "cute"}, tmp_path)
+    monkeypatch.setattr(ncu.procs, "run_once", fake_once)
+    with pytest.raises(NvggError, match="ncu's target: timed out after 1 s"):
+        ncu.profile(cases.get("3"), tmp_path, strategy="persistent", backend="cute", tensormaps=None)
+    assert seen["fn"] is ncu.one_call and seen["kwargs"]["case"].id == "3" and seen["kwargs"]["strategy"] == "persistent"
+    assert seen["cmd"][:3] == ["ncu", "--clock-control", "none"] and seen["log"].name == "nvgg-3-persistent-cute.ncu.log"
     metrics = seen["cmd"][seen["cmd"].index("--metrics") + 1].split(",")
     assert metrics == list(ncu.ARCHS[10].requested())
     assert "sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_elapsed" in metrics

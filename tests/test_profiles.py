@@ -34,7 +34,7 @@ def test_nvml_name_mapping(name, expected):
 
 def test_resolve_without_gpu_asks_for_profile(monkeypatch):
     monkeypatch.setattr(profiles, "gpu_name", lambda: None)
-    with pytest.raises(NvggError, match="pass --profile"):
+    with pytest.raises(NvggError, match="name one"):
         profiles.resolve(None)
     monkeypatch.setattr(profiles, "gpu_name", lambda: "Quadro X")
     with pytest.raises(NvggError, match="no profile matches the GPU 'Quadro X'"):

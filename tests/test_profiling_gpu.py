@@ -7,15 +7,14 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from nvgg import cases, runner
+from nvgg import cases, datapath
 from nvgg.cli import app
-from nvgg.report import phase_table
 
 pytestmark = pytest.mark.gpu
 
 
 def test_cupti_timer_splits_kernel_time_from_host_overhead():
-    res = runner.run_one(cases.get("test-3"), strategy="sequential", backend="torch", device=torch.device("cuda"),
+    res = datapath.run_one(cases.get("test-3"), strategy="sequential", backend="torch", device=torch.device("cuda"),
                          timer="cupti")
     cu = res.cupti
     assert res.status == "ok" and cu["calls"] == 15
@@ -38,15 +37,15 @@ def test_ncu_profile_reports_counters(tmp_path):
 
 @pytest.mark.sm90
 def test_phases_of_the_persistent_kernel(tmp_path):
-    from nvgg.profiling import device_phases, phases
+    from nvgg.profiling import device_phases
     run = device_phases.run(cases.get("3"))
     rep = run.report
     assert rep.ctas_with_work > 0 and rep.kernel_us > 0
     assert 0 < rep.time_to_first_mma_us < rep.kernel_us and 0 < rep.setup_share < 1
     names = [p.name for p in rep.phases]
     assert names[:5] == ["tensor maps", "phase 0", "wait for A rows", "to first MMA", "mainloops"]
-    phases.write_trace(run.buffer, tmp_path / "t.json")
-    trace = json.loads((tmp_path / "t.json").read_text())
+    trace = json.loads(json.dumps(run.trace()))
+    assert (trace["format"], trace["kind"]) == (1, "trace")
     assert sum(e["ph"] == "X" for e in trace["traceEvents"]) >= rep.ctas_with_work * 3
     assert run.plain_us > 0 and run.instrumented_us > 0
     # launched right behind another (programmatic, both outputs checked): CTAs start on SMs the
@@ -55,14 +54,14 @@ def test_phases_of_the_persistent_kernel(tmp_path):
     behind = run.behind
     assert behind.start_earliest_us < 0 < behind.first_mma_median_us <= behind.first_mma_max_us
     assert behind.start_earliest_us <= behind.start_median_us < behind.first_mma_median_us
-    assert "right behind another launch" in phase_table(run)
+    assert "right behind another launch" in run.table()
 
 
 def test_cupti_agrees_with_events_for_one_kernel():
     # launched in plain stream order: programmatic launches overlap the calls' kernels, which the
     # events see and the per-call traces do not (test_cupti.py)
     from nvgg.backends.cute_sm90 import variant_backend
-    res = runner.run_one(cases.get("1"), strategy="persistent", backend=variant_backend("host", programmatic=False),
+    res = datapath.run_one(cases.get("1"), strategy="persistent", backend=variant_backend("host", programmatic=False),
                          device=torch.device("cuda"), timer="cupti")
     assert res.status == "ok" and res.cupti["activities"] == 1 and res.cupti["gaps_us"] == 0
     assert res.cupti["kernel_us"] == pytest.approx(res.stats.mean_us, rel=0.03)
@@ -111,6 +110,8 @@ def test_profile_a_submission_names_its_kernels(tmp_path):
     assert sum(k["per_call"] for k in cu["kernels"]) == pytest.approx(cu["activities"])
     assert cu["host_overhead_us"] == pytest.approx(res["time_us"] - cu["kernel_us"])
     assert res["verdict"]["phrase"] and any(k["name"][:40] in out.stdout for k in cu["kernels"])
+    from test_result import validate
+    validate(json.loads((tmp_path / "p.json").read_text()))  # profile's JSON is a file of the shipped schema
 
 
 @pytest.mark.skipif(shutil.which("ncu") is None, reason="ncu not on PATH")

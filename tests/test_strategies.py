@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from nvgg import cases, inputs, reference, runner, strategies
+from nvgg import cases, datapath, inputs, reference, strategies
 from nvgg.backends import get as get_backend
 from nvgg.errors import NvggError
 
@@ -32,9 +32,9 @@ def test_unknown_strategy_and_backend():
 
 
 def test_run_one_on_cpu_checks_then_times():
-    res = runner.run_one(cases.get("test-4"), device=CPU)
+    res = datapath.run_one(cases.get("test-4"), device=CPU)
     assert res.status == "ok" and res.strategy == "sequential" and res.backend == "torch"
-    assert res.checked_inputs == 1 and res.stats.clock == "host clock (CPU run)" and res.stats.batch == runner.CPU_BATCH
+    assert res.checked_inputs == 1 and res.stats.clock == "host clock (CPU run)" and res.stats.batch == datapath.CPU_BATCH
     assert res.gap is None  # no SOL gap is quoted for a CPU clock
     assert res.sol_b200.bound == "memory" and "different bits" in res.inputs
 
@@ -52,7 +52,7 @@ def test_run_one_reports_a_wrong_kernel(monkeypatch):
                 c[0, 0, 0] += 1
             return launch
 
-    res = runner.run_one(cases.get("test-1"), backend=OffByOne(), device=CPU)
+    res = datapath.run_one(cases.get("test-1"), backend=OffByOne(), device=CPU)
     assert res.status == "wrong" and "group 0: 1 of" in res.message and res.stats is None
 
 
@@ -63,5 +63,5 @@ def test_run_one_reports_an_unwritten_group():
         def group_launcher(self, data, g):
             return (lambda: None) if g == len(data[3]) - 1 else super().group_launcher(data, g)
 
-    res = runner.run_one(cases.get("test-8"), backend=SkipsLastGroup(), device=CPU)
+    res = datapath.run_one(cases.get("test-8"), backend=SkipsLastGroup(), device=CPU)
     assert res.status == "wrong" and res.message.startswith("input 0: group 3")

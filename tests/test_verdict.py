@@ -7,7 +7,7 @@ from nvgg import cases, timing, verdict
 from nvgg.profiles import get as get_profile
 from nvgg.profiling.ncu import KernelMetrics, NcuReport
 from nvgg.profiling.phases import PhaseReport
-from nvgg.runner import Result
+from nvgg.result import Result
 from nvgg.sol import sol
 
 

@@ -15,12 +15,9 @@ NAMES = ("cute", "torch")
 
 
 def get(name: str, *, tensormaps: str | None = None) -> Backend:
-    """The backend `name`; `tensormaps` (the cute backend's persistent kernel only) picks where its
-    tensor maps come from, device or host."""
+    """The backend `name`; `tensormaps` (the cute backend's persistent kernel only, checked by
+    selection.check_tensormaps) picks where its tensor maps come from, device or host."""
     key = name.strip().lower()
-    if tensormaps is not None and key != "cute":
-        raise NvggError(f"--tensormaps chooses how our persistent kernel gets its tensor maps; the {key} backend "
-                        "has none: use --backend cute")
     if key == "torch":
         from .torch_lib import TorchBackend
         return TorchBackend()
@@ -30,7 +27,7 @@ def get(name: str, *, tensormaps: str | None = None) -> Backend:
             raise NvggError("the cute backend needs CuTe DSL: pip install 'nvidia-cutlass-dsl==4.8.1'")
         from .cute import CuteBackend
         return CuteBackend(tensormaps)
-    raise NvggError(f"unknown backend {name!r}: choose one of {', '.join(NAMES)} (or pass --submission FILE)")
+    raise NvggError(f"unknown backend {name!r}: choose one of {', '.join(NAMES)} (or run your own submission)")
 
 
 def best(device: torch.device) -> str:

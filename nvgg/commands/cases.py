@@ -5,8 +5,8 @@ from __future__ import annotations
 import typer
 from tabulate import tabulate
 
-from ..cli import command
-from .common import CasesFile, JsonOut, Shape, check_writable, emit_json, pick_cases
+from ..result import document
+from .common import CasesFile, JsonOut, Shape, check_writable, command, emit_json, pick_cases
 
 
 def register(app: typer.Typer) -> None:
@@ -17,7 +17,7 @@ def register(app: typer.Typer) -> None:
         """List the cases: id, kind, G, per-group m/n/k, GFLOP and MB moved."""
         check_writable("--json", json_out, stdout_ok=True)
         cases = pick_cases(None, shape, cases_file, default="all")
-        if emit_json(json_out, [dict(c.to_dict(), flops=c.flops, bytes=c.bytes) for c in cases]):
+        if emit_json(json_out, document("cases", cases=[dict(c.to_dict(), flops=c.flops, bytes=c.bytes) for c in cases])):
             return
         rows = [[c.id, c.kind, c.g, _fmt(c.m), _fmt(c.n), _fmt(c.k), f"{c.flops / 1e9:.2f}", f"{c.bytes / 1e6:.2f}"] for c in cases]
         typer.echo(tabulate(rows, headers=["case", "kind", "G", "m", "n", "k", "GFLOP", "MB"], tablefmt="github",

@@ -1,7 +1,10 @@
-"""Options and helpers shared by the commands."""
+"""What the commands share: their options (typer `Annotated` types), the checks every option gets
+before any work, progress on stderr, and the JSON they print or write. A command parses, checks its
+options here, calls one library function and renders."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -15,6 +18,28 @@ import typer
 
 from .. import cases as casesmod
 from ..errors import NvggError
+
+STATE = {"verbose": False}
+
+
+def command(fn):
+    """A command whose NvggError becomes one line on stderr and exit code error.code (the
+    traceback with --verbose)."""
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except NvggError as exc:
+            if STATE["verbose"]:
+                raise
+            typer.secho(f"nvgg: {exc}", err=True, fg=typer.colors.RED)
+            raise typer.Exit(exc.code) from None
+        except KeyboardInterrupt:
+            # the workers are gone with their pool; --json and --markdown hold every finished row
+            typer.secho("nvgg: interrupted: the rows that finished are in the --json/--markdown files, if given",
+                        err=True, fg=typer.colors.RED)
+            raise typer.Exit(130) from None
+    return wrapper
 
 CasesFile = Annotated[Optional[str], typer.Option("--cases", help="A YAML file of extra cases (cases: {id: {m, n, k, g, seed}}).")]
 Shape = Annotated[Optional[str], typer.Option("--shape", help='An inline case: "m: [64, 128]; n: [256, 256]; k: [512, 512]; g: 2; seed: 7".')]
@@ -39,6 +64,12 @@ TensorMaps = Annotated[Optional[TensorMapMode], typer.Option(
 
 def mode_value(mode: TensorMapMode | None) -> str | None:
     return mode.value if mode is not None else None
+
+
+def tensormaps_option(flag_value: str | None) -> list[str] | None:
+    """--tensormaps as compare takes it: device, host, or several (device,host or all)."""
+    from ..selection import TENSORMAP_MODES
+    return names(flag_value, TENSORMAP_MODES, "tensor-map mode") if flag_value else None
 
 
 def check_writable(flag: str, path: str | None, *, stdout_ok: bool = False) -> None:
@@ -100,9 +131,9 @@ def check_submissions(paths: list[str]) -> list[str]:
     return list(seen.values())
 
 
-def emit_json(path: str | None, payload) -> bool:
-    """--json: "-" prints the JSON on stdout (True: it stands in for the table); a file is written
-    (atomically) and announced on stderr."""
+def emit_json(path: str | None, payload: dict) -> bool:
+    """--json: "-" prints the document (result.document) on stdout (True: it stands in for the
+    table); a file is written (atomically) and announced on stderr."""
     if path is None:
         return False
     if path == "-":
@@ -156,59 +187,24 @@ class Progress:
             typer.echo(f"[{self.done}/{self.total}] {name}: {outcome}", err=True)
 
 
-class LiveFiles:
-    """The --json and --markdown files of a run, rewritten whole (atomically) as each row
-    finishes, so a run stopped from outside keeps every row it measured."""
+def check_outputs(json_out: str | None, markdown: str | None = None) -> None:
+    """--json and --markdown, each a writable file or - (stdout), not both on stdout."""
+    check_writable("--json", json_out, stdout_ok=True)
+    check_writable("--markdown", markdown, stdout_ok=True)
+    if json_out == "-" and markdown == "-":
+        raise NvggError("--json - and --markdown - would both print on stdout: send one of them to a file")
 
-    def __init__(self, json_out: str | None, markdown: str | None, device, benchmark_ids: set[str]):
-        check_writable("--json", json_out, stdout_ok=True)
-        check_writable("--markdown", markdown, stdout_ok=True)
-        if json_out == "-" and markdown == "-":
-            raise NvggError("--json - and --markdown - would both print on stdout: send one of them to a file")
-        self.json_out, self.markdown, self.device, self.bench = json_out, markdown, device, benchmark_ids
-        self.results: list = []
-        self._env: dict | None = None
 
-    @property
-    def env(self) -> dict:
-        """The environment of the first row that recorded one, else this process's view."""
-        found = next((r.env for r in self.results if r.env), None)
-        if found:
-            return found
-        if self._env is None:
-            from ..env import collect
-            self._env = collect(self.device)
-        return self._env
-
-    def add(self, result) -> None:
-        self.results.append(result)
-        try:
-            self.write()
-        except OSError as exc:  # checked writable before the run; a disk that fills up mid-run
-            raise NvggError(f"writing the results failed after {len(self.results)} row(s): {exc}") from None
-
-    def finish(self) -> bool:
-        """After the last row: --json - prints the document (True: in place of the table); the
-        files written are announced."""
-        from ..report import document, markdown_report
-        if self.json_out == "-":
-            typer.echo(json.dumps(document(self.results, self.env, self.bench), indent=2, default=str))
-        if self.markdown == "-":
-            typer.echo(markdown_report(self.results, self.env, self.bench))
-        for path in (self.json_out, self.markdown):
-            if path and path != "-" and self.results:
-                typer.echo(f"wrote {path}", err=True)
-        return "-" in (self.json_out, self.markdown)
-
-    def write(self, extra: dict | None = None) -> None:
-        from ..report import document, markdown_report, write_json, write_text
-        if not ((self.json_out and self.json_out != "-") or (self.markdown and self.markdown != "-")):
-            return
-        env = self.env
-        if self.json_out and self.json_out != "-":
-            write_json(self.json_out, dict(document(self.results, env, self.bench), **(extra or {})))
-        if self.markdown and self.markdown != "-":
-            write_text(self.markdown, markdown_report(self.results, env, self.bench))
+def finish_files(files) -> bool:
+    """After a run's last row (rows.LiveFiles): --json - or --markdown - printed (True: in place of
+    the table), and the files written announced."""
+    if files.json_out == "-":
+        typer.echo(json.dumps(files.document(), indent=2, default=str))
+    if files.markdown == "-":
+        typer.echo(files.markdown_text())
+    for path in files.written():
+        typer.echo(f"wrote {path}", err=True)
+    return "-" in (files.json_out, files.markdown)
 
 
 class Timer(str, Enum):

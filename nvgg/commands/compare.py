@@ -8,26 +8,17 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import backends, cases as casesmod, env as envmod, runner, strategies
-from ..backends.cute import TENSORMAP_MODES
-from ..cli import command
+from .. import backends, cases as casesmod, rows, selection, strategies
+from ..env import card
 from ..errors import NvggError
-from ..report import check_text, gate, geomean_table, label, load_baseline, results_table, status_text
-from .common import (CasesFile, JsonOut, LiveFiles, Profile, Progress, RowTimeout, Shape, Timer, TimerOpt, check_submissions, names,
-                     pick_cases)
+from ..report import check_text, compare_outcome, gate, geomean_table, label, load_baseline, results_table
+from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, Timer, TimerOpt, check_outputs,
+                     check_submissions, command, finish_files, names, pick_cases, tensormaps_option)
 
 
 class What(str, Enum):
     strategies = "strategies"
     backends = "backends"
-
-
-def _outcome(r) -> str:
-    """A finished row in a few words: its status and time, or its reason."""
-    from ..report import _us
-    if r.status == "ok" and r.stats is not None:
-        return f"{status_text(r)} {_us(r.time_us)} µs ({r.wall_s:.1f} s)"
-    return f"{status_text(r)} ({r.wall_s:.1f} s): {r.message.splitlines()[0][:100] if r.message else ''}"
 
 
 def register(app: typer.Typer) -> None:
@@ -48,38 +39,27 @@ def register(app: typer.Typer) -> None:
         Every row runs in a worker process: a fault or a hang costs that row, and the files are written as rows finish."""
         if baseline is None and max_regression is not None:
             raise NvggError("--max-regression is the slowdown --baseline allows: add --baseline FILE (an earlier --json)")
-        max_regression = 5.0 if max_regression is None else max_regression
-        device = runner.default_device()
+        device = selection.default_device()
         picked = pick_cases(None if shape else case, shape, cases_file)
+        st_names, be_names = _strategies_and_backends(what, strategy, backend, device)
+        modes = tensormaps_option(tensormaps)
+        selection.check_modes_apply(modes, st_names)
+        check_outputs(json_out, markdown)
         base = load_baseline(baseline) if baseline else None
-        subs = check_submissions(submission or [])
-        if what is What.strategies:
-            st_names = names(strategy or "all", strategies.NAMES, "strategy")
-            be_names = names(backend, backends.NAMES, "backend") if backend else [backends.best(device)]
-        else:
-            st_names = names(strategy or runner.default_strategy(backends.get(backends.best(device)), device), strategies.NAMES, "strategy")
-            be_names = names(backend or "all", backends.NAMES, "backend")
-            if len(st_names) != 1:
-                raise NvggError("`nvgg compare backends` compares backends for one strategy: pass --strategy NAME")
-
-        modes = names(tensormaps, TENSORMAP_MODES, "tensor-map mode") if tensormaps else None
-        if modes and "persistent" not in st_names:
-            raise NvggError("--tensormaps chooses the persistent kernel's tensor maps: add persistent to --strategy")
         bench_ids = {c.id for c in casesmod.benchmarks()}
-        files = LiveFiles(json_out, markdown, device, bench_ids)
-        rows = runner.rows_of(picked, st_names, be_names, submissions=subs, tensormaps=modes,
-                              device=str(device), profile=profile, timer=timer.value)
+        files = rows.LiveFiles(json_out, markdown, device, bench_ids)
+        todo = rows.rows_of(picked, st_names, be_names, submissions=check_submissions(submission or []),
+                            tensormaps=modes, device=str(device), profile=profile, timer=timer.value)
         regressed: list[str] = []
-        with Progress(len(rows)) as progress:
+        with Progress(len(todo)) as progress:
             def advance(r) -> None:
                 if base is not None:
-                    regressed.extend(gate([r], base, max_regression))
+                    regressed.extend(gate([r], base, 5.0 if max_regression is None else max_regression))
                 files.add(r)
-                progress.finish(f"{r.case} {label(r)}", _outcome(r))
-            results = runner.run_many(rows, timeout_s=timeout, on_result=advance, on_start=lambda row: progress.start(row.name))
-        if not files.finish():
-            typer.echo(f"card: {envmod.card(files.env)}")
-            typer.echo(results_table(results))
+                progress.finish(f"{r.case} {label(r)}", compare_outcome(r))
+            results = rows.run_many(todo, timeout_s=timeout, on_result=advance, on_start=lambda row: progress.start(row.name))
+        if not finish_files(files):
+            typer.echo(f"card: {card(files.env)}\n{results_table(results)}")
             means = geomean_table(results, bench_ids)
             if means:
                 typer.echo("\n" + means)
@@ -90,3 +70,13 @@ def register(app: typer.Typer) -> None:
             typer.secho(f"regression: {line}", err=True, fg=typer.colors.RED)
         if regressed or failed:
             raise typer.Exit(1)
+
+
+def _strategies_and_backends(what: What, strategy: str | None, backend: str | None, device) -> tuple[list[str], list[str]]:
+    if what is What.strategies:
+        return (names(strategy or "all", strategies.NAMES, "strategy"),
+                names(backend, backends.NAMES, "backend") if backend else [selection.default_backend(device)])
+    st_names = names(strategy or selection.choose(None, None, None, device)[0], strategies.NAMES, "strategy")
+    if len(st_names) != 1:
+        raise NvggError("`nvgg compare backends` compares backends for one strategy: pass --strategy NAME")
+    return st_names, names(backend or "all", backends.NAMES, "backend")

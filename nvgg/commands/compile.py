@@ -8,11 +8,10 @@ from typing import Annotated, Optional
 import typer
 from tabulate import tabulate
 
-from .. import backends, profiles, strategies
+from .. import profiles, selection
 from ..profiling import occupancy
-from ..cli import command
-from ..errors import NvggError
-from .common import CasesFile, JsonOut, Shape, TensorMaps, check_writable, emit_json, mode_value, pick_cases
+from ..result import document
+from .common import CasesFile, JsonOut, Shape, TensorMaps, check_writable, command, emit_json, mode_value, pick_cases
 
 COLUMNS = ["case", "name", "registers", "smem_bytes", "threads", "tmem_columns", "cluster", "stages",
            "compile_s", "theoretical_occupancy", "occupancy_limited_by"]
@@ -31,13 +30,7 @@ def register(app: typer.Typer) -> None:
         check_writable("--json", json_out, stdout_ok=True)
         os.environ.setdefault("CUTE_DSL_ARCH", arch)
         picked = pick_cases(case, shape, cases_file)
-        st = strategies.get(strategy)
-        if tensormaps is not None and not st.grouped:
-            raise NvggError(f"--tensormaps chooses the persistent kernel's tensor maps; the {st.name} strategy has "
-                            "none to choose: drop --tensormaps or use --strategy persistent")
-        be = backends.get(backend, tensormaps=mode_value(tensormaps))
-        if be.name != "cute":
-            raise NvggError(f"the {be.name} backend runs library kernels nvgg does not compile: use --backend cute")
+        be, st = selection.for_arch(strategy, backend, mode_value(tensormaps), arch)
         limits = profiles.for_arch(arch)
         kernels = []
         for c in picked:
@@ -46,7 +39,7 @@ def register(app: typer.Typer) -> None:
                 kernels.append(dict(info.to_dict(), case=c.id, strategy=st.name, profile=limits.name,
                                     theoretical_occupancy=occ.theoretical, blocks_per_sm=occ.blocks_per_sm,
                                     occupancy_limited_by=occ.limited_by))
-        if emit_json(json_out, {"kernels": kernels}):
+        if emit_json(json_out, document("compile", arch=arch, kernels=kernels)):
             return
         shown = [c for c in COLUMNS if any(k.get(c) is not None for k in kernels)]
         typer.echo(tabulate([[_cell(k.get(c)) for c in shown] for k in kernels], headers=shown, tablefmt="github"))

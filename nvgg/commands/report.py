@@ -6,28 +6,18 @@ from typing import Annotated, Optional
 
 import typer
 
-from ..cli import command
-from ..errors import NvggError
-from ..report import geomean_table, read_rows, results_table, setup_table
-from ..runner import Result
-
-
-def load(path: str) -> list[Result]:
-    rows = read_rows(path)
-    try:
-        return [Result.from_dict(r) for r in rows]
-    except (TypeError, ValueError, AttributeError):
-        raise NvggError(f"result file {path} has rows nvgg cannot read back: regenerate it with --json") from None
+from .. import cases as casesmod
+from ..report import geomean_table, results_table, setup_table
+from ..result import load
+from .common import check_writable, command
 
 
 def register(app: typer.Typer) -> None:
     @app.command("report")
     @command
-    def report_cmd(path: Annotated[str, typer.Argument(help="A file written by --json.")],
+    def report_cmd(path: Annotated[str, typer.Argument(help="A file written by run, compare or profile --json.")],
                    plot: Annotated[Optional[str], typer.Option("--plot", help="Draw time vs SOL and setup phases to this PNG.")] = None) -> None:
         """Show a saved result file as tables (and a plot)."""
-        from .. import cases as casesmod
-        from .common import check_writable
         check_writable("--plot", plot)
         results = load(path)
         typer.echo(results_table(results))

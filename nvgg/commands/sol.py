@@ -7,9 +7,9 @@ from typing import Annotated, Optional
 import typer
 
 from .. import profiles, sol as solmod
-from ..cli import command
 from ..report import sol_rows, sol_table
-from .common import CasesFile, JsonOut, Profile, Shape, check_writable, emit_json, pick_cases
+from ..result import document
+from .common import CasesFile, JsonOut, Profile, Shape, check_writable, command, emit_json, pick_cases
 
 
 def register(app: typer.Typer) -> None:
@@ -24,7 +24,7 @@ def register(app: typer.Typer) -> None:
         prof = profiles.resolve(profile) if profile else (profiles.resolve(None) if profiles.gpu_name() else None)
         b200 = profiles.get("b200")
         payload = [s.to_dict() for c in cases for s in ([solmod.sol(c, prof)] if prof and prof.name != "b200" else []) + [solmod.sol(c, b200)]]
-        if emit_json(json_out, payload):
+        if emit_json(json_out, document("sol", sol=payload)):
             return
         rows = []
         for c in cases:

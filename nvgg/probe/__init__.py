@@ -42,6 +42,8 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from .error import ProbeError
+
 ENV = "NVGG_PROBES"      # "1": this process records marks (nvgg's profiling child sets it)
 MAX_MARKS = 32
 HEADER = "nvgg_probe.cuh"
@@ -62,11 +64,6 @@ VOCABULARY = {
 }
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
-class ProbeError(ValueError):
-    """A probe used wrongly (bad or repeated names, an unknown mark, a buffer of the wrong shape):
-    raised where the mistake is made, with what to do."""
 
 
 def enabled() -> bool:

@@ -8,7 +8,7 @@ from cutlass import Int32, Int64
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import dsl_user_op
 
-from . import ProbeError
+from .error import ProbeError
 
 # inline-asm constraints of a mark: the address and row count in registers, and a memory clobber
 # that keeps the compiler from moving loads and stores across it (benchmarks/probe_cost.py

@@ -12,43 +12,77 @@ from dataclasses import dataclass
 
 import torch
 
-from .. import inputs, reference, runner, timing
+from tabulate import tabulate
+
+from .. import datapath, inputs, reference, timing
+from ..report import fmt_us
 from ..backends.base import arch_of
 from ..cases import Case
 from ..errors import NvggError
 from ..kernels.phase_slots import SM90, SlotLayout
 from . import cupti, phases
-from .phases import Behind
+from .phases import Behind, Phases
 
 
 @dataclass
-class PhaseRun:
+class PhaseRun(Phases):
     report: phases.PhaseReport
     buffer: torch.Tensor
     plain_us: float          # uninstrumented kernel: median CUPTI kernel duration, L2 flushed before each
     instrumented_us: float   # instrumented kernel, the same way (its buffer zeroing not counted)
     layout: SlotLayout = SM90  # the slots of the kernel family that ran (kernels/phase_slots.py)
     tensormaps: str = ""
-    behind: "Behind | None" = None  # programmatic launches: the kernel right behind another
+    behind_previous: "Behind | None" = None  # programmatic launches: the kernel right behind another
 
     @property
     def cost(self) -> float:
         return self.instrumented_us / self.plain_us - 1
 
+    @property
+    def main(self) -> phases.PhaseReport:
+        return self.report
+
+    @property
+    def behind(self) -> Behind | None:
+        return self.behind_previous
+
+    def trace(self) -> dict:
+        return phases.chrome_trace(self.buffer, self.layout)
+
+    def table(self) -> str:
+        """Median and max over CTAs a phase, then the kernel's summary, the instrumentation's cost
+        and, for programmatic launches, where the kernel starts right behind another."""
+        rep = self.report
+        rows = [[p.name, p.ctas, fmt_us(p.median_us), fmt_us(p.max_us)] for p in rep.phases]
+        table = tabulate(rows, headers=["phase", "CTAs", "median µs", "max µs"], tablefmt="github", disable_numparse=True)
+        mode = f", tensor maps {self.tensormaps}" if self.tensormaps else ""
+        out = (f"{table}\n{self.layout.kernel}{mode}: "
+               f"{rep.ctas} CTAs ({rep.ctas_with_work} with work), kernel {rep.kernel_us:.2f} µs, "
+               f"time to first MMA {rep.time_to_first_mma_us:.2f} µs (median), setup share {rep.setup_share:.1%}, "
+               f"group switches per CTA {rep.switches_median:g} (median)\n"
+               f"instrumentation cost: kernel {self.instrumented_us:.2f} µs vs {self.plain_us:.2f} µs uninstrumented "
+               f"({self.cost:+.1%}, CUPTI)")
+        b = self.behind_previous
+        if b is not None:
+            out += (f"\nright behind another launch (programmatic, as the timer's calls run), against the moment its "
+                    f"last CTA exits: CTAs start at {b.start_median_us:+.2f} µs (median; earliest {b.start_earliest_us:+.2f}), "
+                    f"first MMA at {b.first_mma_median_us:+.2f} µs (median; latest {b.first_mma_max_us:+.2f})")
+        return out
+
     def to_dict(self) -> dict:
         return {"phases": self.report.to_dict(), "plain_us": self.plain_us, "instrumented_us": self.instrumented_us,
                 "instrumentation_cost": self.cost, "kernel": self.layout.kernel, "tensormaps": self.tensormaps,
-                "behind_previous": self.behind.__dict__ if self.behind else None}
+                "behind_previous": self.behind_previous.__dict__ if self.behind_previous else None}
 
 
 def run(case: Case, *, profile: str | None = None, tensormaps: str | None = None, backend="cute") -> PhaseRun:
     """`backend`: "cute", or a cute backend object (then the mode is the object's)."""
-    session = runner.setup(case, strategy="persistent", backend=backend, profile=profile, tensormaps=tensormaps)
-    if not runner.check(session):
+    session = datapath.setup(case, strategy="persistent", backend=backend, profile=profile, tensormaps=tensormaps)
+    if not datapath.check(session):
         raise NvggError(f"the persistent kernel failed its check on case {case.id}: {session.result.message}")
     backend = session.backend
     if not hasattr(backend, "phase_launcher"):
-        raise NvggError(f"the {backend.name} backend has no instrumented build: --phases needs --backend cute")
+        raise NvggError(f"the {backend.name} backend has no instrumented build: phases need the cute backend")
     launches = [backend.phase_launcher(data) for data in session.batch]
     first, buffer = launches[0]
     data = session.batch[0]

@@ -1,26 +1,24 @@
 """Nsight Compute: nvgg re-runs itself under `ncu`, limited by an NVTX range to the kernels of one
 call, keeps the .ncu-rep, and parses `ncu --import REP --csv --page raw --print-units base`.
 
-The child (`python -m nvgg.profiling.target`) generates the inputs, runs the checked call outside
-the range (compilation and warm-up stay out), then one call inside the range `nvgg_call`.
-`--clock-control none` is the default: the card's clocks are left as they are.
+The child (procs.run_once of target.one_call, ncu its wrapper) generates the inputs, runs the
+checked call outside the range (compilation and warm-up stay out), then one call inside the range
+`nvgg_call`. ncu's clock control `none` is the default: the card's clocks are left as they are.
 """
 
 from __future__ import annotations
 
 import csv
 import io
-import json
-import os
 import shutil
 import subprocess
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .. import procs
+from ..cases import Case
 from ..errors import NvggError
-
-RANGE = "nvgg_call"
+from .target import RANGE, one_call
 SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis")
 
 # raw metric names every architecture has, first found wins
@@ -116,6 +114,7 @@ class KernelMetrics:
     block: int | None
     arch: str | None = None  # sm_90, sm_100; None where nvgg has no metric set for it
     tensor_pipe: str | None = None  # the counter tensor_pct comes from
+    tensor_label: str | None = None  # what that counter measures, in words ("TC pipe (tcgen05)")
     tmem_pct: float | None = None  # sm_100: tensor memory active, % of the elapsed cycles
     tmem_pipe_pct: float | None = None  # sm_100: the tensor-memory pipe's instructions, % of its peak rate
 
@@ -190,6 +189,7 @@ def parse_raw_csv(text: str) -> list[KernelMetrics]:
             smem_bytes=None if all(s is None for s in smem) else int(sum(s or 0 for s in smem)),
             grid=_int(_pick(row, GRID)), block=_int(_pick(row, BLOCK)),
             arch=arch.arch if arch else None, tensor_pipe=arch.tensor_pipe if arch else None,
+            tensor_label=arch.tensor_label if arch else None,
             tmem_pct=_pick(row, (arch.tmem_pct,)) if arch and arch.tmem_pct else None,
             tmem_pipe_pct=_pick(row, (arch.tmem_pipe_pct,)) if arch and arch.tmem_pipe_pct else None,
         ))
@@ -214,36 +214,36 @@ def find_ncu() -> str:
     return path
 
 
-def profile(target_args: dict, out_dir: str | Path, *, clock_control: str = "none", timeout_s: float = 600) -> NcuReport:
-    """Run the target under ncu and parse what it measured."""
+def profile(case: Case, out_dir: str | Path, *, clock_control: str = "none", timeout_s: float = 600,
+            **target) -> NcuReport:
+    """One call of `target` (strategy, backend, tensormaps, or submission: target.one_call's
+    arguments) on `case` under ncu; what it measured. ncu's own output is kept beside the report
+    (.ncu.log)."""
     ncu = find_ncu()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    who = ("submission" if target_args.get("submission")
-           else f"{target_args['strategy']}-{target_args['backend']}")
-    base = out_dir / f"nvgg-{target_args['case']['id']}-{who}"
+    who = "submission" if target.get("submission") else f"{target.get('strategy')}-{target.get('backend')}"
+    base = out_dir / f"nvgg-{case.id}-{who}"
+    log = Path(str(base) + ".ncu.log")
+    log.unlink(missing_ok=True)
     cmd = [ncu, "--clock-control", clock_control, "--nvtx", "--nvtx-include", f"{RANGE}/", "-f", "-o", str(base)]
     for section in SECTIONS:
         cmd += ["--section", section]
     # by name: the metric set of the GPU's architecture (ncu refuses a name the chip lacks)
     arch = arch_metrics(local_major())
     cmd += ["--metrics", ",".join(arch.requested() if arch else DRAM_READ + DRAM_WRITE)]
-    cmd += [sys.executable, "-m", "nvgg.profiling.target", json.dumps(target_args)]
-    env = dict(os.environ)
-    root = str(Path(__file__).resolve().parent.parent.parent)
-    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
-    except subprocess.TimeoutExpired:
-        raise NvggError(f"ncu did not finish in {timeout_s:.0f} s: try a smaller case") from None
+        procs.run_once(one_call, case=case, wrap=tuple(cmd), timeout_s=timeout_s, log_path=log, **target)
+    except (procs.ChildFailure, procs.ChildError) as exc:
+        raise NvggError(f"ncu's target: {exc}") from None
+    text = log.read_text(errors="replace") if log.is_file() else ""
     rep = Path(str(base) + ".ncu-rep")
-    text = proc.stdout + proc.stderr
     if "ERR_NVGPUCTRPERM" in text or "permission" in text.lower() and "counters" in text.lower():
         raise NvggError("ncu cannot read the GPU's performance counters here (no permission): run as root or "
                         "enable NVreg_RestrictProfilingToAdminUsers=0")
-    if proc.returncode != 0 or not rep.is_file():
+    if not rep.is_file():
         tail = [line for line in text.strip().splitlines() if line.strip()][-1:] or ["no output"]
-        raise NvggError(f"ncu failed (exit {proc.returncode}): {tail[0]}")
+        raise NvggError(f"ncu wrote no report: {tail[0]} (its output: {log})")
     raw = subprocess.run([ncu, "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base"],
                          capture_output=True, text=True, timeout=timeout_s)
     (out_dir / (base.name + ".raw.csv")).write_text(raw.stdout)

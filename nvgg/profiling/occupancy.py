@@ -115,13 +115,14 @@ def report(case, backend, strategy_name: str, device, profile_name) -> list[dict
 
     import torch
 
-    from .. import profiles, runner, strategies
+    from .. import profiles, strategies
+    from ..backends.base import arch_of
     from ..errors import NvggError
     grouped = strategies.get(strategy_name).grouped
     prof = profiles.get(profile_name) if profile_name else profiles.for_gpu_name(torch.cuda.get_device_name(device))
     if prof is None:
-        raise NvggError("no profile matches this GPU: pass --profile")
-    arch = runner.arch_of(device)
+        raise NvggError("no GPU profile matches this GPU: name one (b200, h100, h200)")
+    arch = arch_of(device)
     tiles = backend.tiles(case, grouped=grouped, sms=prof.sm_count, arch=arch)
     rows = []
     for info in backend.compile(case, arch, grouped=grouped, sms=prof.sm_count):

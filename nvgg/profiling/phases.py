@@ -8,13 +8,17 @@ turns one buffer, or the buffers of a call's launches of one kernel, into per-ph
 maxima over CTAs, the time to the first MMA and the setup share, plain statements of what a
 probe's buffers show wrong (marks never reached, marks out of order, CTAs past the buffer's rows),
 and a Chrome/Perfetto trace with one track per CTA.
+
+`Phases` is what a phase run gives the profile command, whoever's kernel it measured: our
+instrumented persistent kernel (profiling/device_phases.py) or a user's marked kernels
+(profiling/submission_phases.py).
 """
 
 from __future__ import annotations
 
+import abc
 import statistics
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from ..kernels.phase_slots import SM90, SlotLayout
 
@@ -85,6 +89,32 @@ def behind(first, second) -> Behind | None:
     mmas = [(r[layout.first_mma] - end) / 1e3 for r, layout in later if layout.first_mma is not None]
     return Behind(min(starts), statistics.median(starts), statistics.median(mmas) if mmas else None,
                   max(mmas) if mmas else None)
+
+
+class Phases(abc.ABC):
+    """One case's phase run: its table, its trace, its JSON, and the evidence the verdict reads."""
+
+    @property
+    @abc.abstractmethod
+    def main(self) -> PhaseReport | None:
+        """The report of the kernel the verdict judges (the one that takes longest)."""
+
+    @property
+    @abc.abstractmethod
+    def behind(self) -> Behind | None:
+        """Where a launch right behind another starts, where the timed launches overlap."""
+
+    @abc.abstractmethod
+    def table(self) -> str:
+        """The phases for people: spans over CTAs, a summary, the marks' cost."""
+
+    @abc.abstractmethod
+    def trace(self) -> dict:
+        """A Chrome/Perfetto trace of the run's launches (`chrome_trace_launches`)."""
+
+    @abc.abstractmethod
+    def to_dict(self) -> dict:
+        """The phases for scripts."""
 
 
 def _rows(buffer, layout: SlotLayout) -> list[list[int]]:
@@ -249,9 +279,5 @@ def chrome_trace_launches(launches) -> dict:
                 if r[layout.FIRST_SWITCH + i] > 0:
                     events.append({"name": "group switch", "ph": "i", "s": "t", "pid": pid, "tid": cta,
                                    "ts": (r[layout.FIRST_SWITCH + i] - t0) / 1e3})
-    return {"traceEvents": events, "displayTimeUnit": "ns"}
-
-
-def write_trace(buffer, path: str | Path, layout: SlotLayout = SM90) -> None:
-    from ..report import write_json
-    write_json(path, chrome_trace(buffer, layout))
+    from ..result import document
+    return document("trace", traceEvents=events, displayTimeUnit="ns")

@@ -1,7 +1,8 @@
 """`nvgg profile --phases --submission`: the phases inside a user's own kernels, from their probe
 marks (nvgg.probe), reported as nvgg reports its own.
 
-Two child processes per case, each the submission in a process of its own with a timeout:
+Two child processes per case (procs.run_once), each the submission in a process of its own with a
+timeout:
 
 1. probes on (NVGG_PROBES=1): every input checked against the reference with the marks compiled
    in; then `CALLS` calls one at a time, L2 flushed before each, under CUPTI, the probe pool
@@ -19,13 +20,16 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 from dataclasses import dataclass, field
 
+from tabulate import tabulate
+
+from .. import procs
 from ..backends import submission as sub
-from ..cases import Case, make_case
+from ..cases import Case
 from ..errors import NvggError
 from ..kernels.phase_slots import SlotLayout
+from ..report import fmt_us
 from . import phases
 
 CALLS = 11     # calls recorded under CUPTI, each alone
@@ -53,7 +57,7 @@ class KernelPhases:
 
 
 @dataclass
-class SubmissionPhases:
+class SubmissionPhases(phases.Phases):
     case: str
     path: str
     kernels: list = field(default_factory=list)     # KernelPhases, in the order of their first launch
@@ -93,9 +97,43 @@ class SubmissionPhases:
         """The report of the kernel that takes longest, for the verdict."""
         return max((k.report for k in self.kernels), key=lambda r: r.kernel_us, default=None)
 
-    def layouts(self) -> list:
-        return [(f"{launch['kernel']} (launch {i})", launch["rows"], layout_of(launch))
-                for i, launch in enumerate(self.launches)]
+    def trace(self) -> dict:
+        return phases.chrome_trace_launches([(f"{launch['kernel']} (launch {i})", launch["rows"], layout_of(launch))
+                                             for i, launch in enumerate(self.launches)])
+
+    def table(self) -> str:
+        """One table over the kernels' spans, a summary line a kernel with what its buffers show
+        wrong, the cost of the marks and how much of the call's kernel time they span, and the
+        next call's start."""
+        rows = [[k.kernel, p.name, p.ctas, fmt_us(p.median_us), fmt_us(p.max_us)] for k in self.kernels
+                for p in k.report.phases]
+        lines = [f"submission {self.path}: {len(self.kernels)} marked kernel(s), {len(self.launches)} launch(es) a call; "
+                 f"output checked on {self.checked_inputs} inputs with the marks on",
+                 tabulate(rows, headers=["kernel", "span", "CTAs", "median µs", "max µs"], tablefmt="github",
+                          disable_numparse=True)]
+        for k in self.kernels:
+            rep = k.report
+            first = ("" if rep.time_to_first_mma_us is None else
+                     f", time to first MMA {rep.time_to_first_mma_us:.2f} µs (median), setup share {rep.setup_share:.1%}")
+            lines.append(f"{k.kernel}: {rep.launches} launch(es), {rep.ctas} CTAs marked ({rep.ctas_with_work} with work), "
+                         f"first mark to last {rep.kernel_us:.2f} µs{first}")
+            lines += [f"  {note}" for note in rep.notes]
+        (on_lo, on_hi), (off_lo, off_hi) = self.spread()
+        lines.append(f"instrumentation cost: CUPTI kernel time a call {self.instrumented_us:.2f} µs with marks (quartiles "
+                     f"{on_lo:.2f}-{on_hi:.2f}) vs {self.plain_us:.2f} µs without ({off_lo:.2f}-{off_hi:.2f}): "
+                     f"{self.cost:+.1%} (medians of {len(self.instrumented_calls_us)} calls each, L2 flushed before each)")
+        share = self.call_marked_us / self.call_cupti_us if self.call_cupti_us else 0.0
+        step = min((k.report.timer_step_ns for k in self.kernels if k.report.timer_step_ns), default=None)
+        lines.append(f"the marks span {self.call_marked_us:.2f} µs of the call's {self.call_cupti_us:.2f} µs kernel time "
+                     f"(CUPTI, {share:.1%})" + (f"; readings differ by at least {step} ns" if step else ""))
+        nxt = self.next_call
+        if nxt is not None:
+            how = "the calls overlap" if nxt.overlap else "the calls do not overlap"
+            mma = "" if nxt.first_mma_median_us is None else f", first MMA at {nxt.first_mma_median_us:+.2f} µs (median)"
+            lines.append(f"next call, launched right after with nothing between: its CTAs with work start at "
+                         f"{nxt.start_earliest_us:+.2f} µs from this call's last mark (earliest; median "
+                         f"{nxt.start_median_us:+.2f}){mma}: {how}")
+        return "\n".join(lines)
 
     def to_dict(self) -> dict:
         return {"case": self.case, "submission": self.path, "kernels": [k.to_dict() for k in self.kernels],
@@ -153,12 +191,14 @@ def kernels_of(launches) -> list[KernelPhases]:
 
 
 def _child(path: str, case: Case, timeout_s: float | None, *, probes: bool) -> dict:
-    args = {"path": str(os.path.abspath(path)), "case": case.to_dict(), "probes": probes}
-    env = {"NVGG_PROBES": "1" if probes else "0"}
-    raw, failure = sub.run_child("nvgg.profiling.submission_phases", args, timeout_s=timeout_s, env=env)
     which = "with marks" if probes else "without marks"
-    if raw is None:
-        raise CaseFailure(f"case {case.id} ({which}): {failure}")
+    try:
+        raw = procs.run_once(child, path=os.path.abspath(path), case=case, probes=probes, timeout_s=timeout_s,
+                             env={"NVGG_PROBES": "1" if probes else "0"})
+    except (procs.ChildFailure, procs.ChildError) as exc:
+        raise CaseFailure(f"case {case.id} ({which}): {exc}") from None
+    except NvggError as exc:
+        raise CaseFailure(f"case {case.id} ({which}): {exc}") from None
     if raw.get("error"):
         if raw.get("case_specific"):
             raise CaseFailure(f"case {case.id} ({which}): {raw['error']}")
@@ -169,26 +209,26 @@ def _child(path: str, case: Case, timeout_s: float | None, *, probes: bool) -> d
 # --- the child ------------------------------------------------------------------------------
 
 
-def _worker(args: dict) -> dict:
+def child(path: str, case: Case, probes: bool) -> dict:
+    """In the child: the submission's marked (or unmarked) calls, as plain data; a problem of the
+    submission as {"error": ..., "case_specific": whether it is this case's alone}."""
     import torch
 
-    from .. import probe as probemod, reference, runner, timing
+    from .. import datapath, probe as probemod, reference, timing
     from ..inputs import outputs
     from . import cupti
 
-    raw = args["case"]
-    case = make_case(raw["id"], raw["m"], raw["n"], raw["k"], raw["g"], raw["seed"], raw.get("kind", "user"))
     if not torch.cuda.is_available():
         return {"error": "profiling phases needs a CUDA GPU and none is visible"}
     try:
-        module = sub.load(args["path"])
+        module = sub.load(path)
     except NvggError as exc:
         return {"error": str(exc)}
-    session = runner.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=INPUTS)
-    if not runner.check(session):
+    session = datapath.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=INPUTS)
+    if not datapath.check(session):
         message = session.result.message
         if "ProbeError" in message:
-            return {"error": f"submission {args['path']}: {message.split('ProbeError: ', 1)[-1]}"}
+            return {"error": f"submission {path}: {message.split('ProbeError: ', 1)[-1]}"}
         return {"error": f"the submission failed its check: {message}", "case_specific": True}
     device, launches, pool = session.device, session.launches, probemod.session()
     flush = timing.L2Flush(device)
@@ -198,13 +238,13 @@ def _worker(args: dict) -> dict:
         pool.begin()
         torch.cuda.synchronize(device)
         acts = cupti.record(launches[i % len(launches)], device)
-        launched = [launch.to_dict() for launch in pool.calls()[-1]] if args["probes"] else []
+        launched = [launch.to_dict() for launch in pool.calls()[-1]] if probes else []
         calls.append({"busy_us": cupti.summarize(acts).busy_us, "kernels": [[a.name, a.us] for a in acts],
                       "launches": launched})
     busy = [c["busy_us"] for c in calls]
     result = {"checked": session.result.checked_inputs, "busy_us": busy,
               "call": sorted(calls, key=lambda c: c["busy_us"])[len(calls) // 2]}
-    if args["probes"]:
+    if probes:
         result["pair"] = _back_to_back(session, pool, reference, outputs)
         if isinstance(result["pair"], str):
             return {"error": result["pair"], "case_specific": True}
@@ -229,22 +269,3 @@ def _back_to_back(session, pool, reference, outputs):
         if not verdict.ok:
             return f"two calls back to back: call {i} is wrong: {verdict.message}"
     return [[launch.to_dict() for launch in call] for call in pool.calls()]
-
-
-def main(args: dict) -> int:
-    try:
-        payload = _worker(args)
-    except NvggError as exc:
-        payload = {"error": str(exc), "case_specific": True}
-    except Exception as exc:  # user code: report, never crash the caller
-        text = str(exc).splitlines()[0] if str(exc) else ""
-        payload = {"error": f"{type(exc).__name__}: {text}", "case_specific": True}
-    from ..report import write_json
-
-    write_json(args["out"], payload)  # whole or not at all
-    return 0
-
-
-if __name__ == "__main__":
-    import json
-    sys.exit(main(json.loads(sys.argv[1])))

@@ -35,10 +35,10 @@ class Strategy:
     def check(self, backend: Backend, case: Case, device: torch.device) -> None:
         if self.needs_gpu and device.type != "cuda":
             raise NvggError(f"the {self.name} strategy needs a CUDA GPU and none is visible: "
-                            "use --strategy sequential on this machine")
+                            "use the sequential strategy on this machine")
         if self.grouped and not backend.supports_grouped:
             raise NvggError(f"the {self.name} strategy needs a grouped kernel (one launch for all groups) "
-                            f"and the {backend.name} backend has none: use --backend cute")
+                            f"and the {backend.name} backend has none: use the cute backend")
         if self.grouped:
             backend.check_grouped(case, device)
 

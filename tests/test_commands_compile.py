@@ -4,9 +4,7 @@ compiling, outgrows the sm_90 limits or loses its wgmma fails here (and so in CI
 import json
 
 import pytest
-from typer.testing import CliRunner
 
-from nvgg.cli import app
 from nvgg.profiles import get
 
 LIMITS = get("h100").limits  # the sm_90 limits (CUDA C Programming Guide, compute capability 9.0)
@@ -23,9 +21,8 @@ def _arch(tmp_path_factory):
 
 @pytest.mark.parametrize("strategy", ["persistent", "multistream", "graph", "sequential"])
 @pytest.mark.parametrize("case_id", ["1", "2", "3", "4"])
-def test_compile_every_strategy_on_the_benchmarks(case_id, strategy):
-    out = CliRunner().invoke(app, ["compile", "--arch", "sm_90a", "--case", case_id, "--strategy", strategy,
-                                   "--backend", "cute", "--json", "-"])
+def test_compile_every_strategy_on_the_benchmarks(cli, case_id, strategy):
+    out = cli("compile", "--arch", "sm_90a", "--case", case_id, "--strategy", strategy, "--backend", "cute", "--json", "-")
     assert out.exit_code == 0, out.output
     kernels = json.loads(out.stdout)["kernels"]
     assert kernels, "no kernel reported"
@@ -44,6 +41,6 @@ def test_compile_every_strategy_on_the_benchmarks(case_id, strategy):
         assert 0 < k["theoretical_occupancy"] <= 1
 
 
-def test_compile_refuses_an_arch_without_kernels():
-    out = CliRunner().invoke(app, ["compile", "--arch", "sm_80", "--case", "3", "--backend", "cute"])
+def test_compile_refuses_an_arch_without_kernels(cli):
+    out = cli("compile", "--arch", "sm_80", "--case", "3", "--backend", "cute")
     assert out.exit_code == 2 and "sm_80" in out.stderr

@@ -15,7 +15,7 @@ import pytest
 import torch
 from typer.testing import CliRunner
 
-from nvgg import cases, inputs, reference, runner
+from nvgg import cases, datapath, inputs, reference
 from nvgg.backends import submission as sub
 from nvgg.cli import app
 
@@ -38,8 +38,8 @@ def test_examples_are_right_on_every_case(example):
     _hopper_or_later()
     module = sub.load(EXAMPLES[example])
     for case in cases.select("all"):
-        session = runner.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=2)
-        assert runner.check(session), f"{example} on case {case.id}: {session.result.message}"
+        session = datapath.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=2)
+        assert datapath.check(session), f"{example} on case {case.id}: {session.result.message}"
         assert session.result.checked_inputs == 2
 
 

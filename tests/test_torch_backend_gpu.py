@@ -6,7 +6,7 @@ import time
 import pytest
 import torch
 
-from nvgg import cases, inputs, reference, runner, strategies
+from nvgg import cases, datapath, inputs, reference, strategies
 from nvgg.backends import get as get_backend
 
 pytestmark = pytest.mark.gpu
@@ -17,7 +17,7 @@ ALL = [c.id for c in cases.builtin()]
 @pytest.mark.parametrize("strategy", ["sequential", "multistream", "graph"])
 @pytest.mark.parametrize("case_id", ALL)
 def test_torch_strategies_match_the_reference(strategy, case_id):
-    res = runner.run_one(cases.get(case_id), strategy=strategy, backend="torch", device=CUDA, batch=2, do_time=False)
+    res = datapath.run_one(cases.get(case_id), strategy=strategy, backend="torch", device=CUDA, batch=2, do_time=False)
     assert res.status == "ok", res.message
     assert res.checked_inputs == 2
 
@@ -83,5 +83,5 @@ def test_timer_adds_little_beyond_the_kernels():
 @pytest.mark.skipif(not torch.cuda.is_available() or torch.cuda.get_device_capability()[0] != 10,
                     reason="torch._scaled_mm runs NVFP4 only on sm_100 (B200)")
 def test_reference_agrees_with_scaled_mm_on_b200():
-    res = runner.run_one(cases.get("3"), strategy="sequential", backend="torch", device=CUDA, batch=2, do_time=False)
+    res = datapath.run_one(cases.get("3"), strategy="sequential", backend="torch", device=CUDA, batch=2, do_time=False)
     assert res.status == "ok", res.message

@@ -7,7 +7,7 @@ import random
 import pytest
 import torch
 
-from nvgg import cases, runner
+from nvgg import cases, datapath
 from nvgg.cases import make_case
 
 pytestmark = pytest.mark.gpu
@@ -36,7 +36,7 @@ EXTRA = {c.id: c for c in _extra_cases()}
 @pytest.mark.parametrize("strategy", STRATEGIES)
 @pytest.mark.parametrize("case_id", [c.id for c in cases.builtin()])
 def test_cute_matches_the_reference_on_competition_cases(case_id, strategy):
-    res = runner.run_one(cases.get(case_id), strategy=strategy, backend="cute", device=CUDA, batch=2, do_time=False)
+    res = datapath.run_one(cases.get(case_id), strategy=strategy, backend="cute", device=CUDA, batch=2, do_time=False)
     assert res.status == "ok", res.message
     assert res.checked_inputs == 2
 
@@ -44,11 +44,11 @@ def test_cute_matches_the_reference_on_competition_cases(case_id, strategy):
 @pytest.mark.parametrize("strategy", ["persistent", "sequential"])
 @pytest.mark.parametrize("case_id", list(EXTRA))
 def test_cute_matches_the_reference_on_other_shapes(case_id, strategy):
-    res = runner.run_one(EXTRA[case_id], strategy=strategy, backend="cute", device=CUDA, batch=2, do_time=False)
+    res = datapath.run_one(EXTRA[case_id], strategy=strategy, backend="cute", device=CUDA, batch=2, do_time=False)
     assert res.status == "ok", res.message
 
 
 def test_cute_refuses_a_shape_it_cannot_run():
     from nvgg.errors import NvggError
     with pytest.raises(NvggError, match="multiple of 128"):
-        runner.run_one(make_case("bad", [64], [200], [256]), strategy="persistent", backend="cute", device=CUDA)
+        datapath.run_one(make_case("bad", [64], [200], [256]), strategy="persistent", backend="cute", device=CUDA)

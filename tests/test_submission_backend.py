@@ -1,12 +1,14 @@
-"""A competition-format submission runs in a worker process; its failures become results."""
+"""A competition-format submission (nvgg/backends/submission.py) runs in a worker process of its
+own (rows.py); its failures become results."""
 
 import textwrap
 
 import pytest
 
-from nvgg import cases
+from nvgg import cases, rows
 from nvgg.backends import submission
 from nvgg.errors import NvggError
+from nvgg.result import Row
 
 GOOD = """
     import torch
@@ -33,8 +35,12 @@ def _write(tmp_path, body):
     return str(path)
 
 
+def _run(path: str, timeout_s: float):
+    return rows.run_many([Row(cases.get("test-1"), submission=path)], timeout_s=timeout_s)[0]
+
+
 def test_good_submission_is_checked_and_timed(tmp_path):
-    res = submission.run_submission(_write(tmp_path, GOOD), cases.get("test-1"), timeout_s=120)
+    res = _run(_write(tmp_path, GOOD), 120)
     assert res.status == "ok", res.message
     assert res.checked_inputs == 1 and res.stats.runs >= 3 and res.strategy == "submission"
 
@@ -45,19 +51,21 @@ def test_good_submission_is_checked_and_timed(tmp_path):
     ("def custom_kernel(data):\n    raise ValueError('boom')\n", "ValueError: boom"),
     ("def custom_kernel(data):\n    return [c.float() for _, _, c in data[0]]\n", "dtype torch.float32"),
     ("def custom_kernel(data):\n    return [c for _, _, c in data[0]]\n", "mismatch"),
-    ("import os\ndef custom_kernel(data):\n    os._exit(3)\n", "crashed: the worker died (exit code 3)"),
+    ("import os\ndef custom_kernel(data):\n    os._exit(3)\n", "crashed: the process died (exit code 3)"),
 ])
 def test_broken_submissions_fail_with_their_reason(tmp_path, body, words):
-    res = submission.run_submission(_write(tmp_path, body), cases.get("test-1"), timeout_s=120)
+    res = _run(_write(tmp_path, body), 120)
     assert res.status in ("error", "wrong") and words in res.message
 
 
 def test_hanging_submission_times_out(tmp_path):
     body = "import time\ndef custom_kernel(data):\n    time.sleep(60)\n"
-    res = submission.run_submission(_write(tmp_path, body), cases.get("test-1"), timeout_s=8)
-    assert res.status == "error" and "timed out after 8 s" in res.message
+    res = _run(_write(tmp_path, body), 15)
+    assert res.status == "error" and "timed out after 15 s" in res.message
 
 
 def test_missing_submission_file():
     with pytest.raises(NvggError, match="does not exist"):
-        submission.run_submission("/nonexistent/submission.py", cases.get("test-1"))
+        submission.load("/nonexistent/submission.py")
+    res = _run("/nonexistent/submission.py", 60)
+    assert res.status == "error" and "does not exist" in res.message

@@ -1,0 +1,243 @@
+"""The one data path: case -> inputs -> strategy x backend -> checked run -> timed run -> Result.
+
+`setup` makes a case ready to launch (choices checked, kernels compiled, inputs generated, launches
+prepared), `check` runs it once against the exact reference, `measure` times it with the
+leaderboard's timer and checks what the timed calls returned. `run_row` is that path for one Row,
+as a worker runs it. Nothing here knows processes, GPUs beyond the one it is given, or the CLI.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from . import backends, clocks, env as envmod, inputs, reference, sol as solmod, strategies, timing
+from . import verdict as verdictmod
+from .backends.base import arch_of
+from .cases import Case
+from .errors import NvggError
+from .flags import flags_of
+from .profiles import Profile, for_gpu_name, get as get_profile
+from .result import Result, Row
+from .selection import default_device, select
+
+CPU_BATCH = 3  # a CPU run times 3 inputs a repetition (not 15) so it finishes in seconds
+
+
+def device_profile(device: torch.device, name: str | None) -> Profile | None:
+    """The profile the SOL is quoted against: the one named, else the running GPU's, else none."""
+    if name:
+        return get_profile(name)
+    if device.type == "cuda":
+        return for_gpu_name(torch.cuda.get_device_name(device))
+    return None
+
+
+def batch_size(device: torch.device, batch: int | None = None) -> int:
+    return batch or (inputs.BATCH if device.type == "cuda" else CPU_BATCH)
+
+
+@dataclass
+class Session:
+    """A case made ready to launch: inputs generated, launches prepared, nothing timed yet."""
+
+    case: Case
+    backend: backends.Backend
+    strategy: strategies.Strategy
+    device: torch.device
+    batch: list
+    prepared: list
+    result: Result
+
+    @property
+    def launches(self) -> list:
+        return [p.launch for p in self.prepared]
+
+
+def setup(case: Case, *, strategy=None, backend=None, device: torch.device | None = None,
+          profile: str | None = None, batch: int | None = None, tensormaps: str | None = None) -> Session:
+    """Check support, compile, generate the inputs and prepare every launch (outside any timing).
+    `strategy` and `backend` are names (None: the defaults for this machine) or objects;
+    `tensormaps` the persistent kernel's tensor-map mode (None: the kernel's default).
+    Unsupported -> NvggError."""
+    device = device or default_device()
+    be, st = select(case, strategy, backend, tensormaps, device)
+    count = batch_size(device, batch)
+    check_memory(case, device, count)
+    prof = device_profile(device, profile)
+    result = Result(case=case.id, strategy=st.name, backend=be.name, status="ok", env=envmod.collect(device))
+    if st.grouped and device.type == "cuda":
+        result.tensormaps = be.mode(arch_of(device))
+    result.inputs = ("competition-identical (CUDA generator)" if inputs.same_bits_as_competition(device)
+                     else "CPU generator: same algorithm, different bits from the competition's")
+    if prof is not None:
+        result.sol = solmod.sol(case, prof)
+    result.sol_b200 = solmod.sol(case, get_profile("b200"))
+
+    if device.type == "cuda":
+        sms = torch.cuda.get_device_properties(device).multi_processor_count
+        t0 = time.perf_counter()
+        infos = be.compile(case, arch_of(device), grouped=st.grouped, sms=sms)
+        result.kernels = [k.to_dict() for k in infos]
+        result.setup_us["compile"] = (time.perf_counter() - t0) * 1e6
+        t0 = time.perf_counter()
+        be.compile(case, arch_of(device), grouped=st.grouped, sms=sms)  # again: what a cache hit costs
+        result.setup_us["compile_warm"] = (time.perf_counter() - t0) * 1e6
+        result.tiles = be.tiles(case, grouped=st.grouped, sms=sms, arch=arch_of(device))
+        result.sms = sms
+        if infos and prof is not None:
+            from .profiling.occupancy import of_kernel
+            result.ctas_per_sm = of_kernel(infos[0], prof).blocks_per_sm
+
+    batch_data = inputs.generate_batch(case, device, count)
+    prepared = []
+    for data in batch_data:
+        p, prep_us = timing.host_time_us(lambda: st.prepare(be, data), device)
+        prepared.append(p)
+        result.setup_us.setdefault("first_prepare", prep_us)
+    for key in prepared[0].setup_us:
+        result.setup_us[key] = sum(p.setup_us[key] for p in prepared) / len(prepared)
+    return Session(case, be, st, device, batch_data, prepared, result)
+
+
+def check(session: Session) -> bool:
+    """The checked run: poison, launch, compare with the exact reference; every input on a GPU
+    (as the leaderboard does), the first on a CPU. Records the verdict in session.result."""
+    result, device = session.result, session.device
+    count = len(session.batch) if device.type == "cuda" else 1
+    for i, (data, p) in enumerate(zip(session.batch[:count], session.prepared)):
+        expected = reference.reference(data, torch.float64 if device.type == "cuda" else torch.float32)
+        reference.poison(data)
+        try:
+            out, call_us = timing.host_time_us(p.launch, device)
+        except Exception as exc:  # a launch that raises is a failed result, not a crash of the tool
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            result.status, result.message = "error", f"launch failed: {type(exc).__name__}: {first}"
+            return False
+        if i == 0:
+            result.setup_us["first_call"] = call_us
+        got = out if out is not None else inputs.outputs(data)
+        verdict = reference.check(got, expected)
+        result.checked_inputs = i + 1
+        if not verdict.ok:
+            result.status, result.message = "wrong", f"input {i}: {verdict.message}"
+            return False
+    return True
+
+
+def measure(session: Session, timer: str = "leaderboard") -> None:
+    """Time the prepared launches (checked before) with the chosen timer, on new inputs: each
+    input is overwritten in place with new values and its outputs poisoned before the timed
+    repetitions, and what the last repetition's calls returned is checked against the reference
+    of those values after (a call that returns kept results is wrong). The card's clocks are
+    sampled while timed; the row is flagged where its time cannot be the work's (below the speed
+    of light, work escaping the events) or the card throttled."""
+    result, device, launches = session.result, session.device, session.launches
+    result.setup_us["launch_host"] = launch_host_us(launches, device)
+    for i, data in enumerate(session.batch):
+        inputs.refill(session.case, data, i)
+    clock = timing.make_timer(device, "leaderboard" if timer == "cupti" else timer)
+    with clocks.Sampler(device) as sampler:
+        result.stats = clock.per_call(launches) if timer == "per-call" else clock.batch(launches)
+    result.clocks = sampler.summary()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    if not check_timed(session, clock.outputs):
+        return
+    if timer == "cupti" and device.type == "cuda":
+        result.cupti = cupti_per_call(launches, device, result.stats.mean_us)
+    result.flags = flags_of(result)
+    result.verdict = verdictmod.judge(result)
+
+
+def check_timed(session: Session, outputs: list) -> bool:
+    """What the timed calls returned (or wrote in place), each input against the reference of
+    the values it was timed on; a mismatch makes the row wrong, with the input and the reason."""
+    result, device = session.result, session.device
+    dtype = torch.float64 if device.type == "cuda" else torch.float32
+    for i, data in enumerate(session.batch):
+        got = outputs[i] if i < len(outputs) and outputs[i] is not None else inputs.outputs(data)
+        verdict = reference.check(got, reference.reference(data, dtype), max_report=1)
+        if not verdict.ok:
+            result.status = "wrong"
+            result.message = f"right when checked, wrong when timed on new inputs (kept results?): input {i}: {verdict.message}"
+            return False
+    return True
+
+
+def run_one(case: Case, *, strategy=None, backend=None, device: torch.device | None = None,
+            profile: str | None = None, timer: str = "leaderboard", batch: int | None = None,
+            do_time: bool = True, tensormaps: str | None = None) -> Result:
+    """Check, then time, one strategy on one backend for one case. Unsupported -> NvggError."""
+    session = setup(case, strategy=strategy, backend=backend, device=device, profile=profile, batch=batch,
+                    tensormaps=tensormaps)
+    if check(session) and do_time:
+        measure(session, timer)
+    return session.result
+
+
+_SUBMISSIONS: dict[str, object] = {}
+
+
+def run_row(row: Row) -> Result:
+    """A row's Result, whatever happens in it short of a lost CUDA context: unsupported pairs, a
+    submission that fails to import, an exception in user code or a kernel become the row's status
+    and message. What a worker runs for each row (rows.py)."""
+    from .backends import submission as sub
+    device = torch.device(row.device) if row.device else None
+    common = dict(device=device, profile=row.profile, timer=row.timer, batch=row.batch)
+    t0 = time.perf_counter()
+    try:
+        if row.submission:
+            module = _SUBMISSIONS.get(row.submission) or sub.load(row.submission)
+            _SUBMISSIONS[row.submission] = module  # imported once a process, as the competition does
+            result = run_one(row.case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), **common)
+            result.source = Path(row.submission).name
+        else:
+            result = run_one(row.case, strategy=row.strategy, backend=row.backend, tensormaps=row.tensormaps, **common)
+    except NvggError as exc:
+        result = row.failed("error" if row.submission else "unsupported", str(exc))
+    result.wall_s = time.perf_counter() - t0
+    return result
+
+
+def launch_host_us(launches, device: torch.device) -> float:
+    """Mean host time to issue one call (the launch returns before the GPU finishes)."""
+    total = 0.0
+    for launch in launches:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
+        t0 = time.perf_counter()
+        launch()
+        total += time.perf_counter() - t0
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    return total / len(launches) * 1e6
+
+
+def cupti_per_call(launches, device: torch.device, event_us: float) -> dict:
+    """CUPTI activity records of each call of the batch, recorded one call at a time with L2
+    flushed before each (so every activity belongs to its call), summarised beside the event
+    time: kernels by name, launches, kernel time, gaps inside a call, host overhead
+    (profiling/cupti.py `per_call`)."""
+    from .profiling import cupti
+    flush = timing.L2Flush(device)
+    calls = []
+    for launch in launches:
+        flush()
+        torch.cuda.synchronize(device)
+        calls.append(cupti.record(launch, device))
+    return cupti.per_call(calls, event_us)
+
+
+def check_memory(case: Case, device: torch.device, count: int) -> None:
+    """Refuse a case whose inputs (and the reference's copies) cannot fit in the device's free
+    memory, with the size it needs, before anything is generated."""
+    need, free = inputs.memory_needed(case, count, 8 if device.type == "cuda" else 4), inputs.memory_free(device)
+    if free is not None and need > free:
+        where = "GPU" if device.type == "cuda" else "host"
+        raise NvggError(f"case {case.id} needs about {need / 1e9:.1f} GB ({count} inputs of {case.bytes / 1e9:.2f} GB and "
+                        f"the reference's copies) and the {where} has {free / 1e9:.1f} GB free: pass a smaller case")

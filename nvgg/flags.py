@@ -1,0 +1,34 @@
+"""When a measured time is not the work's: the flags a row gets after it is timed (result.Flag,
+kinds and what they mean in result.FLAG_KINDS)."""
+
+from __future__ import annotations
+
+from .result import Flag, Result
+
+# work still running after the end event, per batch, beyond which the events missed it (both must
+# hold). An honest batch: a device synchronise right after the completed end event took 9-39 µs
+# for our kernels (2-7% of their batch) and 28-82 µs for a torch submission (under 2%); our kernel
+# left on a side stream: 68 µs (18% of the batch, case 3) and 1510 µs (case 1). H100/H200, 2026-11-26.
+ESCAPE_FLOOR_US = 30.0
+ESCAPE_SHARE = 0.10
+
+
+def flags_of(result: Result) -> list[Flag]:
+    """What makes a measured time one not to take at its word; the cause first (work escaping the
+    events explains a time below the speed of light)."""
+    out = []
+    st, floor = result.stats, result.sol
+    if st is None:
+        return out
+    if st.escaped_us is not None:
+        per_batch = st.escaped_us * st.batch
+        if per_batch > max(ESCAPE_FLOOR_US, ESCAPE_SHARE * st.mean_us * st.batch):
+            out.append(Flag("escaped", f"work escapes the events: the device ran {per_batch:.1f} µs a batch "
+                                       f"after the end event ({st.escaped_us:.2f} µs a call; another stream?)"))
+    if floor is not None and st.clock == "cuda events" and st.mean_us < floor.sol_us:
+        out.append(Flag("below-sol", f"time below the speed of light: {st.mean_us:.3f} µs < {floor.sol_us:.3f} µs "
+                                     f"on {floor.profile} (the calls cannot have done the work)"))
+    throttled = (result.clocks or {}).get("throttled")
+    if throttled:
+        out.append(Flag("throttled", throttled))
+    return out

@@ -1,0 +1,479 @@
+"""Child processes: the one way nvgg starts one, whatever it is for.
+
+Every child is this same nvgg (`python -m nvgg.procs`, under a wrapper such as ncu where asked),
+started by `Child` with one environment (`environment`: this checkout first on PYTHONPATH, its GPU
+where it owns one), in a process session of its own (a timeout kills everything it started), its
+output in a log file. A child runs function objects of nvgg's (they pickle by reference) and
+answers with their value, or with what they raised. It ends one of four ways, each worded the same
+for every kind of child:
+- its answer: the function's value, or the exception it raised (`ChildError`; an `NvggError`
+  passes through as itself);
+- its CUDA context was lost on the way (an illegal address, a launch failure: CUDA keeps such an
+  error for the life of the context): "crashed: CUDA error: ..." (`ChildFailure`);
+- no answer within the timeout: its session is killed, "timed out after N s (...)";
+- it died (a segfault, os._exit, a non-zero exit without an answer): "crashed: the process died
+  (killed by SIGSEGV): <its last log line>".
+
+Two kinds, one start:
+- `Worker` (`Pool`): kept across calls (the CUDA start is paid once), calls and answers framed on
+  its stdin and stdout, replaced after a failure. Every row of `run`, `compare`, `profile` runs in
+  one (rows.py).
+- `run_once`: one call in a child that exits after it, the call and the answer in files (so a
+  wrapper that writes on the child's output, as ncu does, cannot corrupt them). A submission's
+  phase runs and ncu's target run this way.
+
+`NVGG_ISOLATION=off` runs a pool's calls in the calling process instead (a debugger, your prints).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .errors import NvggError
+
+TIMEOUT_S = 300.0        # a row: no healthy one comes near (the slowest, a cold compile and the
+                         # timer's 10 s budget, takes under a minute on an H100)
+START_TIMEOUT_S = 180.0  # a worker's start: python, torch, the CUDA context
+ROOT = Path(__file__).resolve().parent.parent
+_HEADER = struct.Struct("<Q")
+
+
+class ChildFailure(Exception):
+    """A call that ended without an answer: it timed out, its process died or lost its CUDA
+    context (the message is the reason). The child is gone."""
+
+
+class ChildError(Exception):
+    """A call that raised in the child with its context intact: `kind: first line`, and the child's
+    traceback in `trace`."""
+
+    def __init__(self, message: str, trace: str = ""):
+        super().__init__(message)
+        self.trace = trace
+
+
+def isolated() -> bool:
+    """Whether a pool runs its calls in workers (NVGG_ISOLATION on, the default) or in this process."""
+    value = os.environ.get("NVGG_ISOLATION", "on").strip().lower()
+    if value in ("on", "1", "yes", ""):
+        return True
+    if value in ("off", "0", "no"):
+        return False
+    raise NvggError(f"NVGG_ISOLATION={value!r}: set it to on (rows in worker processes) or off (in nvgg's own process)")
+
+
+def environment(gpu: int | None = None, extra: dict | None = None) -> dict:
+    """A child's environment: this one, with this checkout first on PYTHONPATH (the child imports
+    the same nvgg), unbuffered output, `extra`, and where the child owns a GPU, only that GPU
+    visible (`gpu`: an index among the GPUs this process sees)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    if gpu is not None:
+        visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+        if visible and not 0 <= gpu < len(visible):
+            raise NvggError(f"GPU {gpu} is not one of the {len(visible)} this process sees (CUDA_VISIBLE_DEVICES="
+                            f"{os.environ['CUDA_VISIBLE_DEVICES']})")
+        env["CUDA_VISIBLE_DEVICES"] = visible[gpu] if visible else str(gpu)
+    return env
+
+
+def cuda_reason(message: str) -> str:
+    """The CUDA error in an exception's message ("CUDA error: an illegal memory access was
+    encountered"), or its first line."""
+    found = re.search(r"CUDA error: [^\n;]*", message or "")
+    return found.group(0).strip() if found else _first_line(message)
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in str(text).splitlines() if line.strip()), "")
+
+
+@dataclass(frozen=True)
+class Call:
+    """A function of nvgg's and its keyword arguments, as a child receives them (pickled: the
+    function by reference)."""
+
+    fn: Callable
+    kwargs: dict
+
+
+# ---------------------------------------------------------------- the child's side
+
+def _context_alive() -> bool:
+    """Whether this process's CUDA context still works (after a call): a sticky error (an illegal
+    address, a launch failure) fails every later call."""
+    if "torch" not in sys.modules:
+        return True
+    import torch
+    if not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return True
+    try:
+        torch.cuda.synchronize()
+        return int(torch.ones(1, device="cuda").add_(1).item()) == 2
+    except Exception:
+        return False
+
+
+def _answer(call: Call) -> tuple:
+    """("ok", value, alive) or ("raised", kind, message, traceback, alive)."""
+    try:
+        reply = ("ok", call.fn(**call.kwargs))
+    except NvggError as exc:
+        reply = ("raised", "NvggError", str(exc), "")
+    except BaseException as exc:  # user code and kernels: reported, never the end of the run
+        reply = ("raised", type(exc).__name__, str(exc), traceback.format_exc())
+    alive = _context_alive()
+    if not alive and reply[0] == "ok":
+        # the call caught the error itself (a launch that failed is a row's result): its message
+        # names the CUDA error
+        said = getattr(reply[1], "message", "") or ""
+        reply = ("raised", "CudaContextLost", said if "CUDA error" in said else "CUDA error: the context failed during the call", "")
+    return reply + (alive,)
+
+
+def _die_with_parent() -> None:
+    """Linux: SIGKILL this child when its parent goes, so a killed nvgg (CI's timeout, Ctrl-C)
+    leaves no child holding the GPU."""
+    try:
+        import ctypes
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        if os.getppid() == 1:
+            os._exit(0)
+    except Exception:
+        pass
+
+
+def _read_frame(stream) -> object | None:
+    head = stream.read(_HEADER.size)
+    if len(head) < _HEADER.size:
+        return None
+    (size,) = _HEADER.unpack(head)
+    return pickle.loads(stream.read(size))
+
+
+def _write_frame(stream, obj) -> None:
+    payload = pickle.dumps(obj)
+    stream.write(_HEADER.pack(len(payload)) + payload)
+    stream.flush()
+
+
+def _serve() -> int:
+    """A worker: calls in on stdin, answers out on stdout, until the pipe closes or the CUDA
+    context is lost; everything the calls print goes to stderr (the log)."""
+    proto_in = os.fdopen(os.dup(0), "rb")
+    proto_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    import torch
+    if torch.cuda.is_available():
+        torch.cuda.init()
+    _write_frame(proto_out, ("ready", os.getpid()))
+    while True:
+        call = _read_frame(proto_in)
+        if call is None:
+            return 0
+        reply = _answer(call)
+        _write_frame(proto_out, reply)
+        if not reply[-1]:
+            return 3
+
+
+def _once(call_path: str) -> int:
+    """One call from a file, its answer to the file beside it (written whole, then renamed)."""
+    call = pickle.loads(Path(call_path).read_bytes())
+    reply = _answer(call)
+    tmp = Path(call_path + ".reply.tmp")
+    tmp.write_bytes(pickle.dumps(reply))
+    tmp.replace(call_path + ".reply")
+    return 0 if reply[-1] else 3
+
+
+def main(argv: list[str]) -> int:
+    _die_with_parent()
+    if argv[:1] == ["serve"]:
+        return _serve()
+    if argv[:1] == ["once"] and len(argv) == 2:
+        return _once(argv[1])
+    print("usage: python -m nvgg.procs serve | once CALL_FILE", file=sys.stderr)
+    return 2
+
+
+# ---------------------------------------------------------------- the parent's side
+
+class Child:
+    """One child process: `start`ed with its environment and log, killed with its session, and the
+    words for how it ended (the same for every kind of child)."""
+
+    def __init__(self, what: str, log_path: Path, *, gpu: int | None = None, env: dict | None = None,
+                 wrap: tuple[str, ...] = ()):
+        self.what, self.log_path, self.gpu, self.wrap = what, Path(log_path), gpu, tuple(wrap)
+        self.extra_env = dict(env or {})
+        self.proc: subprocess.Popen | None = None
+        self._log = None
+
+    def start(self, args: list[str], *, pipes: bool) -> None:
+        """`python -m nvgg.procs ARGS` under the wrapper; `pipes`: its stdin and stdout are pipes
+        to this process (a worker's frames), else nothing in and its output to the log."""
+        env = environment(self.gpu, self.extra_env)
+        self._log = open(self.log_path, "ab")
+        streams = (subprocess.PIPE, subprocess.PIPE) if pipes else (subprocess.DEVNULL, self._log)
+        self.proc = subprocess.Popen([*self.wrap, sys.executable, "-m", "nvgg.procs", *args], env=env,
+                                     start_new_session=True, stdin=streams[0], stdout=streams[1], stderr=self._log)
+
+    def timed_out(self, timeout_s: float, doing: str = "") -> str:
+        self.kill()
+        return f"timed out after {timeout_s:.0f} s{' ' + doing if doing else ''} (a hang, or far too slow for its time limit)"
+
+    def died(self) -> str:
+        """Why the child ended without an answer: its exit (a signal by name) and the last line it logged."""
+        try:
+            code = self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            code = self.proc.returncode
+        how = f"killed by {signal.Signals(-code).name}" if code is not None and code < 0 else f"exit code {code}"
+        tail = self.log_tail()
+        self.close()
+        return f"crashed: the process died ({how})" + (f": {tail}" if tail else "")
+
+    def lost_context(self, message: str) -> str:
+        self.close(wait=True)
+        return f"crashed: {cuda_reason(message)} (the CUDA context is lost; the next call starts a new process)"
+
+    def log_tail(self) -> str:
+        try:
+            lines = [line.strip() for line in self.log_path.read_text(errors="replace").splitlines() if line.strip()]
+        except OSError:
+            return ""
+        return lines[-1][:300] if lines else ""
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+            self.proc.wait()
+        self.close()
+
+    def close(self, wait: bool = False) -> None:
+        if self.proc is None:
+            return
+        for stream in (self.proc.stdin, self.proc.stdout):
+            try:
+                if stream is not None:
+                    stream.close()
+            except OSError:
+                pass
+        if self.proc.poll() is None:
+            try:
+                self.proc.wait(timeout=10 if wait else 0.5)
+            except subprocess.TimeoutExpired:
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                self.proc.wait()
+        if self._log is not None:
+            self._log.close()
+        self.proc = None
+
+    def answer(self, reply):
+        """A reply tuple as the call's value, or the exception that says why there is none."""
+        alive = reply[-1]
+        if reply[0] == "ok" and alive:
+            return reply[1]
+        _, kind, message, trace, _ = reply
+        if not alive:
+            raise ChildFailure(self.lost_context(message))
+        if kind == "NvggError":
+            raise NvggError(message)
+        raise ChildError(f"{kind}: {_first_line(message)}", trace)
+
+
+class Worker(Child):
+    """A child kept across calls: started on first use, answering calls framed on its pipes."""
+
+    def __init__(self, key: str, log_dir: Path, *, gpu: int | None = None):
+        safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", key)[:60]
+        super().__init__(f"worker {key}", Path(log_dir) / f"worker-{safe}-{time.monotonic_ns()}.log", gpu=gpu)
+        self.key = key
+        self.ready = False
+
+    def spawn(self) -> None:
+        """Start the process; it imports torch and makes its CUDA context while the caller goes on."""
+        self.ready = False
+        self.start(["serve"], pipes=True)
+
+    def _ensure_ready(self) -> None:
+        if not self.alive():
+            self.spawn()
+        if not self.ready:
+            hello = self._receive(START_TIMEOUT_S, "starting")
+            if not (isinstance(hello, tuple) and hello[0] == "ready"):
+                self.kill()
+                raise ChildFailure(f"the worker did not start: {hello!r}")
+            self.ready = True
+
+    def _receive(self, timeout_s: float, doing: str):
+        deadline = time.monotonic() + timeout_s
+        out = self.proc.stdout
+        buf, size = b"", None
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise ChildFailure(self.timed_out(timeout_s, doing))
+            ready, _, _ = select.select([out], [], [], min(left, 1.0))
+            if not ready:
+                continue
+            chunk = os.read(out.fileno(), 1 << 20)  # one frame a call: nothing past it to over-read
+            if not chunk:
+                raise ChildFailure(self.died())
+            buf += chunk
+            if size is None and len(buf) >= _HEADER.size:
+                (size,) = _HEADER.unpack(buf[:_HEADER.size])
+                buf = buf[_HEADER.size:]
+            if size is not None and len(buf) >= size:
+                return pickle.loads(buf[:size])
+
+    def call(self, call: Call, timeout_s: float):
+        self._ensure_ready()
+        try:
+            _write_frame(self.proc.stdin, call)
+        except (BrokenPipeError, OSError):
+            raise ChildFailure(self.died()) from None
+        return self.answer(self._receive(timeout_s, ""))
+
+
+def run_once(fn: Callable, *, timeout_s: float | None = None, gpu: int | None = None, env: dict | None = None,
+             wrap: tuple[str, ...] = (), log_path: Path | None = None, **kwargs):
+    """`fn(**kwargs)` in a new child that exits after it, under `wrap` (a program that runs the
+    child, such as ncu) where given, with `env` added to its environment; its output goes to
+    `log_path` (a temporary file where None). The value, or ChildFailure / ChildError / NvggError
+    as for a worker's call."""
+    timeout_s = timeout_s or TIMEOUT_S
+    with tempfile.TemporaryDirectory(prefix="nvgg-once-") as tmp:
+        call_path = Path(tmp) / "call"
+        call_path.write_bytes(pickle.dumps(Call(fn, kwargs)))
+        child = Child(f"child {getattr(fn, '__qualname__', fn)}", log_path or Path(tmp) / "child.log", gpu=gpu, env=env,
+                      wrap=wrap)
+        child.start(["once", str(call_path)], pipes=False)
+        try:
+            child.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise ChildFailure(child.timed_out(timeout_s)) from None
+        reply_path = Path(str(call_path) + ".reply")
+        if not reply_path.is_file():
+            raise ChildFailure(child.died())
+        reply = pickle.loads(reply_path.read_bytes())
+        try:
+            return child.answer(reply)
+        finally:
+            child.close()
+
+
+class Pool:
+    """Workers by key (a backend's name, a submission's path), each kept across the calls of its
+    key, all owning `gpu` (None: whatever this process sees); `with Pool(timeout_s) as pool:
+    pool.call(key, fn, **kwargs)`."""
+
+    def __init__(self, timeout_s: float | None = None, *, gpu: int | None = None):
+        self.timeout_s = timeout_s or TIMEOUT_S
+        self.gpu = gpu
+        self.isolated = isolated()
+        self.workers: dict[str, Worker] = {}
+        self._logs = tempfile.TemporaryDirectory(prefix="nvgg-workers-") if self.isolated else None
+
+    def __enter__(self) -> "Pool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def call(self, key: str, fn: Callable, **kwargs):
+        """`fn(**kwargs)`'s value. NvggError as raised; ChildFailure (timed out, crashed: the worker
+        is gone) or ChildError (raised, the worker kept) for a call that failed."""
+        if not self.isolated:
+            try:
+                return fn(**kwargs)
+            except NvggError:
+                raise
+            except Exception as exc:
+                raise ChildError(f"{type(exc).__name__}: {_first_line(str(exc))}", traceback.format_exc()) from None
+        worker = self.workers.get(key)
+        if worker is None:
+            worker = self.workers[key] = _adopt_spare(key, self.gpu) or Worker(key, Path(self._logs.name), gpu=self.gpu)
+        try:
+            return worker.call(Call(fn, kwargs), self.timeout_s)
+        except ChildFailure:
+            self.workers.pop(key, None)
+            raise
+
+    def close(self) -> None:
+        for worker in self.workers.values():
+            worker.kill()
+        self.workers.clear()
+        if self._logs is not None:
+            self._logs.cleanup()
+            self._logs = None
+
+
+# ---------------------------------------------------------------- a worker started ahead
+
+_SPARE: list = []  # [Worker, its log folder]: started before the command knew its first row
+
+
+def prestart() -> None:
+    """Start a worker now, before the command's own imports and checks, so its start (python,
+    torch, the CUDA context) overlaps them; the pool's first worker adopts it. Killed at exit if
+    no call did (bad input). The command line decides whether it will run rows (nvgg/__main__.py)."""
+    if not isolated():
+        return
+    import atexit
+    logs = tempfile.TemporaryDirectory(prefix="nvgg-workers-")
+    worker = Worker("spare", Path(logs.name))
+    worker.spawn()
+    _SPARE[:] = [worker, logs]
+
+    def cleanup() -> None:
+        if _SPARE:
+            _SPARE[0].kill()
+        logs.cleanup()
+    atexit.register(cleanup)
+
+
+def _adopt_spare(key: str, gpu: int | None) -> Worker | None:
+    if not _SPARE or gpu is not None:
+        return None
+    worker = _SPARE[0]
+    _SPARE.clear()
+    if not worker.alive():
+        worker.close()  # dead before its first call: its pipes and log go with it
+        return None
+    worker.key = key
+    return worker
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,140 @@
+"""`nvgg profile`'s work: each case under the observers asked for, one table an observer across the
+cases, a verdict a row from every observer's evidence.
+
+Whatever launches kernels runs in a child: CUPTI rows and our kernel's phases in the pool's
+workers (rows.py), a submission's phases and ncu's target in children of their own
+(procs.run_once). A fault or a hang costs that case, as a failed row or a failure line; the cases
+measured before it are reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .. import backends, procs, rows, verdict as verdictmod
+from ..cases import Case
+from ..errors import NvggError
+from ..result import Result, Row
+from ..selection import choose
+from .phases import Phases
+
+
+@dataclass(frozen=True)
+class Request:
+    """What to profile: the cases, whose kernels (our strategy and backend, or a submission) and
+    under which observers. Checked by the command before it is made."""
+
+    cases: tuple[Case, ...]
+    cupti: bool = False
+    ncu: bool = False
+    phases: bool = False
+    occupancy: bool = False
+    strategy: str | None = None
+    backend: str | None = None
+    tensormaps: str | None = None
+    submission: str | None = None
+    profile: str | None = None
+    timeout_s: float | None = None
+    clock_control: str = "none"
+    out_dir: str = "nvgg-results"
+
+    @property
+    def observers(self) -> list[str]:
+        return [name for name in ("cupti", "ncu", "occupancy", "phases") if getattr(self, name)]
+
+
+@dataclass
+class Profiled:
+    """What the observers measured, by case id; `failures`: a line a case that failed an observer."""
+
+    request: Request
+    strategy: str = ""
+    backend: str = ""
+    results: dict[str, Result] = field(default_factory=dict)   # CUPTI rows
+    ncu: dict = field(default_factory=dict)                      # ncu.NcuReport
+    occupancy: list[dict] = field(default_factory=list)
+    phases: dict[str, Phases] = field(default_factory=dict)
+    failures: list[str] = field(default_factory=list)
+
+
+def profile(request: Request, device, *, on_start: Callable[[str], None] | None = None,
+            on_finish: Callable[[str, bool], None] | None = None) -> Profiled:
+    """Every case of the request under its observers, in order; `on_start(case id)` and
+    `on_finish(case id, failed)` around each. Where the submission itself cannot be profiled (it
+    does not import, marks nothing), no case could be: its failure is the last, and the cases
+    after it are not tried."""
+    st_name, be_name = choose(request.strategy or ("persistent" if request.phases else None), request.backend,
+                              request.tensormaps, device)
+    out = Profiled(request, st_name, be_name)
+    target = ({"submission": request.submission} if request.submission else
+              {"strategy": st_name, "backend": be_name, "tensormaps": request.tensormaps})
+    with procs.Pool(request.timeout_s) as pool:
+        for case in request.cases:
+            if on_start:
+                on_start(case.id)
+            before = len(out.failures)
+            if request.cupti:
+                row = (Row(case, submission=request.submission, profile=request.profile, timer="cupti")
+                       if request.submission else
+                       Row(case, st_name, be_name, request.tensormaps, profile=request.profile, timer="cupti"))
+                out.results[case.id] = rows.run_in(pool, row)
+            if request.ncu:
+                _observe(out, case, "ncu", lambda: _ncu(request, case, target, out))
+            if request.occupancy:
+                _observe(out, case, "occupancy", lambda: _occupancy(request, case, be_name, st_name, device, out))
+            fatal = request.phases and _observe(out, case, "phases", lambda: _phases(request, case, pool, out))
+            failed = len(out.failures) > before or (request.cupti and out.results[case.id].status != "ok")
+            if on_finish:
+                on_finish(case.id, failed)
+            if fatal:
+                break
+    for cid, res in out.results.items():
+        run = out.phases.get(cid)
+        res.verdict = verdictmod.judge(res, phases=run.main if run else None, ncu=out.ncu.get(cid),
+                                       behind=run.behind if run else None)
+    return out
+
+
+def _observe(out: Profiled, case: Case, what: str, measure: Callable[[], None]) -> bool:
+    """One observer on one case; what it cannot do there is that case's failure line. True: the
+    failure is the submission's own (every case would fail alike)."""
+    from .submission_phases import CaseFailure
+    try:
+        measure()
+    except CaseFailure as exc:
+        out.failures.append(str(exc))
+    except (procs.ChildFailure, procs.ChildError) as exc:
+        out.failures.append(f"case {case.id}: {what}: {exc}")
+    except NvggError as exc:
+        if what == "phases" and out.request.submission:
+            out.failures.append(str(exc))
+            return True
+        out.failures.append(f"case {case.id}: {what}: {exc}")
+    return False
+
+
+def _ncu(request: Request, case: Case, target: dict, out: Profiled) -> None:
+    from . import ncu
+    report = ncu.profile(case, request.out_dir, clock_control=request.clock_control,
+                         timeout_s=request.timeout_s or 600, **target)
+    report.sol_bytes = case.bytes
+    out.ncu[case.id] = report
+
+
+def _occupancy(request: Request, case: Case, be_name: str, st_name: str, device, out: Profiled) -> None:
+    from .occupancy import report
+    be = backends.get(be_name, tensormaps=request.tensormaps)
+    out.occupancy += [dict(row, case=case.id) for row in report(case, be, st_name, device, request.profile)]
+
+
+def _phases(request: Request, case: Case, pool: procs.Pool, out: Profiled) -> None:
+    if request.submission:
+        from . import submission_phases
+        run = submission_phases.run(request.submission, case, timeout_s=request.timeout_s)
+        out.failures += [f"case {case.id}: {e}" for e in run.errors]
+    else:
+        from . import device_phases
+        run = pool.call("backend:cute", device_phases.run, case=case, profile=request.profile,
+                        tensormaps=request.tensormaps)
+    out.phases[case.id] = run

@@ -1,0 +1,124 @@
+"""Scheduling rows: which rows a command runs, each checked before it starts, each in its worker
+(procs.Pool: one a backend, one a submission file), and the result files rewritten as rows finish.
+
+A row that fails in any way (unsupported, wrong, raised, crashed, timed out) is a row with its
+reason, never the end of the run. The worker runs the one data path (`datapath.run_row`); the
+parent only schedules, enforces timeouts and hands results back.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable
+
+import torch
+
+from . import datapath, procs
+from .cases import Case
+from .errors import NvggError
+from .result import Result, Row
+from .selection import default_device, select
+
+
+def rows_of(cases: list[Case], strategy_names: list[str], backend_names: list[str], *,
+            submissions: list[str] = (), tensormaps: list[str] | None = None, **common) -> list[Row]:
+    """cases x strategies x backends (the persistent strategy once per tensor-map mode listed,
+    None: once in the default mode), then each submission, case by case."""
+    rows = []
+    for case in cases:
+        rows += [Row(case, s, b, m, **common) for b in backend_names for s in strategy_names
+                 for m in (tensormaps if tensormaps and s == "persistent" else [None])]
+        rows += [Row(case, submission=str(path), **common) for path in submissions]
+    return rows
+
+
+def precheck(row: Row) -> None:
+    """What `datapath.setup` checks first, in the calling process: an unsupported row (or one whose
+    inputs cannot fit) is answered without starting a worker. NvggError if unsupported."""
+    device = torch.device(row.device) if row.device else default_device()
+    if not row.submission:
+        select(row.case, row.strategy, row.backend, row.tensormaps, device)
+    datapath.check_memory(row.case, device, datapath.batch_size(device, row.batch))
+
+
+def run_in(pool: procs.Pool, row: Row) -> Result:
+    """The row's Result from the pool's worker for it; a hang or a crash becomes the row's failed
+    Result with its reason."""
+    t0 = time.perf_counter()
+    try:
+        precheck(row)
+        result = pool.call(row.key, datapath.run_row, row=row)
+    except (procs.ChildFailure, procs.ChildError) as exc:
+        result = row.failed("error", str(exc))
+    except NvggError as exc:
+        result = row.failed("error" if row.submission else "unsupported", str(exc))
+    result.wall_s = time.perf_counter() - t0
+    return result
+
+
+def run_many(rows: list[Row], *, timeout_s: float | None = None, on_result: Callable[[Result], None] | None = None,
+             on_start: Callable[[Row], None] | None = None, strict: bool = False) -> list[Result]:
+    """Every row, each in its worker, in order; `on_start(row)` as each begins and
+    `on_result(result)` as it finishes. `strict`: an unsupported row is an NvggError before any
+    row starts (one row asked for by name), instead of a row of its own."""
+    if strict:
+        for row in rows:
+            precheck(row)
+    results = []
+    with procs.Pool(timeout_s) as pool:
+        for row in rows:
+            if on_start:
+                on_start(row)
+            res = run_in(pool, row)
+            results.append(res)
+            if on_result:
+                on_result(res)
+    return results
+
+
+class LiveFiles:
+    """A run's result files (JSON, Markdown: paths, None for none, "-" for stdout at the end),
+    rewritten whole (atomically where they are regular files) as each row finishes, so a run
+    stopped from outside keeps every row it measured."""
+
+    def __init__(self, json_out: str | None, markdown: str | None, device, benchmark_ids: set[str]):
+        self.json_out, self.markdown, self.device, self.bench = json_out, markdown, device, benchmark_ids
+        self.results: list[Result] = []
+        self._env: dict | None = None
+
+    @property
+    def env(self) -> dict:
+        """The environment of the first row that recorded one, else this process's view."""
+        found = next((r.env for r in self.results if r.env), None)
+        if found:
+            return found
+        if self._env is None:
+            from .env import collect
+            self._env = collect(self.device)
+        return self._env
+
+    def add(self, result: Result) -> None:
+        self.results.append(result)
+        try:
+            self.write()
+        except OSError as exc:  # checked writable before the run; a disk that fills up mid-run
+            raise NvggError(f"writing the results failed after {len(self.results)} row(s): {exc}") from None
+
+    def document(self) -> dict:
+        from .report import results_document
+        return results_document(self.results, self.env, self.bench)
+
+    def markdown_text(self) -> str:
+        from .report import markdown_report
+        return markdown_report(self.results, self.env, self.bench)
+
+    def write(self) -> None:
+        from .report import write_json, write_text
+        if self.json_out and self.json_out != "-":
+            write_json(self.json_out, self.document())
+        if self.markdown and self.markdown != "-":
+            write_text(self.markdown, self.markdown_text())
+
+    def written(self) -> list[str]:
+        """The files written (not stdout), once a row was."""
+        return [p for p in (self.json_out, self.markdown) if p and p != "-" and self.results]

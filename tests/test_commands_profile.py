@@ -1,0 +1,211 @@
+"""`nvgg profile` (nvgg/commands/profile.py, profiling/session.py): each case under the observers
+asked for, one table an observer, a verdict a row, a case's failure costing that case; on a fake GPU
+with the observers faked at their entry points (the rows, device_phases.run, ncu.profile,
+submission_phases.run)."""
+
+import json
+
+import pytest
+from conftest import made_result
+
+from nvgg.errors import NvggError
+from nvgg.profiling.phases import Phases
+
+
+def _cupti(kernel_us=30.0, host=2.0, launches=1):
+    return {"calls": 15, "activities": launches, "kernel_us": kernel_us, "sum_us": kernel_us, "span_us": kernel_us,
+            "gaps_us": 0.0, "event_us": kernel_us + host, "host_overhead_us": host, "gaps_shown": True,
+            "gaps_note": "", "kernels": [{"name": "my_gemm_kernel", "per_call": launches, "mean_us": kernel_us / launches}]}
+
+
+def test_profile_without_a_case_covers_the_benchmarks_in_one_table(cli, fake_gpu, fake_rows):
+    def answer(row):
+        res = made_result(row.case.id, "persistent", "cute", 32.0, cupti=_cupti())
+        res.setup_us["launch_host"] = 31.0  # the host as slow as the GPU: host-bound
+        return res
+
+    fake_rows.answer = answer
+    out = cli("profile", "--cupti")
+    assert out.exit_code == 0, out.output
+    assert [(r.case.id, r.timer, r.strategy) for r in fake_rows.seen] == [(c, "cupti", "persistent") for c in ("1", "2", "3", "4")]
+    table = [line for line in out.stdout.splitlines() if "persistent/cute" in line]
+    assert len(table) >= 4 and "host-bound: launches take 31.0 µs a call against 30.0 µs of kernels" in out.stdout
+    assert "my_gemm_kernel" in out.stdout and "time = kernel µs + host+launch µs" in out.stdout
+
+
+class _Phases(Phases):
+    """A phase run as an observer would return it, for the command's rendering."""
+
+    def __init__(self, case_id):
+        self.case_id = case_id
+
+    main = None
+    behind = None
+
+    def table(self):
+        return f"phases of {self.case_id}"
+
+    def trace(self):
+        return {"format": 1, "kind": "trace", "traceEvents": []}
+
+    def to_dict(self):
+        return {"case": self.case_id}
+
+
+def test_profile_phases_keeps_the_cases_it_measured_when_one_is_wrong(cli, fake_gpu, monkeypatch, tmp_path):
+    """A case the instrumented build gets wrong (device_phases.run raises NvggError) costs that
+    case alone: the cases measured are rendered and written, then the failure is one line, exit 2."""
+    from nvgg.profiling import device_phases
+    monkeypatch.setenv("NVGG_ISOLATION", "off")
+
+    def fake_run(case, profile=None, tensormaps=None):
+        if case.id == "2":
+            raise NvggError("the instrumented kernel is wrong on case 2: 3 of 7168 outputs differ")
+        return _Phases(case.id)
+
+    monkeypatch.setattr(device_phases, "run", fake_run)
+    out = cli("profile", "--phases", "--case", "1,2,3", "--json", str(tmp_path / "p.json"))
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert "phases of 1" in out.stdout and "phases of 3" in out.stdout and "phases of 2" not in out.stdout
+    assert out.stderr.strip().splitlines()[-1] == ("nvgg: case 2: phases: the instrumented kernel is wrong on case 2: "
+                                                   "3 of 7168 outputs differ")
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert set(doc["phases"]) == {"1", "3"} and doc["failures"][0].startswith("case 2: phases:")
+
+
+def test_profile_ncu_exactly_as_users_call_it(cli, fake_gpu, monkeypatch, tmp_path):
+    from nvgg.profiling import ncu
+    calls = []
+
+    def fake_profile(case, out_dir, **kwargs):
+        calls.append((case.id, kwargs))
+        return ncu.NcuReport([ncu.KernelMetrics("k", 10.0, 2e6, 70.0, 10.0, 50.0, 60.0, 90, 1024, 132, 256)])
+
+    monkeypatch.setattr(ncu, "profile", fake_profile)
+    out = cli("profile", "--ncu", "--out", str(tmp_path))
+    assert out.exit_code == 0, out.output
+    assert [c for c, _ in calls] == ["1", "2", "3", "4"] and calls[0][1]["strategy"] == "persistent"
+    assert calls[0][1]["clock_control"] == "none"
+    assert out.stdout.count("| k ") == 4 and "case 4: total 10.00 µs" in out.stdout
+
+
+def test_profile_a_submission_with_cupti_and_a_timeout(cli, fake_gpu, fake_rows, tmp_path):
+    def answer(row):
+        return made_result(row.case.id, "submission", "submission", 40.0, cupti=_cupti(kernel_us=36.0, launches=8))
+
+    fake_rows.answer = answer
+    mine = tmp_path / "mine.py"
+    mine.write_text("def custom_kernel(data):\n    return None\n")
+    out = cli("profile", "--cupti", "--submission", str(mine), "--case", "3", "--timeout", "20",
+              "--json", str(tmp_path / "p.json"))
+    assert out.exit_code == 0, out.output
+    [row] = fake_rows.seen
+    assert row.timer == "cupti" and row.case.id == "3" and row.submission == str(mine.resolve())
+    assert fake_rows.timeouts == [20.0]
+    assert "my_gemm_kernel" in out.stdout and "| 8 " in out.stdout
+    doc = json.loads((tmp_path / "p.json").read_text())
+    assert (doc["format"], doc["kind"]) == (1, "profile")
+    assert doc["results"][0]["cupti"]["kernels"][0]["name"] == "my_gemm_kernel" and doc["results"][0]["verdict"]["kind"]
+
+
+@pytest.mark.parametrize("args, says", [
+    (["profile", "--occupancy", "--submission", "mine.py"], "a submission is profiled with --cupti, --ncu and --phases"),
+    (["profile", "--phases", "--submission", "nonexistent.py", "--case", "3"], "submission nonexistent.py does not exist"),
+    (["profile", "--phases", "--submission", "tests", "--case", "3"], "submission tests is a folder"),
+    (["profile", "--phases", "--case", "3", "--trace", "README.md/t.json"], "--trace README.md/t.json cannot be written"),
+    (["profile", "--phases", "--case", "3", "--json", "/"], "--json / is a folder"),
+    (["profile", "--phases", "--trace", "t.json"], "--trace writes one case's phases"),
+    (["profile", "--cupti", "--case", "3", "--trace", "t.json"], "--trace writes the phases inside the kernel"),
+    (["profile", "--phases", "--case", "3", "--strategy", "graph"], "--phases instruments the persistent cute kernel"),
+    (["profile", "--phases", "--case", "3", "--backend", "torch"], "--phases instruments the persistent cute kernel"),
+    (["profile", "--cupti", "--case", "3", "--strategy", "graph", "--tensormaps", "host"], "the graph strategy launches one kernel per group"),
+    (["profile"], "choose what to profile"),
+])
+def test_profile_refusals(cli, fake_gpu, args, says):
+    out = cli(*args)
+    assert out.exit_code == 2 and says in out.output, out.output
+
+
+# --- profile --phases --submission: the user's own kernel's marks ------------------------------
+
+def _submission_phases(case_id="4", overflow=False):
+    from nvgg.kernels.phase_slots import SlotLayout
+    from nvgg.profiling import phases as ph
+    from nvgg.profiling.submission_phases import KernelPhases, SubmissionPhases
+    marks = ["start", "maps_ready", "first_mma", "epilogue_done"]
+    rows = [[1_000, 3_000, 4_000, 101_000], [1_500, 3_100, 4_500, 99_000], [3, 3, 3, 3] if overflow else [0, 0, 0, 0]]
+    layout = SlotLayout.for_probe("cute_gemm", marks)
+    run = SubmissionPhases(case=case_id, path="mine.py", checked_inputs=3, instrumented_us=102.0, plain_us=100.0,
+                           instrumented_calls_us=[101.0, 102.0, 103.0, 104.0], plain_calls_us=[99.0, 100.0, 100.0, 101.0],
+                           call_cupti_us=102.0, call_marked_us=100.0,
+                           kernels=[KernelPhases("cute_gemm", marks, ph.analyse(rows, layout))],
+                           launches=[{"kernel": "cute_gemm", "marks": marks, "rows": rows}],
+                           next_call=ph.Behind(4.0, 4.5, 7.5, 8.0))
+    if overflow:
+        run.errors = list(run.kernels[0].report.errors)
+    return run
+
+
+def test_profile_phases_of_a_submission(cli, fake_gpu, monkeypatch, tmp_path):
+    from nvgg.profiling import submission_phases
+    seen = []
+
+    def fake_run(path, case, timeout_s=None):
+        seen.append((path, case.id, timeout_s))
+        return _submission_phases(case.id)
+
+    monkeypatch.setattr(submission_phases, "run", fake_run)
+    mine = tmp_path / "mine.py"
+    mine.write_text("def custom_kernel(data):\n    return None\n")
+    trace, doc = tmp_path / "t.json", tmp_path / "p.json"
+    out = cli("profile", "--phases", "--submission", str(mine), "--case", "4", "--timeout", "90",
+              "--trace", str(trace), "--json", str(doc))
+    assert out.exit_code == 0, out.output
+    assert seen == [(str(mine.resolve()), "4", 90.0)]
+    text = out.stdout
+    row = next(line for line in text.splitlines() if "start → maps_ready" in line)
+    assert [c.strip() for c in row.strip("|").split("|")] == ["cute_gemm", "start → maps_ready", "2", "1.800", "2.000"]
+    assert "time to first MMA 3.00 µs (median), setup share 3.0%" in text
+    assert ("CUPTI kernel time a call 102.00 µs with marks (quartiles 101.25-103.75) vs 100.00 µs without "
+            "(99.25-100.75): +2.0% (medians of 4 calls each" in text)
+    assert "the marks span 100.00 µs of the call's 102.00 µs kernel time (CUPTI, 98.0%)" in text
+    assert "start at +4.00 µs from this call's last mark (earliest; median +4.50), first MMA at +7.50 µs" in text
+    # the calls do not overlap: nothing for the verdict's setup judgement to read
+    assert _submission_phases().behind is None
+    assert "the calls do not overlap" in text
+    written = json.loads(trace.read_text())
+    assert (written["format"], written["kind"]) == (1, "trace")
+    assert {e["tid"] for e in written["traceEvents"] if e["ph"] == "X"} == {0, 1}
+    kernels = json.loads(doc.read_text())["phases"]["4"]["kernels"]
+    assert kernels[0]["kernel"] == "cute_gemm" and kernels[0]["phases"][0]["median_us"] == pytest.approx(1.8)
+
+
+def test_profile_phases_of_a_submission_states_bad_input_in_one_line_and_keeps_the_rest(cli, fake_gpu, monkeypatch,
+                                                                                         tmp_path):
+    from nvgg.profiling import submission_phases
+
+    def fake_run(path, case, timeout_s=None):
+        if case.id == "3":
+            raise submission_phases.CaseFailure("case 3 (with marks): timed out after 60 s (a hang, or far too slow "
+                                                "for its time limit)")
+        return _submission_phases(case.id, overflow=case.id == "4")
+
+    monkeypatch.setattr(submission_phases, "run", fake_run)
+    mine = tmp_path / "mine.py"
+    mine.write_text("def custom_kernel(data):\n    return None\n")
+    doc = tmp_path / "p.json"
+    out = cli("profile", "--phases", "--submission", str(mine), "--case", "2,3,4", "--json", str(doc))
+    assert out.exit_code == 2
+    assert "case 2:" in out.stdout and "case 4:" in out.stdout and set(json.loads(doc.read_text())["phases"]) == {"2", "4"}
+    errors = [line for line in out.stderr.splitlines() if line.startswith("nvgg: ")]
+    assert errors == ["nvgg: case 3 (with marks): timed out after 60 s (a hang, or far too slow for its time limit)",
+                      "nvgg: case 4: cute_gemm: CTAs up to index 2 marked but its buffer holds 2: the marks of 1 CTAs "
+                      "are lost; pass the launch's CTA count to buffer()"]
+
+    # a problem of the submission itself (here: no marks) stops at the first case: one line
+    def unmarked(path, case, timeout_s=None):
+        raise NvggError("submission mine.py asked for no probe buffer in a call: mark its kernels with nvgg.probe")
+
+    monkeypatch.setattr(submission_phases, "run", unmarked)
+    out = cli("profile", "--phases", "--submission", str(mine))
+    assert out.exit_code == 2 and out.stderr.count("nvgg: ") == 1 and "asked for no probe buffer" in out.stderr

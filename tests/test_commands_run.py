@@ -1,0 +1,54 @@
+"""`nvgg run` (nvgg/commands/run.py): the row it asks for, what it prints and writes, its exit code;
+for real on the CPU, and on a fake GPU with the row faked (conftest: fake_gpu, fake_rows)."""
+
+import json
+
+from conftest import made_result
+
+
+def test_run_on_the_cpu_end_to_end(cli, tmp_path):
+    out = cli("run", "--case", "test-2", "--json", str(tmp_path / "r.json"))
+    assert out.exit_code == 0, out.output
+    assert "(CPU)" in out.stdout and "sequential/torch" in out.stdout and "different bits" in out.stdout
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert (doc["format"], doc["kind"]) == (1, "results") and doc["results"][0]["status"] == "ok"
+    assert doc["results"][0]["stats"]["clock"] == "host clock (CPU run)"
+
+
+def test_run_asks_for_the_row_it_parsed(cli, fake_gpu, fake_rows, tmp_path):
+    fake_rows.answer = lambda row: made_result(row.case.id, "graph", "torch", 42.0)
+    out = cli("run", "--case", "3", "--strategy", "graph", "--backend", "torch", "--timer", "per-call",
+              "--timeout", "30", "--json", str(tmp_path / "r.json"))
+    assert out.exit_code == 0, out.output
+    [row] = fake_rows.seen
+    assert (row.case.id, row.strategy, row.backend, row.profile, row.timer, row.tensormaps, row.submission, row.device) == (
+        "3", "graph", "torch", None, "per-call", None, None, "cuda")
+    assert fake_rows.timeouts == [30.0]
+    assert "TestGPU" in out.stdout and "42.00" in out.stdout
+    assert json.loads((tmp_path / "r.json").read_text())["results"][0]["time_us"] == 42.0
+
+
+def test_run_defaults_to_this_gpus_best_and_passes_the_tensor_map_mode(cli, fake_gpu, fake_rows):
+    assert cli("run", "--case", "3", "--tensormaps", "HOST").exit_code == 0
+    assert cli("run", "--case", "3").exit_code == 0
+    assert [(r.strategy, r.backend, r.tensormaps) for r in fake_rows.seen] == [
+        ("persistent", "cute", "host"), ("persistent", "cute", None)]
+    bad = cli("run", "--case", "3", "--tensormaps", "shared")
+    assert bad.exit_code == 2 and "shared" in bad.output
+
+
+def test_a_wrong_or_suspect_row_exits_1(cli, fake_gpu, fake_rows):
+    fake_rows.answer = lambda row: made_result(row.case.id, "persistent", "cute", None, status="wrong",
+                                               message="input 0: 3 of 7168 outputs differ")
+    out = cli("run", "--case", "3")
+    assert out.exit_code == 1 and "WRONG" in out.stdout
+
+
+def test_a_submission_brings_its_own_launch_scheme(cli, fake_gpu, fake_rows, tmp_path):
+    mine = tmp_path / "mine.py"
+    mine.write_text("def custom_kernel(data):\n    return None\n")
+    out = cli("run", "--case", "3", "--submission", str(mine), "--strategy", "graph")
+    assert out.exit_code == 2 and "--submission brings its own launch scheme" in out.stderr and not fake_rows.seen
+    fake_rows.answer = lambda row: made_result(row.case.id, "submission", "submission", 20.0, source="mine.py")
+    assert cli("run", "--case", "3", "--submission", str(mine)).exit_code == 0
+    assert fake_rows.seen[0].submission == str(mine.resolve())

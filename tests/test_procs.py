@@ -1,0 +1,134 @@
+"""Child processes (nvgg/procs.py): workers kept across calls and replaced after a failure, one-shot
+children, children under a wrapper (as ncu runs its target), and one set of words for how any of
+them ended. On the CPU, with children that hang, crash and exit non-zero."""
+
+import ctypes
+import json
+import os
+import subprocess
+import time
+
+import pytest
+
+from nvgg import cases, procs
+from nvgg.errors import NvggError
+
+
+def _running(pid) -> bool:
+    """A process that exists and is no zombie (a killed child whose reaper has not reaped it yet)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+def test_workers_are_kept_across_calls_of_a_key_and_replaced_after_a_crash():
+    with procs.Pool(30) as pool:
+        first = pool.call("a", os.getpid)
+        assert first != os.getpid() and pool.call("a", os.getpid) == first
+        assert pool.call("b", os.getpid) not in (first, os.getpid())
+        with pytest.raises(procs.ChildFailure, match=r"^crashed: the process died \(exit code 7\)"):
+            pool.call("a", os._exit, status=7)
+        assert pool.call("a", os.getpid) not in (first, None)
+
+
+def test_a_raising_call_keeps_its_worker_and_an_expected_failure_stays_one():
+    with procs.Pool(30) as pool:
+        pid = pool.call("a", os.getpid)
+        with pytest.raises(procs.ChildError, match="JSONDecodeError: Expecting value") as raised:
+            pool.call("a", json.loads, s="x")
+        assert "Traceback" in raised.value.trace
+        with pytest.raises(NvggError, match="unknown case 'nope'"):
+            pool.call("a", cases.get, id="nope")
+        assert pool.call("a", os.getpid) == pid
+
+
+def test_a_worker_past_the_timeout_is_killed_with_what_it_started():
+    with procs.Pool(2) as pool:
+        pid = pool.call("a", os.getpid)
+        t0 = time.monotonic()
+        with pytest.raises(procs.ChildFailure, match=r"^timed out after 2 s \(a hang"):
+            pool.call("a", subprocess.run, args=["sleep", "60"])
+        assert time.monotonic() - t0 < 10 and not _running(pid)
+
+
+def test_a_child_runs_one_call_and_answers_in_a_file():
+    assert procs.run_once(os.getpid) != os.getpid()
+    assert procs.run_once(json.loads, s='{"a": 1}') == {"a": 1}
+    with pytest.raises(procs.ChildError, match="JSONDecodeError"):
+        procs.run_once(json.loads, s="x")
+    with pytest.raises(NvggError, match="unknown case 'nope'"):
+        procs.run_once(cases.get, id="nope")
+
+
+def test_a_childs_environment_and_gpu(monkeypatch):
+    assert procs.run_once(os.getenv, key="NVGG_TEST_MARK", env={"NVGG_TEST_MARK": "7"}) == "7"
+    env = procs.environment(gpu=1)
+    assert env["CUDA_VISIBLE_DEVICES"] == "1" and env["PYTHONPATH"].split(os.pathsep)[0] == str(procs.ROOT)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,6")
+    assert procs.environment(gpu=1)["CUDA_VISIBLE_DEVICES"] == "6"  # an index among the GPUs this process sees
+    with pytest.raises(NvggError, match="GPU 2 is not one of the 2 this process sees"):
+        procs.environment(gpu=2)
+
+
+# every way a child can end without an answer, worded the same for every kind of child: a worker, a
+# one-shot child (a submission's phase run), a one-shot child under a wrapper (ncu's target; `env`
+# stands in for ncu here: it runs the child as its own process image, so its exit is the child's)
+ENDINGS = [
+    (os._exit, {"status": 3}, "crashed: the process died (exit code 3)"),
+    (ctypes.string_at, {"ptr": 0}, "crashed: the process died (killed by SIGSEGV)"),
+    (subprocess.run, {"args": ["sleep", "60"]}, "timed out after 3 s (a hang, or far too slow for its time limit)"),
+]
+
+
+def _ending(kind: str, fn, kwargs) -> str:
+    try:
+        if kind == "worker":
+            with procs.Pool(3) as pool:
+                pool.call("a", fn, **kwargs)
+        else:
+            procs.run_once(fn, timeout_s=3, wrap=("env",) if kind == "wrapped" else (), **kwargs)
+    except procs.ChildFailure as exc:
+        return str(exc)
+    return "answered"
+
+
+@pytest.mark.parametrize("fn, kwargs, said", ENDINGS, ids=["exit", "segfault", "hang"])
+def test_every_kind_of_child_ends_in_the_same_words(fn, kwargs, said):
+    endings = {kind: _ending(kind, fn, kwargs) for kind in ("worker", "once", "wrapped")}
+    # a crash adds the last line the child logged (Python's own report of a segfault, say)
+    assert {kind: text.split(": ", 2)[:2] if text.startswith("crashed") else text for kind, text in endings.items()} == {
+        kind: said.split(": ", 2)[:2] if said.startswith("crashed") else said for kind in endings}
+    assert len({text for text in endings.values()}) == 1, endings
+
+
+def test_a_wrapper_that_fails_before_the_child_starts_is_a_death_with_its_words():
+    with pytest.raises(procs.ChildFailure, match=r"crashed: the process died \(exit code 1\)"):
+        procs.run_once(os.getpid, wrap=("sh", "-c", "echo 'wrapper: no such tool' >&2; exit 1", "sh"))
+
+
+def test_in_process_mode_runs_in_this_process(monkeypatch):
+    monkeypatch.setenv("NVGG_ISOLATION", "off")
+    with procs.Pool() as pool:
+        assert pool.call("a", os.getpid) == os.getpid()
+        with pytest.raises(procs.ChildError, match="JSONDecodeError"):
+            pool.call("a", json.loads, s="x")
+
+
+@pytest.mark.parametrize("value, isolated", [("on", True), ("OFF", False), ("0", False), ("", True)])
+def test_isolation_setting(monkeypatch, value, isolated):
+    monkeypatch.setenv("NVGG_ISOLATION", value)
+    assert procs.isolated() is isolated
+
+
+def test_an_unknown_isolation_setting_is_refused(monkeypatch):
+    monkeypatch.setenv("NVGG_ISOLATION", "garbage")
+    with pytest.raises(NvggError, match="NVGG_ISOLATION='garbage': set it to on"):
+        procs.Pool()
+
+
+def test_cuda_reason_picks_the_cuda_error_out_of_a_message():
+    msg = "launch failed: AcceleratorError: CUDA error: an illegal memory access was encountered\nSearch for ..."
+    assert procs.cuda_reason(msg) == "CUDA error: an illegal memory access was encountered"
+    assert procs.cuda_reason("RuntimeError: boom\nmore") == "RuntimeError: boom"
