@@ -110,9 +110,7 @@ def test_configs_the_backend_picks_fit_in_shared_memory():
     assert gemm.GemmConfig(expand_only=True).threads == gemm.EXPAND_THREADS
 
 
-def test_ablations_are_named_and_checked():
-    assert gemm.GemmConfig(ablate="no_mma").problems() is None
-    assert "ablate='fast'" in gemm.GemmConfig(ablate="fast").problems()
+def test_tile_m_is_checked_and_picked():
     assert "48" in gemm.GemmConfig(tile_m=48).problems()
     assert [gemm.pick_tile_m([m]) for m in (1, 32, 33, 64, 65, 512)] == [32, 32, 64, 64, 128, 128]
 
@@ -312,7 +310,7 @@ def test_cache_hits_in_memory_and_on_disk(store, tmp_path):
 
 def test_key_names_every_ingredient():
     key = kcache.CacheKey.make("k", gemm.GemmConfig(), (1, 128, 256), "sm_90a", host.SOURCES)
-    assert key.config == (128, 3, False, False, "", True, 8, True, False, "device", "rows", True, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
+    assert key.config == (128, 3, False, False, True, 8, True, False, "device", "rows", True, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
     assert key.dsl and len(key.source) == 16
 
 

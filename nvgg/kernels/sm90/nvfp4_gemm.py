@@ -328,8 +328,6 @@ class Nvfp4GemmSm90:
                     # columns of Cᵀ past m, which are never stored; zero-filling them was measured slower
                     # than loading real rows)
                     boxes = (rows + A16_BOX_ROWS - 1) // A16_BOX_ROWS
-                    if cutlass.const_expr(self.config.ablate == "a16_oob"):
-                        boxes = Int32(self.slot_rows // A16_BOX_ROWS)
                     sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)  # the B tile's scales
                     desc_b = desc_a + Int64(TENSORMAP_BYTES)
                     for kt in cutlass.range(k // K_STAGE, unroll=1):
@@ -354,10 +352,6 @@ class Nvfp4GemmSm90:
                             a16_pipe.sync_object_empty.wait(astate.index, astate.phase)
                             a16_pipe.sync_object_full.arrive_and_expect_tx(astate.index, boxes * self.box_bytes)
                             a_x, a_y = kt * K_STAGE + sub * K_SUB, mt * self.tile_m
-                            if cutlass.const_expr(self.config.ablate == "a16_hot"):
-                                a_x, a_y = Int32(0), Int32(0)  # the same box every time: L2-resident
-                            if cutlass.const_expr(self.config.ablate == "a16_oob"):
-                                a_y = Int32(1 << 24)  # rows past m: zero fill, nothing read from L2
                             mbar = a16_pipe.producer_get_barrier(astate).toint()
                             for b in cutlass.range_constexpr(self.slot_rows // A16_BOX_ROWS):
                                 if b < boxes:
@@ -607,10 +601,8 @@ class Nvfp4GemmSm90:
         base = ring_addr + rstate.index * self.stage_bytes
         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
             a16_pipe.consumer_wait(astate)
-            if cutlass.const_expr(self.config.ablate != "no_expand"):
-                self._decode_b(tidx, base, sub, words[sub % 2])
-            if cutlass.const_expr(self.config.ablate != "no_mma"):
-                self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, astate.index, extra)
+            self._decode_b(tidx, base, sub, words[sub % 2])
+            self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, astate.index, extra)
             if cutlass.const_expr(self.config.instrument and sub == 0):
                 if astate.count == 0:
                     self._stamp(phases, cta, tidx, phase_slots.FIRST_MMA)
@@ -664,9 +656,9 @@ class Nvfp4GemmSm90:
             w0, w1 = ptx.ld_shared_v2(stage + self.off_b + row * ROW_BYTES
                                       + (((2 * sub + c // 2) ^ (row % 8)) * 16) + (c % 2) * 8)
             scale = ptx.ld_shared_scale(stage + self.off_sfb + sub * SCALE_CHUNK + (row % 32) * 16
-                                        + ((row % 128) // 32) * 4 + c, self.config.ablate != "no_fp16")
-            lo = ptx.decode_word(w0, scale, self.config.ablate not in ("no_scale", "no_fp16"))
-            hi = ptx.decode_word(w1, scale, self.config.ablate not in ("no_scale", "no_fp16"))
+                                        + ((row % 128) // 32) * 4 + c)
+            lo = ptx.decode_word(w0, scale)
+            hi = ptx.decode_word(w1, scale)
             for s in cutlass.range_constexpr(K_SUB // 16):
                 words[s * 4 + half] = Uint32(lo[s])
                 words[s * 4 + 2 + half] = Uint32(hi[s])
@@ -729,13 +721,11 @@ class Nvfp4GemmSm90:
             y0, y1, y2, y3 = ptx.ld_global_v4(src + Int64(16))
             scales = ptx.ld_global_scale_quad(
                 Int64(self._field(table, info, g, COL_SFA))
-                + Int64(((row // 128) * blocks + kb) * SCALE_CHUNK + (row % 32) * 16 + ((row % 128) // 32) * 4),
-                self.config.ablate != "no_fp16")
-            scaled = self.config.ablate not in ("no_scale", "no_fp16")
+                + Int64(((row // 128) * blocks + kb) * SCALE_CHUNK + (row % 32) * 16 + ((row % 128) // 32) * 4))
             dst = Int64(self._field(table, info, g, COL_A16)) + Int64(row) * Int64(2 * k) + Int64(kb * (K_SUB * 2))
             for h in cutlass.range_constexpr(2):
                 block_words = (x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3)
-                d = [ptx.decode_word(w, sc, scaled) for w, sc in zip(block_words, scales)]
+                d = [ptx.decode_word(w, sc) for w, sc in zip(block_words, scales)]
                 for s in cutlass.range_constexpr(K_SUB // 16):
                     ptx.st_global_v4(dst + Int64((2 * s + h) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
             u += step
