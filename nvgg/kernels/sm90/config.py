@@ -46,7 +46,7 @@ COL_A, COL_B, COL_SFA, COL_SFB, COL_C, COL_M, COL_N, COL_K = (groups.COL_A, grou
 COL_TILE_BEGIN, COL_TILE_END, COL_M_TILES = 8, 9, 10
 # Launch-wide columns, read from row 0 only: the host-encoded template tensor-map pair (A, B), the
 # workspace holding one pair per CTA (CTA c's at workspace + c * PAIR_BYTES), and the phase buffer
-# of the instrumented build ([ctas, phases.SLOTS] int64; 0 when not instrumented).
+# of the instrumented build ([ctas, phase_slots.SM90.slots] int64; 0 when not instrumented).
 COL_TEMPLATE, COL_WORKSPACE, COL_PHASES = 12, 13, 14
 # A expanded once per launch (phase 0): per group the fp16 copy (m × k,
 # row-major, each 64-k block in the k order of the B fragments) and its share of the phase-0 work
@@ -94,7 +94,8 @@ class GemmConfig:
     stages: int = 3  # depth of the packed-data ring (each stage is 256 k)
     persistent: bool = False
     # the persistent kernel's phase-timestamp build (profiling only; never the timed build): it
-    # writes %globaltimer readings into the buffer at table row 0, COL_PHASES (see profiling/phases.py)
+    # writes %globaltimer readings into the buffer at table row 0, COL_PHASES (its slots:
+    # kernels/phase_slots.py, SM90)
     instrument: bool = False
     # persistent kernel: each CTA takes the list of tiles `schedule` gives it (contiguous runs,
     # balanced by cost; True) rather than every grid-th tile; a run stays in one group for longer,

@@ -158,7 +158,8 @@ def decode_word(word: Int32, scale2: Int32, *, loc=None, ip=None) -> tuple[Int32
     e2m1 value times 2^-6 for every code (the e2m1 subnormal 0.5 lands on the e4m3 subnormal
     2^-7); the even nibbles of each byte need their sign moved to bit 7, the odd ones have it there
     already. The hardware e4m3 -> fp16 conversion then does two values per instruction, and the
-    multiply by 64 * scale is exact (see FACTS: e2m1 * e4m3 fits fp16; 448 * 64 < 65504)."""
+    multiply by 64 * scale is exact (64 × 448 < 65504; every e2m1 × e4m3 product is an fp16: at
+    most 6 × 448, at least 0.5 × 2^-9 = 2^-10, with at most 5 significant bits)."""
     return _asm(_DECODE_WORD, "=r,=r,=r,=r,r,r", [Int32(word), Int32(scale2)], loc, ip, results=4, pure=True)
 
 
