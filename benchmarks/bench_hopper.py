@@ -53,10 +53,11 @@ def _column(strategy: str, backend: str) -> dict:
     unknown = options - {"host", "device", "grid", "rows", "serial"}
     if unknown:
         raise SystemExit(f"unknown persistent build options {sorted(unknown)}: host, device, grid, rows, serial")
-    from nvgg.backends.cute_sm90 import variant_backend
-    return {"strategy": "persistent", "backend": variant_backend(
-        "device" if "device" in options else "host", readiness="grid" if "grid" in options else "rows",
-        programmatic="serial" not in options)}
+    from nvgg.backends.cute import CuteBackend
+    from nvgg.backends.cute_sm90 import Sm90Kernels
+    build = Sm90Kernels(readiness="grid" if "grid" in options else "rows", programmatic="serial" not in options)
+    return {"strategy": "persistent",
+            "backend": CuteBackend(tensormaps="device" if "device" in options else "host", family=build)}
 
 
 def fp16_peak_tflops() -> float:

@@ -13,7 +13,7 @@ cutlass = pytest.importorskip("cutlass")
 
 from nvgg import cases, inputs, reference  # noqa: E402
 from nvgg.backends.cute import CuteBackend  # noqa: E402
-from nvgg.backends.cute_sm90 import Sm90Kernels, config_for, variant_backend  # noqa: E402
+from nvgg.backends.cute_sm90 import Sm90Kernels, config_for  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache  # noqa: E402
 from nvgg.kernels import groups as kgroups, schedule, tools  # noqa: E402
@@ -110,9 +110,7 @@ def test_configs_the_backend_picks_fit_in_shared_memory():
     assert gemm.GemmConfig(expand_only=True).threads == gemm.EXPAND_THREADS
 
 
-def test_ablations_are_named_and_checked():
-    assert gemm.GemmConfig(ablate="no_mma").problems() is None
-    assert "ablate='fast'" in gemm.GemmConfig(ablate="fast").problems()
+def test_tile_m_is_checked_and_picked():
     assert "48" in gemm.GemmConfig(tile_m=48).problems()
     assert [gemm.pick_tile_m([m]) for m in (1, 32, 33, 64, 65, 512)] == [32, 32, 64, 64, 128, 128]
 
@@ -312,7 +310,7 @@ def test_cache_hits_in_memory_and_on_disk(store, tmp_path):
 
 def test_key_names_every_ingredient():
     key = kcache.CacheKey.make("k", gemm.GemmConfig(), (1, 128, 256), "sm_90a", host.SOURCES)
-    assert key.config == (128, 3, False, False, "", True, 8, True, False, "device", "rows", True, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
+    assert key.config == (128, 3, False, False, True, 8, True, False, "device", "rows", True, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
     assert key.dsl and len(key.source) == 16
 
 
@@ -331,7 +329,8 @@ def test_backend_compile_reports_each_distinct_kernel():
     assert len(grouped) == 1 and grouped[0].threads == gemm.GemmConfig(persistent=True).threads == 288
     assert grouped[0].extra["cache_hit"] in ("cold", "memory", "disk") and grouped[0].extra["wgmma"]
     assert grouped[0].extra["launch"] == "programmatic" and "launch" not in infos[0].extra
-    assert variant_backend("host", programmatic=False).compile(case, "sm_90a", grouped=True)[0].extra["launch"] == "stream order"
+    serial = CuteBackend(tensormaps="host", family=Sm90Kernels(programmatic=False))
+    assert serial.compile(case, "sm_90a", grouped=True)[0].extra["launch"] == "stream order"
     # case 2 merges tiles on 132 SMs: the wide-tile build, a producer warpgroup beside the MMA ones
     (wide,) = be.compile(cases.get("2"), "sm_90a", grouped=True)
     assert wide.name == "nvfp4_grouped_gemm_sm90[tile_m=128,stages=4,slots=6,wide_tiles,tensormaps=host]"
@@ -521,7 +520,7 @@ def _backend(build: str) -> CuteBackend:
     if build in ("per-group", "default"):
         return CuteBackend()
     maps, wait = build.split("+")
-    return variant_backend(maps, readiness=wait)
+    return CuteBackend(tensormaps=maps, family=Sm90Kernels(readiness=wait))
 
 
 @pytest.mark.gpu
@@ -641,7 +640,7 @@ def test_programmatic_launches_back_to_back(build):
     case = cases.get("2" if wide else "3")
     batch = [inputs.generate(case, "cuda", seed=case.seed + 42 * i) for i in range(3)]
     wants = [reference.reference(d) for d in batch]
-    launches = [variant_backend(maps, readiness=wait).grouped_launcher(d) for d in batch]
+    launches = [CuteBackend(tensormaps=maps, family=Sm90Kernels(readiness=wait)).grouped_launcher(d) for d in batch]
     assert all(x.programmatic for x in launches)
     for d in batch:
         reference.poison(d)
@@ -699,7 +698,7 @@ def test_dsl_launch_with_arguments_converted_once_matches_the_reference_on_any_s
 
     case = cases.get("test-4")
     data = inputs.generate(case, "cuda")
-    groups, config, _, ctas = Sm90Kernels()._persistent(data, instrument=False)
+    groups, config, _, ctas = Sm90Kernels()._persistent(data, "device", instrument=False)
     entry = host.compile_gemm(config, None, "sm_90a")  # with the DSL's callable
     tables = host.build_tables(groups, config, ctas)
     args = (make_ptr(cutlass.Int64, tables.table.data_ptr(), cutlass.cute.AddressSpace.gmem, assumed_align=16),

@@ -60,9 +60,11 @@ def test_phases_of_the_persistent_kernel(tmp_path):
 def test_cupti_agrees_with_events_for_one_kernel():
     # launched in plain stream order: programmatic launches overlap the calls' kernels, which the
     # events see and the per-call traces do not (test_cupti.py)
-    from nvgg.backends.cute_sm90 import variant_backend
-    res = datapath.run_one(cases.get("1"), strategy="persistent", backend=variant_backend("host", programmatic=False),
-                         device=torch.device("cuda"), timer="cupti")
+    from nvgg.backends.cute import CuteBackend
+    from nvgg.backends.cute_sm90 import Sm90Kernels
+    serial = CuteBackend(tensormaps="host", family=Sm90Kernels(programmatic=False))
+    res = datapath.run_one(cases.get("1"), strategy="persistent", backend=serial, device=torch.device("cuda"),
+                           timer="cupti")
     assert res.status == "ok" and res.cupti["activities"] == 1 and res.cupti["gaps_us"] == 0
     assert res.cupti["kernel_us"] == pytest.approx(res.stats.mean_us, rel=0.03)
 

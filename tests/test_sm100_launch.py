@@ -182,7 +182,7 @@ def test_a_packed_launch_in_clusters_is_right_back_to_back():
     from nvgg.kernels.sm90 import host as sm90host
 
     data = inputs.generate(cases.get("test-4"), "cuda")
-    groups, config, entry, ctas = Sm90Kernels()._persistent(data, instrument=False)
+    groups, config, entry, ctas = Sm90Kernels()._persistent(data, "device", instrument=False)
     tables = sm90host.build_tables(groups, config, ctas)
     grid = sm90host.grid_dims(config, None, ctas)
     if grid[0] % 2 or launch.max_active_clusters(entry, (2, 1, 1)) * 2 < grid[0]:

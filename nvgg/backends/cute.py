@@ -7,9 +7,12 @@
   memory; the persistent kernel takes its maps from the host (`host`, default) or makes them in
   the kernel (`device`). Compiled and checked on the CPU here; no B200 has run them.
 
-The family is the GPU's (or, for `nvgg compile`, the target arch's). `tensormaps` is the
-persistent kernel's tensor-map mode (None: the family's default); it applies to the persistent
-strategy alone, and a mode a family's kernel has not is refused before anything runs.
+The family is the GPU's (or, for `nvgg compile`, the target arch's), a KernelFamily (family.py),
+unless the backend is given one of its own: `CuteBackend(family=Sm90Kernels(readiness="grid"))`
+runs that family's builds on sm_90a and the default family elsewhere (benchmarks and tests compare
+builds so).
+`tensormaps` is the persistent kernel's tensor-map mode (None: the family's default); it applies to
+the persistent strategy alone, and a mode a family's kernel has not is refused before anything runs.
 """
 
 from __future__ import annotations
@@ -20,12 +23,13 @@ from ..cases import Case
 from ..errors import NvggError
 from ..kernels.tensormaps import MODES
 from .base import Backend, KernelInfo, Launch, arch_of
+from .family import KernelFamily
 
 ARCHS = ("sm_90a", "sm_100a")
 TENSORMAP_MODES = MODES
 
 
-def family(arch: str):
+def family(arch: str) -> KernelFamily:
     """The kernel family that builds for `arch`."""
     if arch == "sm_90a":
         from .cute_sm90 import Sm90Kernels
@@ -41,10 +45,11 @@ class CuteBackend(Backend):
     name = "cute"
     supports_grouped = True
 
-    def __init__(self, tensormaps: str | None = None):
+    def __init__(self, tensormaps: str | None = None, family: KernelFamily | None = None):
         if tensormaps is not None and tensormaps not in TENSORMAP_MODES:
             raise NvggError(f"unknown tensor-map mode {tensormaps!r}: choose device or host")
         self.tensormaps = tensormaps
+        self.variant = family  # the family run on its own arch instead of that arch's default one
 
     def mode(self, arch: str) -> str:
         """The persistent kernel's tensor-map mode on `arch`: the one asked for, if the family's
@@ -99,8 +104,8 @@ class CuteBackend(Backend):
         return kernels.grouped_launcher(data, self.mode(arch))
 
     def phase_launcher(self, data, **options):
-        """The persistent kernel's instrumented build: (launch, phase buffer), see the family's
-        (`options`: the family's own, sm_90a's `programmatic`)."""
+        """The persistent kernel's instrumented build: (launch, phase buffer), see
+        KernelFamily.phase_launcher (`options`: its `programmatic`)."""
         kernels, arch = self._family(data), self._arch(data)
         return kernels.phase_launcher(data, self.mode(arch), **options)
 
@@ -113,9 +118,12 @@ class CuteBackend(Backend):
     def _arch(data) -> str:
         return arch_of(data[0][0][2].device)
 
-    def kernels(self, arch: str):
-        """The kernel family this backend builds for `arch` (a variant backend's own build)."""
+    def kernels(self, arch: str) -> KernelFamily:
+        """The kernel family this backend builds for `arch`: the one it was given, where that one
+        builds for `arch`, else the arch's own."""
+        if self.variant is not None and self.variant.arch == arch:
+            return self.variant
         return family(arch)
 
-    def _family(self, data):
+    def _family(self, data) -> KernelFamily:
         return self.kernels(self._arch(data))

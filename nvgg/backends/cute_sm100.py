@@ -36,6 +36,7 @@ from ..kernels.sm100 import host
 from ..kernels.sm100 import config as gemm
 from ..profiles import get as get_profile
 from .base import KernelInfo, Launch, checked_group, group_problem, kernel_info
+from .family import KernelFamily
 
 ARCH = "sm_100a"
 TENSORMAP_MODES = gemm.TENSORMAP_MODES
@@ -58,8 +59,8 @@ def group_config(shape, sms: int | None) -> gemm.Sm100Config:
     return host.choose([shape], *_model_inputs(sms)).config
 
 
-class Sm100Kernels:
-    """The sm_100a kernel family behind the cute backend (see nvgg/backends/cute.py)."""
+class Sm100Kernels(KernelFamily):
+    """The sm_100a kernel family behind the cute backend (the interface: family.py)."""
 
     arch = ARCH
     tensormap_modes = TENSORMAP_MODES
@@ -75,10 +76,10 @@ class Sm100Kernels:
         return group_problem(case, gemm.Sm100Config().is_valid, "the sm_100a cute kernel")
 
     def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None,
-                tensormaps: str = DEFAULT_MODE) -> list[KernelInfo]:
+                tensormaps: str | None = None) -> list[KernelInfo]:
         if grouped:
             estimate = host.choose(case.groups, *_model_inputs(sms))
-            config = host.with_mode(estimate.config, tensormaps)
+            config = host.with_mode(estimate.config, self.mode(tensormaps))
             info = self._info(host.compile_gemm(config, arch, need_callable=False), estimate)
             info.extra["launch"] = "programmatic" if self.programmatic else "stream order"
             return [info]
@@ -109,7 +110,7 @@ class Sm100Kernels:
         config = group_config((tensors.m, tensors.n, tensors.k), sms)
         return host.group_launch(_compiled(config), tensors, config)
 
-    def grouped_launcher(self, data, tensormaps: str = DEFAULT_MODE) -> Launch:
+    def grouped_launcher(self, data, tensormaps: str | None = None) -> Launch:
         groups, config, entry, resident = self._persistent(data, tensormaps, instrument=False)
         tables = host.build_tables(groups, config, resident, templates=host.templates_of(entry))
         out = host.persistent_launch(entry, groups, tables, config)
@@ -117,7 +118,8 @@ class Sm100Kernels:
             out.setup_us = setup_phases(tables.encode_us)
         return out
 
-    def phase_launcher(self, data, tensormaps: str = DEFAULT_MODE, programmatic: bool = False) -> tuple[Launch, torch.Tensor]:
+    def phase_launcher(self, data, tensormaps: str | None = None,
+                       programmatic: bool = False) -> tuple[Launch, torch.Tensor]:
         """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
         int64 [ctas, SM100.slots] buffer each launch fills (zeroed first; kernels/phase_slots.py).
         Same tile, schedule and grid as the timed build. `programmatic`: launched as the timed
@@ -138,15 +140,14 @@ class Sm100Kernels:
 
         return launch, buffer
 
-    @staticmethod
-    def phase_layout(tensormaps: str):
-        return phase_slots.sm100_for(tensormaps)
+    def phase_layout(self, tensormaps: str | None = None):
+        return phase_slots.sm100_for(self.mode(tensormaps))
 
-    def _persistent(self, data, tensormaps: str, *, instrument: bool):
+    def _persistent(self, data, tensormaps: str | None, *, instrument: bool):
         """The groups, the build, its compiled entry, and the clusters the GPU holds at once."""
         device = data[0][0][2].device
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        return persistent_build(data, tensormaps, sms, host.resident_clusters, instrument=instrument)
+        return persistent_build(data, self.mode(tensormaps), sms, host.resident_clusters, instrument=instrument)
 
 
 def persistent_build(data, tensormaps: str, sms: int, resident=None, *, instrument: bool = False):

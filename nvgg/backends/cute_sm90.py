@@ -28,6 +28,7 @@ from ..kernels.sm90 import host
 from ..kernels.sm90 import config as gemm
 from ..kernels.phase_slots import SM90
 from .base import KernelInfo, Launch, checked_group, group_problem, kernel_info
+from .family import KernelFamily
 
 ARCH = "sm_90a"
 # where the persistent kernel's tensor maps come from: its producer rewrites one pair in the kernel
@@ -70,8 +71,10 @@ def _shape_problem(case: Case, config: gemm.GemmConfig) -> str | None:
     return group_problem(case, config.is_valid, "the cute backend")
 
 
-class Sm90Kernels:
-    """The sm_90a kernel family behind the cute backend (see nvgg/backends/cute.py)."""
+class Sm90Kernels(KernelFamily):
+    """The sm_90a kernel family behind the cute backend (the interface: family.py). Its
+    persistent kernel also comes in builds that benchmarks and tests compare against, run through
+    `CuteBackend(family=Sm90Kernels(readiness=..., programmatic=...))`."""
 
     arch = ARCH
     tensormap_modes = TENSORMAP_MODES
@@ -84,9 +87,13 @@ class Sm90Kernels:
         # how the persistent kernel waits for phase 0 (gemm.READINESS); "grid", the earlier
         # build's wait, is there for benchmarks and tests to compare against
         self.readiness = readiness
-        # the persistent kernel's timed launches may start while the kernel before them in the
-        # stream finishes (launch.DirectLaunch's `programmatic`; see kernels/sm90/nvfp4_gemm.py)
-        self.programmatic = programmatic
+        self._programmatic = programmatic
+
+    @property
+    def programmatic(self) -> bool:
+        """Whether the persistent kernel's timed launches may start while the kernel before them in
+        the stream finishes (launch.DirectLaunch's `programmatic`; see kernels/sm90/nvfp4_gemm.py)."""
+        return self._programmatic
 
     def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
         if grouped and case.g > gemm.MAX_GROUPS:
@@ -95,9 +102,9 @@ class Sm90Kernels:
         return _shape_problem(case, config_for(case.m, persistent=grouped))
 
     def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None,
-                tensormaps: str = "device") -> list[KernelInfo]:
+                tensormaps: str | None = None) -> list[KernelInfo]:
         if grouped:
-            builds = [(replace(persistent_config(case.m, case.n, sms or NOMINAL_SMS), tensormaps=tensormaps,
+            builds = [(replace(persistent_config(case.m, case.n, sms or NOMINAL_SMS), tensormaps=self.mode(tensormaps),
                                readiness=self.readiness), None)]
         else:  # every per-group launch runs the expand kernel first
             builds = [(config_for([m], persistent=False), (m, n, k)) for m, n, k in dict.fromkeys(case.groups)]
@@ -135,7 +142,7 @@ class Sm90Kernels:
                                    (host.expand_grid(tables, sms), 1, 1))
         return host.ExpandThenGemm(expand, gemm_launch)
 
-    def grouped_launcher(self, data, tensormaps: str = "device") -> Launch:
+    def grouped_launcher(self, data, tensormaps: str | None = None) -> Launch:
         groups, config, entry, grid = self._persistent(data, tensormaps, instrument=False)
         tables = self._tables(groups, config, grid)
         out = self._launcher(entry, tables, host.grid_dims(config, None, grid), programmatic=self.programmatic)
@@ -143,7 +150,8 @@ class Sm90Kernels:
             out.setup_us = setup_phases(tables.encode_us)
         return out
 
-    def phase_launcher(self, data, tensormaps: str = "device", programmatic: bool = False) -> tuple[Launch, torch.Tensor]:
+    def phase_launcher(self, data, tensormaps: str | None = None,
+                       programmatic: bool = False) -> tuple[Launch, torch.Tensor]:
         """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
         int64 [ctas, SM90.slots] buffer each launch fills with %globaltimer readings (zeroed
         first; see nvgg/kernels/phase_slots.py for the slots). Same grid and tiles as the timed build.
@@ -162,18 +170,17 @@ class Sm90Kernels:
 
         return launch, buffer
 
-    @staticmethod
-    def phase_layout(tensormaps: str = "device"):
-        return SM90
+    def phase_layout(self, tensormaps: str | None = None):
+        return SM90  # the same slots in both modes
 
-    def _persistent(self, data, tensormaps: str = "device", *, instrument: bool):
+    def _persistent(self, data, tensormaps: str | None = None, *, instrument: bool):
         if len(data[3]) > gemm.MAX_GROUPS:
             raise NvggError(f"the persistent cute kernel takes at most {gemm.MAX_GROUPS} groups, got {len(data[3])}: "
                             "use --strategy graph or multistream")
         groups = [self._group(data, g) for g in range(len(data[3]))]
         sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
         config = replace(persistent_config([t.m for t in groups], [t.n for t in groups], sms), instrument=instrument,
-                         tensormaps=tensormaps, readiness=self.readiness)
+                         tensormaps=self.mode(tensormaps), readiness=self.readiness)
         # the launches go through the driver on the cubin (launch.DirectLaunch): a compiled entry on
         # disk serves a new process without rebuilding the DSL's callable (about 2 s a kernel)
         timed = host.compile_gemm(replace(config, instrument=False), None, ARCH, need_callable=False)
@@ -195,17 +202,3 @@ class Sm90Kernels:
     @staticmethod
     def _group(data, g: int) -> kgroups.GroupTensors:
         return checked_group(data, g, config_for([data[3][g][0]], persistent=False).is_valid, "the cute backend")
-
-
-def variant_backend(tensormaps: str = "host", **build):
-    """The cute backend running another build of the sm_90a persistent kernel (`build`: readiness,
-    programmatic, see Sm90Kernels), for benchmarks and tests to compare against; readiness="grid"
-    with device maps is the earlier build's wait and maps."""
-    from .cute import CuteBackend
-
-    class Variant(CuteBackend):
-        def kernels(self, arch: str):
-            return Sm90Kernels(**build) if arch == ARCH else super().kernels(arch)
-
-    return Variant(tensormaps=tensormaps)
-

@@ -1,6 +1,8 @@
 """Hopper (sm_90a) kernels written in CuTe DSL.
 
-- `nvfp4_gemm.py`: the NVFP4 GEMM kernel family (per-group and persistent grouped) and its config.
+- `config.py`: the kernels' configuration, table columns and tile arithmetic in plain Python (no
+  DSL import).
+- `nvfp4_gemm.py`: the NVFP4 GEMM kernels (per-group, persistent grouped, and the expand kernel).
 - `ptx.py`: the inline PTX it needs (decode, shared loads and stores, bulk copies, in-kernel
   tensor-map retargeting and fences, the global timer).
 - `host.py`: compiling without a GPU, tensor maps, the device group table, launch closures.

@@ -17,7 +17,6 @@ K_SUB = 64  # k per fp16 subtile: one 128-byte swizzle atom of fp16
 SUBS_PER_STAGE = K_STAGE // K_SUB
 A16_SLOTS = 8  # fp16 A buffers the producer loads ahead (64 k each)
 A16_BOX_ROWS = 32  # rows of one fp16 A copy: a slot gets only the boxes that hold rows < m
-ABLATIONS = ("", "no_mma", "no_expand", "no_scale", "no_fp16", "a16_hot", "a16_oob")
 EXPAND_THREADS = 256  # threads per CTA of the expand kernel (the per-group launches' phase 0)
 SCALE_CHUNK = 512  # bytes of scales for 128 rows × 64 k
 SCALE_RUN = SCALE_CHUNK * SUBS_PER_STAGE  # bytes of scales for 128 rows × one stage
@@ -47,7 +46,7 @@ COL_A, COL_B, COL_SFA, COL_SFB, COL_C, COL_M, COL_N, COL_K = (groups.COL_A, grou
 COL_TILE_BEGIN, COL_TILE_END, COL_M_TILES = 8, 9, 10
 # Launch-wide columns, read from row 0 only: the host-encoded template tensor-map pair (A, B), the
 # workspace holding one pair per CTA (CTA c's at workspace + c * PAIR_BYTES), and the phase buffer
-# of the instrumented build ([ctas, phases.SLOTS] int64; 0 when not instrumented).
+# of the instrumented build ([ctas, phase_slots.SM90.slots] int64; 0 when not instrumented).
 COL_TEMPLATE, COL_WORKSPACE, COL_PHASES = 12, 13, 14
 # A expanded once per launch (phase 0): per group the fp16 copy (m × k,
 # row-major, each 64-k block in the k order of the B fragments) and its share of the phase-0 work
@@ -95,13 +94,9 @@ class GemmConfig:
     stages: int = 3  # depth of the packed-data ring (each stage is 256 k)
     persistent: bool = False
     # the persistent kernel's phase-timestamp build (profiling only; never the timed build): it
-    # writes %globaltimer readings into the buffer at table row 0, COL_PHASES (see profiling/phases.py)
+    # writes %globaltimer readings into the buffer at table row 0, COL_PHASES (its slots:
+    # kernels/phase_slots.py, SM90)
     instrument: bool = False
-    # benchmarks only (never the timed build): "no_mma" drops the wgmma, "no_expand" the expansion,
-    # "no_scale" the scale multiply, "no_fp16" every fp16 multiply of the expansion (the scales'
-    # too), "a16_hot" loads one fp16 A box over and over, "a16_oob" loads zero fill only, so that
-    # the parts can be timed apart; the results are garbage
-    ablate: str = ""
     # persistent kernel: each CTA takes the list of tiles `schedule` gives it (contiguous runs,
     # balanced by cost; True) rather than every grid-th tile; a run stays in one group for longer,
     # so CTAs retarget their maps less often
@@ -176,8 +171,6 @@ class GemmConfig:
             return f"tile_m={self.tile_m} must be 32, 64 or 128"
         if self.tile_m not in WGMMA_N or self.tile_m > TMA_BOX_MAX:
             return f"tile_m={self.tile_m} is not a valid wgmma N / tensor-map box height"
-        if self.ablate not in ABLATIONS:
-            return f"ablate={self.ablate!r} must be one of {', '.join(map(repr, ABLATIONS))}"
         if self.instrument and not self.persistent:
             return "instrument=True needs the persistent kernel (the phase buffer has one row per CTA)"
         if self.tile_m % A16_BOX_ROWS:

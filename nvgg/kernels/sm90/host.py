@@ -46,7 +46,6 @@ def kernel_name(config: gemm.GemmConfig, shape) -> str:
         suffix += "" if config.l2_hints else ",no_l2_hints"
         suffix += "" if config.half_tiles else ",no_half_tiles"
         suffix += ",wide_tiles" if config.wide_tiles else ""
-        suffix += f",ablate={config.ablate}" if config.ablate else ""
         suffix += f",tensormaps={config.tensormaps}"  # named as the sm_100a kernel names it
         suffix += "" if config.readiness == "rows" else f",{config.readiness}_wait"
         return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
@@ -78,7 +77,7 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
         meta = {"name": kernel_name(config, shape), "arch": arch, "threads": config.threads,
                 "dynamic_smem_bytes": 0 if config.expand_only else kernel.shared_storage.size_in_bytes(),
                 "config": {"tile_m": config.tile_m, "stages": config.stages, "persistent": config.persistent,
-                           "instrument": config.instrument, "ablate": config.ablate, "chunked": config.chunked,
+                           "instrument": config.instrument, "chunked": config.chunked,
                            "slots": config.slots, "l2_hints": config.l2_hints, "half_tiles": config.half_tiles,
                            "expand_only": config.expand_only, "wide_tiles": config.wide_tiles,
                            "tensormaps": config.tensormaps, "readiness": config.readiness},

@@ -1,104 +1,51 @@
-"""NVFP4 block-scaled GEMM for Hopper (sm_90a): C_g = A_g · B_gᵀ, fp16 out, one kernel family.
+"""NVFP4 block-scaled GEMM for Hopper (sm_90a): C_g = A_g · B_gᵀ, fp16 out. One class, three
+kernels: per-group (shape fixed at compile time, one launch a group), persistent (every group's
+shape from the device table, one launch) and expand (the per-group launches' phase 0).
 
-Hopper has no FP4 tensor core and no e2m1 conversion, so the kernel expands both operands to fp16
-(scale applied, exactly) and multiplies them with wgmma (fp16 × fp16 → fp32).
+Hopper has no FP4 tensor core: both operands are expanded to fp16, scale applied, and multiplied
+with wgmma. Exact: e2m1 × e4m3 values are fp16 values, wgmma multiplies them exactly and
+accumulates in fp32, and the epilogue's conversion to fp16 is the one rounding.
 
-Operands are swapped: the kernel computes Cᵀ = B · Aᵀ, so the large N side of a group fills the
-64-row M slot of each wgmma and the group's small M (40..512 rows) sits in the wgmma N slot, which
-takes any multiple of 8. A CTA tile is TILE_N = 128 rows of B (two consumer warpgroups of 64 rows)
-by `tile_m` rows of A. B (wgmma's A operand) is expanded straight into the registers wgmma reads
-it from; A (wgmma's B operand, shared by both warpgroups) reaches shared memory as fp16.
+Operands are swapped: the kernel computes Cᵀ = B · Aᵀ, so a group's large n fills wgmma's M (64
+rows a warpgroup, TILE_N = 128 a CTA tile) and its small m wgmma's N (`tile_m` rows; N takes any
+multiple of 8). B, wgmma's A operand, is decoded straight into registers; A, its B operand and
+shared by both warpgroups, is read as fp16 from shared memory.
 
-Data, per group (the competition's layout, see backends/base.py):
-- A packed: (m, k/2) bytes, row-major; two e2m1 a byte, lower k in the low nibble. B: (n, k/2).
-- Scales: cuBLAS's blocked layout, one e4m3 per 16 k. The 4 × 128 scales of a 128-row × 64-k block
-  are one 512-byte chunk; scale (i, j) sits at ((i//128)·rest_k + j//4)·512 + (i%32)·16 +
-  ((i%128)//32)·4 + j%4, rest_k = k/64. The 256 k of one stage are 4 consecutive chunks (2 KB).
-- C: (m, n) fp16 row-major, written in place; rows ≥ m are never written.
+Data, per group (table columns, shape rules and sizes: config.py):
+- packed A (m, k/2) and B (n, k/2) bytes, row-major, two e2m1 a byte, lower k in the low nibble;
+- scales in cuBLAS's blocked layout, one e4m3 per 16 k: scale (i, j) at ((i//128)·(k/64) + j//4)·512
+  + (i%32)·16 + ((i%128)//32)·4 + j%4; the 256 k of a stage are 4 consecutive 512-byte chunks;
+- C (m, n) fp16 row-major, written in place, rows < m only;
+- A's fp16 copy, written by phase 0 (one work unit: a row × 64 k): m × k, row-major, each 64-k
+  block in the k order below, unswizzled (the tensor map's 128-byte swizzle applies on loading).
+The k order of a 64-k subtile: wgmma's register fragment gives lane l the k columns 2c, 2c + 1,
+2c + 8, 2c + 9 (c = l % 4) of each 16-k step s. A permutation of k applied to both operands leaves
+the dot products alone, so lane c takes the subtile's 16-k scale block c (8 packed bytes, one
+scale) and ptx.decode_word turns each of its words h = 0, 1 into four registers, register s for
+step s: fragment slot (step s, column 8h + 2c + e) holds value e of register s of word h of block
+c. In A's copy, 16-byte chunk 2s + h of a row holds register s of word h of blocks c = 0..3.
 
-The k order inside a 64-k subtile. wgmma's register fragment gives lane l of a warp the k columns
-2c, 2c + 1, 2c + 8, 2c + 9 (c = l % 4) of each 16-k step s. Any permutation of k applied to both
-operands leaves the dot products unchanged, so the kernel chooses the one that lets each lane read
-contiguous packed bytes: lane c takes the 16-k scale block c of the subtile (8 packed bytes, one
-scale), and ptx.decode_word turns each of its two words (h = 0, 1) into four registers, register s
-feeding step s. So the fragment slot (step s, column 8h + 2c + e) holds the e-th value of register
-s of word h of block c. A is stored in the same order: the 16-byte chunk 2s + h of an fp16 row
-holds register s of word h of blocks c = 0..3.
-
-A reaches shared memory as fp16 by the bulk tensor copy, from an fp16 copy expanded once per
-launch ("phase 0"): work units (one row × 64 k: 32 packed bytes, 4 scales) go to every expanding
-thread of the grid, which writes them to the copy in global memory (m × k per group, each 64-k
-block of a row in the k order above, unswizzled) and fences its stores for the async proxy. In the
-persistent kernel the MMA warps run phase 0 (looking groups up in a copy of the table's phase-0
-columns they stage in the last fp16 A slots first), while the producer warp makes its tensor maps
-ready and issues its first packed-B stage. How the producer learns that the rows it loads are
-written (GemmConfig.readiness; a persistent grid is resident at once, so CTAs may wait on each
-other):
-- "rows" (default): each CTA expands a contiguous share of the units (even, or, where the call
-  before leaves SMs early, weighted to the CTAs that start there: config.phase0_deal) and then adds, per
-  READY_ROWS-row block of a group that its share touches, the units it wrote to that block's
-  counter (ptx.ready_add, release). Counters are never reset: a launch adds exactly a block's
-  units, and the launch's number comes from the grid count, which the producer reads and adds to
-  once (ptx.count_launch). Before a group's first tile the producer's lanes wait until every
-  block of that group holds (launch number) × (its units) (ptx.ready_wait, acquire). No CTA waits
-  for rows it does not read.
-- "grid": the earlier build's wait. Units go one a thread from CTA 0 on, the MMA warps arrive at
-  a grid barrier (ptx.grid_arrive), and the producer waits there (ptx.grid_wait) before its first
-  fp16 A load.
-The persistent kernel may be launched programmatically (the backend does: launch.DirectLaunch's
-`programmatic`): its CTAs may then start while the kernel before it in the stream finishes, on SMs
-that kernel's CTAs leave. Each CTA lets the next kernel start (ptx.launch_dependents) once it has
-read the launch count, so two launches over the same tables never mix their counts: a later
-launch's CTAs cannot start before every CTA of this one counted itself in. Everything up to the
-epilogue may overlap the kernel before: reads of the table, the tensor maps and the inputs, and
-phase 0's writes of the fp16 copy and the counters, which only launches over the same tables
-write (the same values; counters only add). Every MMA thread waits for the kernel before
-(ptx.wait_for_previous_grid) ahead of its first store to C, which the stream's earlier work may
-have written (an output poisoned before a check).
-The per-group launches run phase 0 as a separate expand kernel just before (their grid may be
-larger than what is resident). The main loop then copies the copy's A16_BOX_ROWS × 64 fp16 boxes that hold rows < m
-(128-byte swizzle) into A16_SLOTS slots of tile_m rows; a slot's other rows keep stale data, which
-feeds only columns of Cᵀ that are never stored. A is the small operand
-and every n tile reads it: expanding it once instead of once per n tile took the expansion off the
-main loop, at the price of fp16 reads from L2 (4x the packed bytes).
-
-Warps:
-- the producer (warp 8): per stage of 256 k it copies the packed bytes of the B tile (128 × 128 B;
-  2-D tensor map, 128-byte swizzle) and its 2 KB scale run (plain bulk copy) into a ring of
-  `stages` buffers guarded by full/empty mbarriers, then the stage's four fp16 A boxes into the A
-  slots (their own full/empty mbarriers). Its tensor maps (GemmConfig.tensormaps): "host" (the
-  backend's default), every group's pair (A, B) encoded by the host at prepare time into a table
-  the kernel only reads, acquired and prefetched when the producer moves to a group
-  (ptx.use_host_tensormaps); or "device", one pair per CTA in a global workspace, copied once
-  from the host's template: when its next tile belongs to another group, the producer waits for
-  its loads in flight to land, rewrites the pair's address, dimensions and row stride in place
-  from the group's table row (tensormap.replace) and fences it for the copy engine
-  (ptx.retarget_tensormap, ptx.publish_tensormaps). Nothing of this happens per tile. The persistent kernel gives each
-  CTA a list of tiles from the host's cost-balanced `schedule`: a few consecutive tiles of each
-  cost class (wide, full, half-width; below), so a CTA changes group at most a few times.
-- warps 0-7, two MMA warpgroups: for each 64-k subtile each decodes its 64 B rows straight into
-  one of two register fragments, waits for the subtile's fp16 A, issues wgmma (B from registers,
-  A from shared memory) and commits; wait_group(1) then retires the previous subtile's wgmma,
-  whose A slot goes back to the producer and whose B fragment the next subtile may overwrite.
-  After the tile's last wgmma, wait_group(0) retires both. A stage of packed B is released as
-  soon as its four subtiles are decoded. With tile_m 128, a tile of at most 64 rows of A (a
-  group's last, or a whole small group) issues wgmma N = 64 instead of 128 (half_tiles): the
-  same B fragments, the first 64 rows of each A slot, the first half of the accumulators. A
-  wide tile (wide_tiles: a group's last full tile and the at most 64 rows after it, where the
-  host merges them) issues both, N = 128 over rows 0-127 of its 192-row A slots and N = 64 over
-  rows 128-191 into 32 more accumulators a thread, on one B decode. Its 96 accumulators need more
-  than the 168 registers a thread ptxas allows at 288 threads, so that build has a whole
-  producer warpgroup (warp 8 works, warps 9-11 only give their registers away: setmaxnreg).
-- the epilogue converts the fp32 accumulators to fp16 and stores the rows < m (2-byte stores
-  straight from the accumulator registers; C is a small share of the bytes moved).
-
-Exactness: both operands hold e2m1 × e4m3 values, exact in fp16; wgmma multiplies them exactly
-and accumulates in fp32; the one rounding to fp16 is in the epilogue.
-
-The per-group kernel takes its shape at compile time and one launch covers one group's tiles; the
-persistent kernel takes all shapes from a device table and loops over the tiles of every group.
-The instrumented build of the persistent kernel (GemmConfig.instrument) also writes %globaltimer
-readings per CTA into a phase buffer (layout in profiling/phases.py).
+Warps (`kernel`; a persistent CTA walks the tiles the host's schedule lists for it, COL_RUNS):
+- producer (warp 8; with wide tiles its whole warpgroup, warps 9-11 giving their registers away by
+  setmaxnreg): per 256-k stage it copies B's packed bytes (tensor map) and scales (plain bulk copy)
+  into a ring of `stages` buffers, then per 64-k subtile the A16_BOX_ROWS-row fp16 boxes holding
+  rows < m into an A slot (its other rows stay stale: they feed only columns of Cᵀ never stored);
+  both rings have full/empty mbarriers. Its tensor maps are the host's pair for each group (`host`)
+  or its CTA's own pair, rewritten on a change of group once its loads in flight landed (`device`).
+- MMA warpgroups (warps 0-7): persistent kernel, phase 0 first (`_expand_a_global`, the groups'
+  phase-0 columns staged in the last A slots, freed to the producer at BAR_INFO); then per 64-k
+  subtile: decode B into one of two register fragments, wait for the A slot, wgmma, commit;
+  wait_group(1) retires the previous subtile's wgmma, freeing its A slot and its fragment. Half
+  and wide tiles add narrower wgmmas over the same fragments (GemmConfig.half_tiles, wide_tiles).
+  The epilogue stores the accumulators' rows < m as fp16.
+Phase 0 to the producer's first A load (GemmConfig.readiness; the persistent grid is resident at
+once, so its CTAs may wait on each other): per-row-block counters (`rows`: ptx.ready_add,
+ptx.ready_wait) or a grid barrier (`grid`: ptx.grid_arrive, ptx.grid_wait). Launched
+programmatically, the persistent kernel may start while the kernel before it finishes: a CTA lets
+the next launch start only once it has counted itself in (ptx.launch_dependents after
+ptx.count_launch or ptx.grid_target), and waits for the kernel before (ptx.wait_for_previous_grid)
+ahead of its first store to C. ptx.py holds each protocol's details; the instrumented build's
+%globaltimer slots are kernels/phase_slots.py's SM90.
 """
 
 from __future__ import annotations
@@ -328,8 +275,6 @@ class Nvfp4GemmSm90:
                     # columns of Cᵀ past m, which are never stored; zero-filling them was measured slower
                     # than loading real rows)
                     boxes = (rows + A16_BOX_ROWS - 1) // A16_BOX_ROWS
-                    if cutlass.const_expr(self.config.ablate == "a16_oob"):
-                        boxes = Int32(self.slot_rows // A16_BOX_ROWS)
                     sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)  # the B tile's scales
                     desc_b = desc_a + Int64(TENSORMAP_BYTES)
                     for kt in cutlass.range(k // K_STAGE, unroll=1):
@@ -354,10 +299,6 @@ class Nvfp4GemmSm90:
                             a16_pipe.sync_object_empty.wait(astate.index, astate.phase)
                             a16_pipe.sync_object_full.arrive_and_expect_tx(astate.index, boxes * self.box_bytes)
                             a_x, a_y = kt * K_STAGE + sub * K_SUB, mt * self.tile_m
-                            if cutlass.const_expr(self.config.ablate == "a16_hot"):
-                                a_x, a_y = Int32(0), Int32(0)  # the same box every time: L2-resident
-                            if cutlass.const_expr(self.config.ablate == "a16_oob"):
-                                a_y = Int32(1 << 24)  # rows past m: zero fill, nothing read from L2
                             mbar = a16_pipe.producer_get_barrier(astate).toint()
                             for b in cutlass.range_constexpr(self.slot_rows // A16_BOX_ROWS):
                                 if b < boxes:
@@ -607,10 +548,8 @@ class Nvfp4GemmSm90:
         base = ring_addr + rstate.index * self.stage_bytes
         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
             a16_pipe.consumer_wait(astate)
-            if cutlass.const_expr(self.config.ablate != "no_expand"):
-                self._decode_b(tidx, base, sub, words[sub % 2])
-            if cutlass.const_expr(self.config.ablate != "no_mma"):
-                self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, astate.index, extra)
+            self._decode_b(tidx, base, sub, words[sub % 2])
+            self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, astate.index, extra)
             if cutlass.const_expr(self.config.instrument and sub == 0):
                 if astate.count == 0:
                     self._stamp(phases, cta, tidx, phase_slots.FIRST_MMA)
@@ -664,9 +603,9 @@ class Nvfp4GemmSm90:
             w0, w1 = ptx.ld_shared_v2(stage + self.off_b + row * ROW_BYTES
                                       + (((2 * sub + c // 2) ^ (row % 8)) * 16) + (c % 2) * 8)
             scale = ptx.ld_shared_scale(stage + self.off_sfb + sub * SCALE_CHUNK + (row % 32) * 16
-                                        + ((row % 128) // 32) * 4 + c, self.config.ablate != "no_fp16")
-            lo = ptx.decode_word(w0, scale, self.config.ablate not in ("no_scale", "no_fp16"))
-            hi = ptx.decode_word(w1, scale, self.config.ablate not in ("no_scale", "no_fp16"))
+                                        + ((row % 128) // 32) * 4 + c)
+            lo = ptx.decode_word(w0, scale)
+            hi = ptx.decode_word(w1, scale)
             for s in cutlass.range_constexpr(K_SUB // 16):
                 words[s * 4 + half] = Uint32(lo[s])
                 words[s * 4 + 2 + half] = Uint32(hi[s])
@@ -729,13 +668,11 @@ class Nvfp4GemmSm90:
             y0, y1, y2, y3 = ptx.ld_global_v4(src + Int64(16))
             scales = ptx.ld_global_scale_quad(
                 Int64(self._field(table, info, g, COL_SFA))
-                + Int64(((row // 128) * blocks + kb) * SCALE_CHUNK + (row % 32) * 16 + ((row % 128) // 32) * 4),
-                self.config.ablate != "no_fp16")
-            scaled = self.config.ablate not in ("no_scale", "no_fp16")
+                + Int64(((row // 128) * blocks + kb) * SCALE_CHUNK + (row % 32) * 16 + ((row % 128) // 32) * 4))
             dst = Int64(self._field(table, info, g, COL_A16)) + Int64(row) * Int64(2 * k) + Int64(kb * (K_SUB * 2))
             for h in cutlass.range_constexpr(2):
                 block_words = (x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3)
-                d = [ptx.decode_word(w, sc, scaled) for w, sc in zip(block_words, scales)]
+                d = [ptx.decode_word(w, sc) for w, sc in zip(block_words, scales)]
                 for s in cutlass.range_constexpr(K_SUB // 16):
                     ptx.st_global_v4(dst + Int64((2 * s + h) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
             u += step

@@ -148,14 +148,8 @@ _DECODE_WORD = """{
 }"""
 
 
-# benchmarks only (GemmConfig.ablate = "no_scale"): the decode without the scale multiply, wrong values
-_DECODE_WORD_UNSCALED = _DECODE_WORD
-for _i in range(4):
-    _DECODE_WORD_UNSCALED = _DECODE_WORD_UNSCALED.replace(f"mul.rn.f16x2 ${_i}, r, $5", f"mov.b32 ${_i}, r")
-
-
 @dsl_user_op
-def decode_word(word: Int32, scale2: Int32, scaled: bool = True, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+def decode_word(word: Int32, scale2: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
     """The 8 e2m1 values v0..v7 of `word` (v0 in the low nibble) expanded to fp16 and multiplied by
     the fp16 pair `scale2`, which must be the scale times 64 (see `ld_shared_scale`), as four
     registers of two fp16 each: (v0, v2), (v4, v6), (v1, v3), (v5, v7).
@@ -164,9 +158,9 @@ def decode_word(word: Int32, scale2: Int32, scaled: bool = True, *, loc=None, ip
     e2m1 value times 2^-6 for every code (the e2m1 subnormal 0.5 lands on the e4m3 subnormal
     2^-7); the even nibbles of each byte need their sign moved to bit 7, the odd ones have it there
     already. The hardware e4m3 -> fp16 conversion then does two values per instruction, and the
-    multiply by 64 * scale is exact (see FACTS: e2m1 * e4m3 fits fp16; 448 * 64 < 65504)."""
-    return _asm(_DECODE_WORD if scaled else _DECODE_WORD_UNSCALED, "=r,=r,=r,=r,r,r", [Int32(word), Int32(scale2)],
-                loc, ip, results=4, pure=True)
+    multiply by 64 * scale is exact (64 × 448 < 65504; every e2m1 × e4m3 product is an fp16: at
+    most 6 × 448, at least 0.5 × 2^-9 = 2^-10, with at most 5 significant bits)."""
+    return _asm(_DECODE_WORD, "=r,=r,=r,=r,r,r", [Int32(word), Int32(scale2)], loc, ip, results=4, pure=True)
 
 
 @dsl_user_op
@@ -176,7 +170,7 @@ def ld_shared_v2(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32]:
 
 
 @dsl_user_op
-def ld_shared_scale(addr: Int32, scaled: bool = True, *, loc=None, ip=None) -> Int32:
+def ld_shared_scale(addr: Int32, *, loc=None, ip=None) -> Int32:
     """One e4m3 scale (the byte at `addr`) times 64 as fp16, broadcast to both halves of a register
     (the scale `decode_word` takes). e4m3 -> fp16 is exact, and so is the power-of-two multiply."""
     return Int32(_asm(
@@ -187,13 +181,13 @@ def ld_shared_scale(addr: Int32, scaled: bool = True, *, loc=None, ip=None) -> I
     cvt.rn.f16x2.e4m3x2 f, h;
     prmt.b32 f, f, f, 0x1010;
     mov.b32 k, 0x{F16X2_SIXTY_FOUR:08X};
-    {"mul.rn.f16x2 $0, f, k;" if scaled else "mov.b32 $0, f;"}
+    mul.rn.f16x2 $0, f, k;
 }}""",
         "=r,r,~{memory}", [Int32(addr)], loc, ip, results=1, result_type=T.i32))
 
 
 @dsl_user_op
-def ld_global_scale_quad(addr: Int64, scaled: bool = True, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+def ld_global_scale_quad(addr: Int64, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
     """Four consecutive e4m3 scales (4 bytes at `addr` in read-only global memory, the first in the
     low byte), each times 64 as fp16 broadcast to both halves of a register (see
     `ld_shared_scale`)."""
@@ -206,8 +200,8 @@ def ld_global_scale_quad(addr: Int64, scaled: bool = True, *, loc=None, ip=None)
     cvt.rn.f16x2.e4m3x2 f, lo;
     cvt.rn.f16x2.e4m3x2 g, hi;
     mov.b32 k, 0x{F16X2_SIXTY_FOUR:08X};
-    {"mul.rn.f16x2 f, f, k;" if scaled else ""}
-    {"mul.rn.f16x2 g, g, k;" if scaled else ""}
+    mul.rn.f16x2 f, f, k;
+    mul.rn.f16x2 g, g, k;
     prmt.b32 $0, f, f, 0x1010;
     prmt.b32 $1, f, f, 0x3232;
     prmt.b32 $2, g, g, 0x1010;

@@ -1,0 +1,102 @@
+"""What a kernel family is: the cute backend's kernels for one architecture.
+
+The cute backend (cute.py) checks, compiles and launches through the family of the GPU's arch
+(Sm90Kernels in cute_sm90.py, Sm100Kernels in cute_sm100.py); a new architecture is one more
+subclass, and the abstract members below are what it must provide. Each family builds two kinds
+of kernel: a per-group one (one launch a group: the sequential, multistream and graph strategies)
+and a persistent one (one launch for all groups: the persistent strategy), the latter also in an
+instrumented build that writes phase timestamps (kernels/phase_slots.py).
+
+The choices a caller may leave open have one default across families: `tensormaps=None` is the
+family's `default_mode` (`mode`), and an instrumented launch is made in stream order unless asked
+(`programmatic=False`).
+
+`data` is the competition's tuple (see backends/base.py); launches are zero-argument callables.
+"""
+
+from __future__ import annotations
+
+import abc
+from typing import TYPE_CHECKING
+
+from ..cases import Case
+from ..errors import NvggError
+from .base import KernelInfo, Launch
+
+if TYPE_CHECKING:
+    import torch
+
+    from ..kernels.phase_slots import SlotLayout
+
+
+class KernelFamily(abc.ABC):
+    """One architecture's kernels behind the cute backend: its shape rules, its builds, their launches."""
+
+    @property
+    @abc.abstractmethod
+    def arch(self) -> str:
+        """The target the family compiles for ("sm_90a", "sm_100a")."""
+
+    @property
+    @abc.abstractmethod
+    def tensormap_modes(self) -> tuple[str, ...]:
+        """The persistent kernel's tensor-map modes, a subset of kernels/tensormaps.MODES:
+        "device" (a CTA rewrites its maps in the kernel on each change of group) and "host" (every
+        group's maps encoded at prepare time, the kernel only reads them)."""
+
+    @property
+    @abc.abstractmethod
+    def default_mode(self) -> str:
+        """The tensor-map mode that `tensormaps=None` stands for in every method taking one."""
+
+    @property
+    @abc.abstractmethod
+    def programmatic(self) -> bool:
+        """Whether the persistent kernel's timed launches are programmatic (they may start while the
+        kernel before them in the stream finishes); the phase profiler then also measures an
+        instrumented launch made right behind another."""
+
+    def mode(self, tensormaps: str | None = None) -> str:
+        """The tensor-map mode `tensormaps` names: `default_mode` for None."""
+        if tensormaps is None:
+            return self.default_mode
+        if tensormaps not in self.tensormap_modes:
+            raise NvggError(f"the {self.arch} persistent kernel has tensor maps {' or '.join(self.tensormap_modes)} "
+                            f"only, not {tensormaps!r}")
+        return tensormaps
+
+    @abc.abstractmethod
+    def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
+        """Why the per-group (`grouped` False) or the persistent kernel cannot run `case`, or None."""
+
+    @abc.abstractmethod
+    def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None,
+                tensormaps: str | None = None) -> list[KernelInfo]:
+        """Every distinct build `case`'s launches run, compiled for `arch` without a GPU (cached),
+        one KernelInfo each. `sms`: the GPU's SM count where the choice of build depends on it
+        (None: a nominal one); `tensormaps`: the persistent build's mode."""
+
+    @abc.abstractmethod
+    def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None) -> list[int]:
+        """Output tiles each launch covers: one entry a group, or one for the persistent launch."""
+
+    @abc.abstractmethod
+    def group_launcher(self, data, g: int) -> Launch:
+        """The launch of group `g` alone (everything but the launch done here, at prepare time)."""
+
+    @abc.abstractmethod
+    def grouped_launcher(self, data, tensormaps: str | None = None) -> Launch:
+        """The persistent kernel's timed launch over every group of `data`."""
+
+    @abc.abstractmethod
+    def phase_launcher(self, data, tensormaps: str | None = None,
+                       programmatic: bool = False) -> tuple[Launch, torch.Tensor]:
+        """The persistent kernel's instrumented build over `data`, on the timed build's grid: a
+        launch and the int64 [ctas, layout.slots] buffer each launch fills (`phase_layout`). The
+        launch zeroes the buffer first; with `programmatic` it is made as the timed launches are,
+        and the caller zeroes the buffer (a zeroing kernel just before would keep the launch from
+        starting behind the kernel before it)."""
+
+    @abc.abstractmethod
+    def phase_layout(self, tensormaps: str | None = None) -> SlotLayout:
+        """The slots of the instrumented build's buffer in that tensor-map mode."""
