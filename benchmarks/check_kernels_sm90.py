@@ -188,20 +188,16 @@ def timing(be, case, reps: int, label: str = ""):
 
 
 class DslCallKernels(Sm90Kernels):
-    """The same sm_90a kernels launched through the DSL's own Python call instead of the driver."""
+    """The same sm_90a kernels launched through the DSL's own Python call instead of the driver
+    (in stream order: the DSL's call sets no programmatic attribute)."""
 
     @staticmethod
-    def _launcher(entry, tables, grid):
+    def _launcher(entry, tables, grid, programmatic: bool = False):
         from nvgg.kernels.sm90 import host
         if entry.fn is None:  # read from disk: the DSL's callable is built by compiling
             entry = host.compile_gemm(host.gemm.GemmConfig(**entry.info["config"]), entry.info["shape"] and
                                       tuple(entry.info["shape"]), entry.info["arch"])
         return host.Launch(entry.fn, tables, grid)
-
-
-class DslCallBackend(CuteBackend):
-    def _family(self, data):
-        return DslCallKernels()
 
 
 def main() -> int:
@@ -213,7 +209,7 @@ def main() -> int:
     props = torch.cuda.get_device_properties(0)
     print(f"device: {props.name}, sm_{props.major}{props.minor}, {props.multi_processor_count} SMs, torch {torch.__version__}")
     be = CuteBackend()
-    dsl = DslCallBackend()
+    dsl = CuteBackend(family=DslCallKernels(programmatic=False))
 
     work = []  # (name, kind, data factory)
     for case in cases.builtin():

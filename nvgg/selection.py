@@ -54,10 +54,7 @@ def check_tensormaps(mode: str | None, *, strategy: strategies.Strategy, backend
                         "persistent strategy")
     if arch is not None:
         from .backends.cute import family
-        kernels = family(arch)
-        if mode not in kernels.tensormap_modes:
-            raise NvggError(f"the {arch} persistent kernel has tensor maps {' or '.join(kernels.tensormap_modes)} only; "
-                            f"{mode} is not built for it")
+        family(arch).mode(mode)  # the family's own modes (KernelFamily.mode)
 
 
 def check_modes_apply(modes: list[str] | None, strategy_names: list[str]) -> None:

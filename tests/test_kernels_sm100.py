@@ -140,8 +140,9 @@ def test_backend_names_the_constraint_it_refuses():
         be.compile(cases.make_case("bad", [64, 64], [256, 256], [256, 320]), "sm_100a", grouped=True)
     with pytest.raises(NvggError, match="sm_100a cute kernel needs n to be a multiple of 128"):
         be.compile(cases.make_case("bad", [64], [200], [256]), "sm_100a")
-    with pytest.raises(NvggError, match="unknown tensor-map mode"):
-        CuteBackend(tensormaps="shared")
+    with pytest.raises(NvggError, match="unknown tensor-map mode 'shared': choose device or host"):
+        from nvgg import selection, strategies
+        selection.check_tensormaps("shared", strategy=strategies.get("persistent"), backend="cute", arch="sm_100a")
 
 
 # --- tiles, schedule, tables --------------------------------------------------------------------------

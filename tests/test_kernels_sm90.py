@@ -497,7 +497,7 @@ def test_backend_check_names_the_gpu_it_refuses(monkeypatch):
     monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (12, 0))
     base._capability.cache_clear()  # arch_of remembers a device's capability
     try:
-        with pytest.raises(NvggError, match="runs on sm_90a, sm_100a; this GPU is sm_120a: use --backend torch"):
+        with pytest.raises(NvggError, match="runs on sm_90a, sm_100a; this GPU is sm_120a: use the torch backend"):
             CuteBackend().check(cases.get("test-1"), torch.device("cuda"))
     finally:
         base._capability.cache_clear()

@@ -21,12 +21,10 @@ import torch
 
 from ..cases import Case
 from ..errors import NvggError
-from ..kernels.tensormaps import MODES
 from .base import Backend, KernelInfo, Launch, arch_of
 from .family import KernelFamily
 
 ARCHS = ("sm_90a", "sm_100a")
-TENSORMAP_MODES = MODES
 
 
 def family(arch: str) -> KernelFamily:
@@ -37,8 +35,8 @@ def family(arch: str) -> KernelFamily:
     if arch == "sm_100a":
         from .cute_sm100 import Sm100Kernels
         return Sm100Kernels()
-    raise NvggError(f"the cute backend has kernels for {', '.join(ARCHS)}; {arch} has none: use --backend torch"
-                    + ("" if arch.startswith("sm_") else " (--arch takes names like sm_100a)"))
+    raise NvggError(f"the cute backend has kernels for {', '.join(ARCHS)}; {arch} has none: use the torch backend"
+                    + ("" if arch.startswith("sm_") else " (archs are named like sm_100a)"))
 
 
 class CuteBackend(Backend):
@@ -46,29 +44,21 @@ class CuteBackend(Backend):
     supports_grouped = True
 
     def __init__(self, tensormaps: str | None = None, family: KernelFamily | None = None):
-        if tensormaps is not None and tensormaps not in TENSORMAP_MODES:
-            raise NvggError(f"unknown tensor-map mode {tensormaps!r}: choose device or host")
+        # the mode as asked for (None: each family's default), checked by selection.check_tensormaps
         self.tensormaps = tensormaps
         self.variant = family  # the family run on its own arch instead of that arch's default one
 
     def mode(self, arch: str) -> str:
-        """The persistent kernel's tensor-map mode on `arch`: the one asked for, if the family's
-        kernel has it, else its default."""
-        kernels = self.kernels(arch)
-        if self.tensormaps is None:
-            return kernels.default_mode
-        if self.tensormaps not in kernels.tensormap_modes:
-            raise NvggError(f"the {arch} persistent kernel has tensor maps {' or '.join(kernels.tensormap_modes)} only; "
-                            f"--tensormaps {self.tensormaps} is not built for it")
-        return self.tensormaps
+        """The persistent kernel's tensor-map mode on `arch` (KernelFamily.mode)."""
+        return self.kernels(arch).mode(self.tensormaps)
 
     def check(self, case: Case, device: torch.device) -> None:
         if device.type != "cuda" or not torch.cuda.is_available():
             raise NvggError("the cute backend needs a CUDA GPU (sm_90a: H100/H200; sm_100a: B200) and none is visible: "
-                            "use --backend torch")
+                            "use the torch backend")
         arch = arch_of(device)
         if arch not in ARCHS:
-            raise NvggError(f"the cute backend runs on {', '.join(ARCHS)}; this GPU is {arch}: use --backend torch")
+            raise NvggError(f"the cute backend runs on {', '.join(ARCHS)}; this GPU is {arch}: use the torch backend")
         reason = self.kernels(arch).shape_problem(case, grouped=False)
         if reason:
             raise NvggError(reason)

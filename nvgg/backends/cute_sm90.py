@@ -98,7 +98,7 @@ class Sm90Kernels(KernelFamily):
     def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
         if grouped and case.g > gemm.MAX_GROUPS:
             return (f"the persistent sm_90a cute kernel takes at most {gemm.MAX_GROUPS} groups, got {case.g}: "
-                    "use --strategy graph or multistream")
+                    "use the graph or multistream strategy")
         return _shape_problem(case, config_for(case.m, persistent=grouped))
 
     def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None,
@@ -176,7 +176,7 @@ class Sm90Kernels(KernelFamily):
     def _persistent(self, data, tensormaps: str | None = None, *, instrument: bool):
         if len(data[3]) > gemm.MAX_GROUPS:
             raise NvggError(f"the persistent cute kernel takes at most {gemm.MAX_GROUPS} groups, got {len(data[3])}: "
-                            "use --strategy graph or multistream")
+                            "use the graph or multistream strategy")
         groups = [self._group(data, g) for g in range(len(data[3]))]
         sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
         config = replace(persistent_config([t.m for t in groups], [t.n for t in groups], sms), instrument=instrument,
