@@ -16,14 +16,18 @@ def runs_rows(argv: list[str]) -> bool:
 
 
 def main() -> None:
-    if runs_rows(sys.argv[1:]):
-        from . import procs
-        try:
-            procs.prestart()
-        except Exception:  # a bad NVGG_ISOLATION: the command says so in one line
-            pass
-    from .cli import run
-    run()
+    try:
+        if runs_rows(sys.argv[1:]):
+            from . import procs
+            try:
+                procs.prestart()
+            except Exception:  # a bad NVGG_ISOLATION: the command says so in one line
+                pass
+        from .cli import run
+        run()
+    except KeyboardInterrupt:  # before the command runs (torch importing): no traceback either
+        print("nvgg: interrupted", file=sys.stderr)
+        sys.exit(130)
 
 
 if __name__ == "__main__":

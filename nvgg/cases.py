@@ -106,6 +106,8 @@ def parse_shape(spec: str, id: str = "shape") -> Case:
             raise NvggError(f"malformed shape spec part {part.strip()!r}: write it like "
                             "\"m: [64, 128]; n: [256, 256]; k: [512, 512]; g: 2; seed: 7\"")
         key, raw = match.groups()
+        if key in fields:
+            raise NvggError(f"shape spec gives {key} twice: give each of m, n, k, g, seed once")
         try:
             value = yaml.safe_load(raw)
         except yaml.YAMLError:
@@ -189,4 +191,10 @@ def select(spec: str, extra_file: str | Path | None = None) -> list[Case]:
         return [c for c in cases if c.kind == "benchmark"]
     if spec == "tests":
         return [c for c in cases if c.kind == "test"]
-    return [get(part.strip(), extra_file) for part in spec.split(",") if part.strip()]
+    ids = [part.strip() for part in spec.split(",")]
+    if not all(ids):
+        raise NvggError(f"case list {spec!r} has an empty item: ids separated by single commas, like 1,3")
+    twice = sorted({i for i in ids if ids.count(i) > 1})
+    if twice:
+        raise NvggError(f"case {twice[0]} is listed twice in {spec!r}: list each case once")
+    return [get(i, extra_file) for i in ids]

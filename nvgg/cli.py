@@ -12,7 +12,7 @@ from . import __version__
 from .commands import register
 from .commands.common import STATE
 
-app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None,
                   help="Workbench for NVFP4 block-scaled grouped GEMM kernels: check, time, compare, profile.")
 
 
@@ -41,11 +41,45 @@ def _click_errors():
     return exceptions.UsageError, getattr(exceptions, "NoArgsIsHelpError", ())
 
 
+def repeated_option(argv: list[str]) -> str | None:
+    """The first option of the command line `argv` (without the program) given twice although it
+    takes one value (`--case 1 --case 2`: the parser would keep the last and drop the first
+    unsaid); None where there is none. Options that collect values (--submission) may repeat."""
+    import typer.main
+    group = typer.main.get_command(app)
+    command = group.commands.get(argv[0]) if argv else None
+    if command is None:
+        return None
+    single = {opt: p for p in command.params if p.param_type_name == "option" and not p.multiple
+              and not p.count for opt in p.opts}
+    seen: set = set()
+    tokens = iter(argv[1:])
+    for token in tokens:
+        if token == "--":
+            break
+        name, has_value = token.split("=", 1)[0], "=" in token
+        param = single.get(name)
+        if param is None:
+            continue
+        if param in seen:
+            return name
+        seen.add(param)
+        if not param.is_flag and not has_value:
+            next(tokens, None)  # its value, whatever it looks like
+    return None
+
+
 def run() -> None:
     """The app, with the parser's usage errors (an unknown option, a bad value, a missing
-    argument) as one line and exit 2 like every other error, instead of a framed box."""
+    argument, an option given twice) as one line and exit 2 like every other error, instead of a
+    framed box."""
     import sys
     usage_error, no_args = _click_errors()
+    twice = repeated_option(sys.argv[1:])
+    if twice:
+        typer.secho(f"nvgg: {twice} given twice: give it once (cases, strategies, backends: several in one value, "
+                    "comma-separated)", err=True, fg=typer.colors.RED)
+        sys.exit(2)
     try:
         code = app(standalone_mode=False)
     except no_args as exc:

@@ -6,20 +6,34 @@ exits non-zero. Anything else is a bug and keeps its traceback.
 """
 
 
-class NvggError(Exception):
-    """An expected failure with a one-line, actionable message."""
+USAGE, NO_GPU = 2, 3  # exit codes: bad input; a command that needs a GPU where none is visible
 
-    def __init__(self, message: str, *, code: int = 2):
+
+class NvggError(Exception):
+    """An expected failure with a one-line, actionable message; `code` the exit code (USAGE, or
+    NO_GPU where the same command would work on a machine with a GPU)."""
+
+    def __init__(self, message: str, *, code: int = USAGE):
         super().__init__(message)
         self.code = code
 
 
+def no_gpu(message: str) -> NvggError:
+    """The failure of something that needs a CUDA GPU where none is visible: exit code NO_GPU."""
+    return NvggError(message, code=NO_GPU)
+
+
 def read_text(path, what: str, fix: str) -> str:
     """A text file the user named, or one NvggError for each way it cannot be read: "`what` PATH
-    does not exist / is a folder / is not UTF-8 text / cannot be read (why): `fix`"."""
+    does not exist / is a folder / is not a regular file / is not UTF-8 text / cannot be read
+    (why): `fix`". A FIFO or a device is refused before it is opened (reading one can wait for
+    ever)."""
     from pathlib import Path
+    target = Path(path)
+    if target.exists() and not target.is_dir() and not target.is_file():
+        raise NvggError(f"{what} {path} is not a regular file (a FIFO, a device?): {fix}")
     try:
-        return Path(path).read_text(encoding="utf-8")
+        return target.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise NvggError(f"{what} {path} does not exist: {fix}") from None
     except IsADirectoryError:

@@ -1,4 +1,5 @@
-"""Pictures of a result file (matplotlib, an optional extra: pip install -e '.[plot]').
+"""Pictures of a result file (matplotlib, an optional extra: pip install 'nvgg[plot]', or
+matplotlib itself).
 
 Left: each strategy's time on each case beside the case's SOL (log scale). Right: the host-side
 setup phases per case and strategy as stacked bars, and, where a result carries device phases
@@ -19,7 +20,7 @@ def draw(results, path: str | Path) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise NvggError("plots need matplotlib: pip install -e '.[plot]'") from None
+        raise NvggError("plots need matplotlib: pip install matplotlib (or nvgg's extra: pip install 'nvgg[plot]')") from None
     timed = [r for r in results if r.time_us]
     if not timed:
         raise NvggError("the result file has no timed results to plot")

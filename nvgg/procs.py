@@ -130,11 +130,12 @@ def _context_alive() -> bool:
 
 
 def _answer(call: Call) -> tuple:
-    """("ok", value, alive) or ("raised", kind, message, traceback, alive)."""
+    """("ok", value, alive) or ("raised", kind, message, traceback, alive); for an NvggError, its
+    exit code in the traceback's place."""
     try:
         reply = ("ok", call.fn(**call.kwargs))
     except NvggError as exc:
-        reply = ("raised", "NvggError", str(exc), "")
+        reply = ("raised", "NvggError", str(exc), exc.code)
     except BaseException as exc:  # user code and kernels: reported, never the end of the run
         reply = ("raised", type(exc).__name__, str(exc), traceback.format_exc())
     alive = _context_alive()
@@ -308,7 +309,7 @@ class Child:
         if not alive:
             raise ChildFailure(self.lost_context(message))
         if kind == "NvggError":
-            raise NvggError(message)
+            raise NvggError(message, code=trace)
         raise ChildError(f"{kind}: {_first_line(message)}", trace)
 
 
@@ -393,6 +394,24 @@ def run_once(fn: Callable, *, timeout_s: float | None = None, gpu: int | None = 
             child.close()
 
 
+class _stdout_to_stderr:
+    """Within: this process's stdout (Python's and the file descriptor C code writes to) goes to
+    stderr, as a worker's does, so a call run in-process cannot corrupt `--json -` on stdout."""
+
+    def __enter__(self):
+        sys.stdout.flush()
+        self._saved, self._stream = os.dup(1), sys.stdout
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        return self
+
+    def __exit__(self, *exc):
+        sys.stdout.flush()
+        os.dup2(self._saved, 1)
+        os.close(self._saved)
+        sys.stdout = self._stream
+
+
 class Pool:
     """Workers by key (a backend's name, a submission's path), each kept across the calls of its
     key, all owning `gpu` (None: whatever this process sees); `with Pool(timeout_s) as pool:
@@ -416,7 +435,8 @@ class Pool:
         is gone) or ChildError (raised, the worker kept) for a call that failed."""
         if not self.isolated:
             try:
-                return fn(**kwargs)
+                with _stdout_to_stderr():  # what the call prints stays off the command's own output
+                    return fn(**kwargs)
             except NvggError:
                 raise
             except Exception as exc:

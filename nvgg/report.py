@@ -18,7 +18,11 @@ from .sol import Sol
 
 
 def fmt_us(x: float | None) -> str:
-    return "—" if x is None else (f"{x:.1f}" if x >= 100 else f"{x:.2f}" if x >= 10 else f"{x:.3f}")
+    """µs to read at a glance: 3 significant digits and more, thousands grouped (a CPU run's
+    3,424,784)."""
+    if x is None:
+        return "—"
+    return f"{x:,.0f}" if x >= 10_000 else f"{x:.1f}" if x >= 100 else f"{x:.2f}" if x >= 10 else f"{x:.3f}"
 
 
 def label(result) -> str:
@@ -70,7 +74,9 @@ def check_text(r) -> str:
     return "ok"
 
 
-def results_table(results, fmt: str = "github") -> str:
+def results_table(results, fmt: str = "github", *, markdown: bool = False) -> str:
+    """The rows as a table, then its numbered notes (long reasons, CUPTI's); `markdown`: the notes
+    as a list after a blank line, so GitHub renders them apart from the table."""
     ups = speedups(results)
     with_cupti = any(r.cupti for r in results)
     with_verdict = any(getattr(r, "verdict", None) for r in results)
@@ -117,6 +123,8 @@ def results_table(results, fmt: str = "github") -> str:
     notes += [f"{r.case} {label(r)}: {r.cupti['gaps_note']}" for r in results if r.cupti and r.cupti.get("gaps_note")]
     if with_cupti:
         notes.insert(0, "CUPTI, per call: time = kernel µs + host+launch µs; gaps in a call are part of host+launch")
+    if markdown:
+        return table + ("\n\n" + "\n".join(f"- {n}" for n in notes) if notes else "")
     return table + "".join("\n" + n for n in notes)
 
 
@@ -124,7 +132,9 @@ def compare_outcome(r) -> str:
     """A finished row in a few words: its status and time, or its reason."""
     if r.status == "ok" and r.stats is not None:
         return f"{status_text(r)} {fmt_us(r.time_us)} µs ({r.wall_s:.1f} s)"
-    return f"{status_text(r)} ({r.wall_s:.1f} s): {r.message.splitlines()[0][:100] if r.message else ''}"
+    import textwrap
+    reason = textwrap.shorten(r.message.splitlines()[0], width=100, placeholder=" …") if r.message else ""
+    return f"{status_text(r)} ({r.wall_s:.1f} s): {reason}"
 
 
 def _gate_text(gate) -> str:
@@ -169,16 +179,37 @@ def markdown_report(results, env: dict, benchmark_ids: set[str]) -> str:
     """The comparison as GitHub-flavoured Markdown (a CI job summary): the card, the results table
     (verdicts included) and the geometric means."""
     from .env import card
-    parts = [f"## nvgg compare\n\ncard: {card(env)}\n", results_table(results)]
+    parts = [f"## nvgg compare\n\ncard: {card(env)}\n", results_table(results, markdown=True)]
     means = geomean_table(results, benchmark_ids)
     if means:
         parts.append("\n" + means)
     return "\n".join(parts) + "\n"
 
 
-def write_text(path: str | Path, text: str) -> None:
-    """Write atomically: a temporary file in the same folder, then rename over the target."""
+def output_target(path: str | Path) -> Path:
+    """Where writing `path` lands: through a symbolic link to what it points to (a link stays a
+    link), otherwise the path itself."""
     path = Path(path)
+    return path.resolve() if path.is_symlink() else path
+
+
+def streams(path: str | Path) -> bool:
+    """Whether `path` (through links) is something other than a regular file or nothing: a FIFO,
+    a character device (/dev/stdout, /dev/null), a socket. Such a target is written in place and
+    once, never replaced."""
+    target = output_target(path)
+    return target.exists() and not target.is_file()
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Write `text` to `path` as the user meant it: through a symbolic link to its target; into a
+    FIFO or a device in place; a regular file (or a new one) atomically: a temporary file in the same
+    folder, then renamed over it, so a reader never sees half a file."""
+    if streams(path):
+        with open(output_target(path), "w") as fh:
+            fh.write(text)
+        return
+    path = output_target(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
@@ -205,6 +236,16 @@ def load_baseline(path: str | Path) -> dict[tuple[str, str, str, str], dict]:
     """An earlier result file's rows by `row_key` (any format this nvgg reads, migrated); checked
     whole before any work starts."""
     return {row_key(r): r for r in resultmod.read_results(path, "baseline")}
+
+
+def in_baseline(row, baseline: dict) -> bool:
+    """Whether a row about to run (result.Row) has a row to be judged against in `baseline`
+    (load_baseline); a persistent row whose tensor-map mode is the default matches any mode."""
+    if row.submission:
+        key = (row.case.id, "submission", "submission", Path(row.submission).name)
+        return key in baseline
+    head = (row.case.id, row.strategy or "", row.backend or "")
+    return any(k[:3] == head and (row.tensormaps is None or k[3] == row.tensormaps) for k in baseline)
 
 
 def gate(results, baseline: dict, max_regression_pct: float) -> list[str]:

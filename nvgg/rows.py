@@ -78,8 +78,9 @@ def run_many(rows: list[Row], *, timeout_s: float | None = None, on_result: Call
 
 class LiveFiles:
     """A run's result files (JSON, Markdown: paths, None for none, "-" for stdout at the end),
-    rewritten whole (atomically where they are regular files) as each row finishes, so a run
-    stopped from outside keeps every row it measured."""
+    rewritten whole (atomically) as each row finishes where they are regular files, so a run
+    stopped from outside keeps every row it measured; a FIFO or a device (report.streams) is
+    written once, at the end (`finish`)."""
 
     def __init__(self, json_out: str | None, markdown: str | None, device, benchmark_ids: set[str]):
         self.json_out, self.markdown, self.device, self.bench = json_out, markdown, device, benchmark_ids
@@ -112,12 +113,18 @@ class LiveFiles:
         from .report import markdown_report
         return markdown_report(self.results, self.env, self.bench)
 
-    def write(self) -> None:
-        from .report import write_json, write_text
-        if self.json_out and self.json_out != "-":
+    def write(self, *, final: bool = False) -> None:
+        from .report import streams, write_json, write_text
+        if self.json_out and self.json_out != "-" and (final or not streams(self.json_out)):
             write_json(self.json_out, self.document())
-        if self.markdown and self.markdown != "-":
+        if self.markdown and self.markdown != "-" and (final or not streams(self.markdown)):
             write_text(self.markdown, self.markdown_text())
+
+    def finish(self) -> None:
+        """After the last row: the files that take one write (a FIFO, a device) get theirs."""
+        from .report import streams
+        if any(p and p != "-" and streams(p) for p in (self.json_out, self.markdown)):
+            self.write(final=True)
 
     def written(self) -> list[str]:
         """The files written (not stdout), once a row was."""

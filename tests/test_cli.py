@@ -28,7 +28,6 @@ def test_sol_json_has_the_contract_keys(cli):
     (["run", "--case", "9"], "unknown case '9'"),
     (["run", "--shape", "m: [64]; n: [256]"], "lacks k"),
     (["sol", "--case", "1", "--profile", "a100"], "unknown profile 'a100'"),
-    (["run", "--case", "3", "--strategy", "graph"], "needs a CUDA GPU"),
     (["run", "--case", "3", "--strategy", "fast"], "unknown strategy 'fast'"),
     (["run", "--case", "3", "--submission", "/nope/submission.py"], "does not exist"),
     (["run", "--case", "3", "--cases", "/nope.yaml"], "does not exist"),
@@ -49,6 +48,54 @@ def test_bad_input_is_one_line_and_exit_2(cli, argv, words):
     assert out.exit_code == 2
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and words in lines[0] and "Traceback" not in out.output, out.output
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["run", "--shape", ""], "--shape is empty"),
+    (["sol", "--profile", " "], "--profile is empty"),
+    (["compare", "--json", ""], "--json is empty"),
+    (["report", ""], "the path argument is empty"),
+    (["compare", "--submission", ""], "--submission is empty"),
+    (["run", "--case", "test-1,test-1"], "case test-1 is listed twice"),
+    (["compare", "--case", "1,,2"], "has an empty item"),
+    (["compare", "--strategy", "graph,graph"], "strategy graph is listed twice"),
+    (["compare", "--tensormaps", "host,host", "--strategy", "persistent"], "tensor-map mode host is listed twice"),
+    (["run", "--shape", "m: [64]; m: [64]; n: [256]; k: [256]"], "shape spec gives m twice"),
+    (["run", "--case", "test-1", "--submission", "README.md"], "is not a Python file (.py)"),
+    (["run", "--case", "test-1", "--profile", "nope"], "unknown profile 'nope'"),
+])
+def test_kinds_of_empty_repeated_and_wrong_values(cli, argv, words):
+    out = cli(*argv)
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.exit_code == 2 and len(lines) == 1 and words in lines[0], out.output
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["run", "--case", "3", "--strategy", "graph"], "the graph strategy needs a CUDA GPU"),
+    (["run", "--case", "3", "--backend", "cute"], "the cute backend needs a CUDA GPU"),
+    (["run", "--case", "test-1", "--timer", "per-call"], "--timer per-call times CUDA launches and no GPU is visible"),
+    (["compare", "--case", "test-1", "--timer", "cupti"], "--timer cupti times CUDA launches"),
+    (["profile", "--cupti", "--case", "3"], "profiling needs a CUDA GPU"),
+])
+def test_a_missing_gpu_has_its_own_exit_code(cli, argv, words):
+    """Exit 3 (errors.NO_GPU): the command would run on a machine with a GPU; 2 is for bad input."""
+    out = cli(*argv)
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.exit_code == 3 and len(lines) == 1 and words in lines[0], out.output
+
+
+def test_files_that_are_not_regular_are_refused_before_they_are_read(cli, tmp_path):
+    import os
+    fifo = tmp_path / "cases.yaml"
+    os.mkfifo(fifo)  # no writer: reading it would wait for ever
+    out = cli("cases", "--cases", str(fifo))
+    assert out.exit_code == 2 and "is not a regular file" in out.stderr
+    out = cli("compare", "--case", "test-1", "--baseline", str(fifo))
+    assert out.exit_code == 2 and "is not a regular file" in out.stderr
+    sub = tmp_path / "submission.py"
+    os.mkfifo(sub)
+    out = cli("run", "--case", "test-1", "--submission", str(sub))
+    assert out.exit_code == 2 and "is not a regular file" in out.stderr
 
 
 @pytest.mark.parametrize("args, says", [
@@ -116,8 +163,8 @@ def test_kinds_of_bad_input_are_one_line_exit_2(cli, tmp_path, argv, words):
     d = _bad_files(tmp_path)
     out = cli(*[a.format(d=d) for a in argv])
     assert "Traceback" not in out.output and (out.exception is None or isinstance(out.exception, SystemExit)), out.output
-    if words is None:  # a compare keeps the row: n/a with the size it needs, exit 0 (nothing failed)
-        assert "needs about" in out.stdout and out.exit_code == 0, out.output
+    if words is None:  # a compare keeps the row: n/a with the size it needs; nothing was measured: exit 1
+        assert "needs about" in out.stdout and out.exit_code == 1 and "nothing was measured" in out.stderr, out.output
         return
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert out.exit_code == 2 and len(lines) == 1 and words in lines[0], out.output
@@ -128,6 +175,8 @@ def test_kinds_of_bad_input_are_one_line_exit_2(cli, tmp_path, argv, words):
     (["run", "--bogus"], "No such option: --bogus"),
     (["compare", "strategies", "extra"], "unexpected extra argument"),
     (["sol", "--json"], "requires an argument"),
+    (["sol", "--case", "1", "--case", "2"], "--case given twice: give it once"),
+    (["run", "--case=1", "--json", "a.json", "--json=b.json"], "--json given twice"),
     (["run", "--case", "3", "--timeout", "-1"], "Invalid value for '--timeout'"),
     (["profile", "--cupti", "--timeout", "0"], "Invalid value for '--timeout'"),
     (["compare", "--max-regression", "-5"], "Invalid value for '--max-regression'"),
@@ -141,3 +190,60 @@ def test_usage_errors_are_one_line_from_the_command(argv, words):
                           cwd=Path(__file__).parent.parent)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1 and words in lines[0], proc.stderr
+
+
+def _nvgg(*argv, env=None, **kwargs):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    return subprocess.run([sys.executable, "-m", "nvgg", *argv], capture_output=True, text=True,
+                          cwd=Path(__file__).parent.parent, env=dict(os.environ, **(env or {})), **kwargs)
+
+
+def test_a_kernel_cache_that_cannot_be_written_is_one_line(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    for cache in (blocker, blocker / "kernels"):
+        proc = _nvgg("compile", "--arch", "sm_90a", "--case", "4", env={"NVGG_CACHE_DIR": str(cache)})
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+        assert f"the kernel cache {cache} cannot be written" in lines[0] and "set NVGG_CACHE_DIR" in lines[0]
+
+
+def test_a_bad_isolation_setting_is_one_line(tmp_path):
+    proc = _nvgg("run", "--case", "test-1", env={"NVGG_ISOLATION": "garbage"})
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and lines == ["nvgg: NVGG_ISOLATION='garbage': set it to on (rows in worker processes) "
+                                              "or off (in nvgg's own process)"]
+
+
+def test_ctrl_c_while_nvgg_starts_is_one_line():
+    """Ctrl-C while nvgg imports torch (its first second): one line and exit 130. The interrupt is
+    raised where it would land, at the import of torch, so the test does not race a timer."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = ("import builtins, sys\n"
+            "real = builtins.__import__\n"
+            "def interrupted(name, *args, **kwargs):\n"
+            "    if name == 'torch':\n"
+            "        raise KeyboardInterrupt\n"
+            "    return real(name, *args, **kwargs)\n"
+            "builtins.__import__ = interrupted\n"
+            "sys.argv = ['nvgg', 'run', '--case', 'test-1']\n"
+            "from nvgg.__main__ import main\n"
+            "main()\n")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).parent.parent, capture_output=True, text=True,
+                          timeout=120)
+    assert (proc.returncode, proc.stderr.strip()) == (130, "nvgg: interrupted"), proc.stderr
+
+
+def test_a_submission_that_prints_leaves_json_on_stdout_whole(tmp_path):
+    """In-process rows (NVGG_ISOLATION=off): what the submission prints, from Python or C, goes to stderr."""
+    import json
+    proc = _nvgg("run", "--case", "test-1", "--submission", "tests/fixtures/submissions/printer.py", "--json", "-",
+                 env={"NVGG_ISOLATION": "off"})
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["results"][0]["status"] == "ok"
+    assert "hello from the submission" in proc.stderr and "raw hello" in proc.stderr

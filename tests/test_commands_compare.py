@@ -97,3 +97,31 @@ def test_the_example_workflow_runs_as_written(cli, fake_gpu, fake_rows, tmp_path
     assert out.exit_code == 0, out.output
     assert summary.read_text().startswith("## nvgg compare") and "vs baseline" in summary.read_text()
     assert json.loads(Path(args[args.index("--json") + 1]).read_text())["results"]
+
+
+def test_a_gate_that_would_check_nothing_is_refused(cli, fake_gpu, fake_rows, tmp_path):
+    """A baseline that shares no row with the run, or a profile that does not exist: one line and
+    exit 2 before any row runs; a run in which no row was measured exits 1."""
+    base = tmp_path / "base.json"
+    assert cli("compare", "--case", "3", "--strategy", "graph", "--backend", "torch", "--json", str(base)).exit_code == 0
+    fake_rows.seen.clear()
+    out = cli("compare", "--case", "4", "--strategy", "graph", "--backend", "torch", "--baseline", str(base))
+    assert out.exit_code == 2 and "shares no row with this run (it holds cases 3 of graph/torch)" in out.stderr
+    out = cli("compare", "--case", "3", "--strategy", "sequential", "--backend", "torch", "--baseline", str(base))
+    assert out.exit_code == 2 and "shares no row" in out.stderr
+    out = cli("compare", "--case", "3", "--profile", "nope")
+    assert out.exit_code == 2 and "unknown profile 'nope'" in out.stderr and not fake_rows.seen
+    fake_rows.answer = lambda row: made_result(row.case.id, row.strategy, row.backend, None, status="unsupported",
+                                               message="not here")
+    out = cli("compare", "--case", "3,4", "--strategy", "graph")
+    assert out.exit_code == 1 and "nothing was measured" in out.stderr
+
+
+def test_the_markdown_notes_stand_apart_from_the_table(cli, fake_gpu, fake_rows, tmp_path):
+    fake_rows.answer = lambda row: made_result(row.case.id, row.strategy, "torch", None, status="error",
+                                               message="crashed: the process died (killed by SIGSEGV)")
+    md = tmp_path / "summary.md"
+    cli("compare", "--case", "3", "--strategy", "graph", "--backend", "torch", "--markdown", str(md))
+    lines = md.read_text().splitlines()
+    note = next(i for i, line in enumerate(lines) if "[1] crashed" in line)
+    assert lines[note - 1] == "" and lines[note].startswith("- [1] ") and lines[note - 2].startswith("|")

@@ -119,7 +119,9 @@ def kernel_info(entry, extra: dict) -> KernelInfo:
         extra={"compile_s": round(entry.compile_s, 4), "cache_hit": entry.hit,
                "cold_compile_s": round(entry.info["cold_compile_s"], 3), "frame_bytes": res["frame_bytes"],
                **extra, "ptx": str(entry.directory / "kernel.ptx"), "cubin": str(cubin),
-               "sass": str(sass) if sass else None, "cache_dir": str(entry.directory)})
+               "sass": str(sass) if sass else None, "cache_dir": str(entry.directory),
+               **({} if sass else {"sass_missing": "nvdisasm not found: pip install nvidia-cuda-nvdisasm (or put "
+                                                   "a CUDA toolkit's nvdisasm on PATH) to get the SASS"})})
 
 
 def arch_of(device: torch.device) -> str:

@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from ..cases import Case
-from ..errors import NvggError
+from ..errors import NvggError, no_gpu
 from .base import Backend, KernelInfo, Launch, arch_of
 from .family import KernelFamily
 
@@ -54,8 +54,8 @@ class CuteBackend(Backend):
 
     def check(self, case: Case, device: torch.device) -> None:
         if device.type != "cuda" or not torch.cuda.is_available():
-            raise NvggError("the cute backend needs a CUDA GPU (sm_90a: H100/H200; sm_100a: B200) and none is visible: "
-                            "use the torch backend")
+            raise no_gpu("the cute backend needs a CUDA GPU (sm_90a: H100/H200; sm_100a: B200) and none is visible: "
+                         "use the torch backend")
         arch = arch_of(device)
         if arch not in ARCHS:
             raise NvggError(f"the cute backend runs on {', '.join(ARCHS)}; this GPU is {arch}: use the torch backend")

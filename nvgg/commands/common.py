@@ -17,17 +17,18 @@ from typing import Annotated, Optional
 import typer
 
 from .. import cases as casesmod
-from ..errors import NvggError
+from ..errors import NvggError, no_gpu
 
 STATE = {"verbose": False}
 
 
 def command(fn):
     """A command whose NvggError becomes one line on stderr and exit code error.code (the
-    traceback with --verbose)."""
+    traceback with --verbose); an option given as an empty string is refused first, whichever."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
+            _refuse_empty(kwargs)
             return fn(*args, **kwargs)
         except NvggError as exc:
             if STATE["verbose"]:
@@ -41,11 +42,10 @@ def command(fn):
             raise typer.Exit(130) from None
     return wrapper
 
-CasesFile = Annotated[Optional[str], typer.Option("--cases", help="A YAML file of extra cases (cases: {id: {m, n, k, g, seed}}).")]
-Shape = Annotated[Optional[str], typer.Option("--shape", help='An inline case: "m: [64, 128]; n: [256, 256]; k: [512, 512]; g: 2; seed: 7".')]
-Profile = Annotated[Optional[str], typer.Option("--profile", help="GPU profile for the SOL (b200, h100, h200); default: the running GPU's.")]
-RowTimeout = Annotated[Optional[float], typer.Option(
-    "--timeout", min=1.0, help="Seconds a row may take (each runs in a worker process of its backend or submission; "
+CasesFile = Annotated[Optional[str], typer.Option("--cases", metavar="FILE", help="A YAML file of extra cases (cases: {id: {m, n, k, g, seed}}).")]
+Shape = Annotated[Optional[str], typer.Option("--shape", metavar="SPEC", help='An inline case: "m: [64, 128]; n: [256, 256]; k: [512, 512]; g: 2; seed: 7".')]
+Profile = Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="GPU profile for the SOL (b200, h100, h200); default: the running GPU's.")]
+RowTimeout = Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", min=1.0, help="Seconds a row may take (each runs in a worker process of its backend or submission; "
                                "default 300) before its worker is killed and the row reported as timed out.")]
 JsonOut = Annotated[Optional[str], typer.Option("--json", metavar="FILE",
                                                  help="Write the results as JSON to FILE (- for stdout, in place of the table).")]
@@ -56,8 +56,7 @@ class TensorMapMode(str, Enum):
     host = "host"
 
 
-TensorMaps = Annotated[Optional[TensorMapMode], typer.Option(
-    "--tensormaps", case_sensitive=False,
+TensorMaps = Annotated[Optional[TensorMapMode], typer.Option("--tensormaps", metavar="MODE", case_sensitive=False,
     help="The persistent cute kernel's tensor maps: device (rewritten in the kernel on each group change) or "
          "host (every group's encoded on the host at prepare time). Both archs have both; default host.")]
 
@@ -72,6 +71,22 @@ def tensormaps_option(flag_value: str | None) -> list[str] | None:
     return names(flag_value, TENSORMAP_MODES, "tensor-map mode") if flag_value else None
 
 
+def _refuse_empty(values: dict) -> None:
+    """An option or argument given as "" (or blanks): never what was meant (`--shape ""`, a shell
+    variable that was not set), so it is refused rather than read as not given."""
+    try:
+        from typer._click.globals import get_current_context
+    except ImportError:  # typer that depends on click instead of carrying it
+        from click import get_current_context
+    ctx = get_current_context(silent=True)
+    names = {p.name: p.opts[0] if p.param_type_name == "option" else f"the {p.name} argument"
+             for p in ctx.command.params} if ctx else {}
+    for name, value in values.items():
+        items = value if isinstance(value, (list, tuple)) else [value]
+        if any(isinstance(v, str) and not v.strip() for v in items):
+            raise NvggError(f"{names.get(name, name)} is empty: give it a value or leave it out")
+
+
 def check_writable(flag: str, path: str | None, *, stdout_ok: bool = False) -> None:
     """An output path is checked before any work, so a long run never ends on a file it cannot
     write; "-" (stdout) only where the flag takes it."""
@@ -79,9 +94,16 @@ def check_writable(flag: str, path: str | None, *, stdout_ok: bool = False) -> N
         return
     if path == "-":
         raise NvggError(f"{flag} writes a file: pass a file name (- for stdout is for --json and --markdown)")
-    target = Path(path)
+    if not path.strip():
+        raise NvggError(f"{flag} is empty: pass a file name")
+    from ..report import output_target, streams
+    target = output_target(path)  # a symbolic link is written through to what it points to
     if target.is_dir():
         raise NvggError(f"{flag} {path} is a folder: pass a file name")
+    if streams(path):  # a FIFO or a device: written in place, once
+        if not os.access(target, os.W_OK):
+            raise NvggError(f"{flag} {path} cannot be written: pass a path you can write")
+        return
     parent = target.parent
     while not parent.exists():
         parent = parent.parent
@@ -110,11 +132,13 @@ def check_folder(flag: str, path: str) -> None:
 
 
 def check_submission(path: str) -> str:
-    """A submission's path, refused up front where it is no file."""
+    """A submission's path, refused up front where it is no Python file."""
     target = Path(path)
     if not target.is_file():
-        what = "is a folder" if target.is_dir() else "does not exist"
+        what = ("is a folder" if target.is_dir() else "is not a regular file" if target.exists() else "does not exist")
         raise NvggError(f"submission {path} {what}: pass the path of your submission.py")
+    if target.suffix != ".py":
+        raise NvggError(f"submission {path} is not a Python file (.py): pass the path of your submission.py")
     return str(target.resolve())
 
 
@@ -187,17 +211,49 @@ class Progress:
             typer.echo(f"[{self.done}/{self.total}] {name}: {outcome}", err=True)
 
 
-def check_outputs(json_out: str | None, markdown: str | None = None) -> None:
-    """--json and --markdown, each a writable file or - (stdout), not both on stdout."""
+def check_outputs(json_out: str | None, markdown: str | None = None, *, baseline: str | None = None) -> None:
+    """--json and --markdown, each a writable file or - (stdout), not both on stdout, neither the
+    other nor the baseline being read (through links: the same file by any name)."""
     check_writable("--json", json_out, stdout_ok=True)
     check_writable("--markdown", markdown, stdout_ok=True)
     if json_out == "-" and markdown == "-":
         raise NvggError("--json - and --markdown - would both print on stdout: send one of them to a file")
+    named = [(flag, path) for flag, path in (("--json", json_out), ("--markdown", markdown), ("--baseline", baseline))
+             if path and path != "-"]
+    for i, (flag, path) in enumerate(named):
+        for other, other_path in named[i + 1:]:
+            if _same_file(path, other_path):
+                raise NvggError(f"{flag} and {other} name the same file ({path}): give each its own file")
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:  # one does not exist yet: the same path once resolved
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_profile(name: str | None) -> None:
+    """--profile names a GPU profile that exists (checked before any row runs)."""
+    if name is None:
+        return
+    from .. import profiles
+    if not name.strip():
+        raise NvggError(f"--profile is empty: name one of {', '.join(profiles.all_profiles())}")
+    profiles.get(name)
+
+
+def check_timer(timer, device) -> None:
+    """A timer other than the leaderboard's times on a GPU only: the CPU's host clock times batches."""
+    if device.type != "cuda" and timer.value != "leaderboard":
+        raise no_gpu(f"--timer {timer.value} times CUDA launches and no GPU is visible: drop --timer on a CPU run "
+                     "(its host clock times batches of calls)")
 
 
 def finish_files(files) -> bool:
     """After a run's last row (rows.LiveFiles): --json - or --markdown - printed (True: in place of
     the table), and the files written announced."""
+    files.finish()
     if files.json_out == "-":
         typer.echo(json.dumps(files.document(), indent=2, default=str))
     if files.markdown == "-":
@@ -232,10 +288,13 @@ def pick_cases(case: str | None, shape: str | None, cases_file: str | None, defa
 
 
 def names(spec: str, known: tuple[str, ...], what: str) -> list[str]:
+    """A comma list of names (or all), each known and listed once."""
     if spec.strip().lower() == "all":
         return list(known)
-    out = [s.strip().lower() for s in spec.split(",") if s.strip()]
+    out = [s.strip().lower() for s in spec.split(",")]
     for name in out:
         if name not in known:
             raise NvggError(f"unknown {what} {name!r}: choose from {', '.join(known)} or all")
+        if out.count(name) > 1:
+            raise NvggError(f"{what} {name} is listed twice in {spec!r}: list each once")
     return out

@@ -11,9 +11,11 @@ import typer
 from .. import backends, cases as casesmod, rows, selection, strategies
 from ..env import card
 from ..errors import NvggError
-from ..report import check_text, compare_outcome, gate, geomean_table, label, load_baseline, results_table
+from ..report import (check_text, compare_outcome, gate, geomean_table, in_baseline, label, load_baseline,
+                      results_table)
 from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, Timer, TimerOpt, check_outputs,
-                     check_submissions, command, finish_files, names, pick_cases, tensormaps_option)
+                     check_profile, check_submissions, check_timer, command, finish_files, names, pick_cases,
+                     tensormaps_option)
 
 
 class What(str, Enum):
@@ -25,16 +27,16 @@ def register(app: typer.Typer) -> None:
     @app.command("compare")
     @command
     def compare_cmd(what: Annotated[What, typer.Argument(case_sensitive=False, help="strategies (default) or backends.")] = What.strategies,
-                    case: Annotated[str, typer.Option("--case", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
-                    strategy: Annotated[Optional[str], typer.Option("--strategy", help="all or names, comma-separated.")] = None,
-                    backend: Annotated[Optional[str], typer.Option("--backend", help="all or names, comma-separated.")] = None,
-                    submission: Annotated[Optional[List[str]], typer.Option("--submission", help="Add a competition-format submission.py (repeat for several).")] = None,
-                    tensormaps: Annotated[Optional[str], typer.Option("--tensormaps", help="The persistent cute kernel's tensor maps: device, host, or both (device,host or all), a row each.")] = None,
+                    case: Annotated[str, typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
+                    strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAMES", help="all or names, comma-separated.")] = None,
+                    backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAMES", help="all or names, comma-separated.")] = None,
+                    submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Add a competition-format submission.py (repeat for several).")] = None,
+                    tensormaps: Annotated[Optional[str], typer.Option("--tensormaps", metavar="MODES", help="The persistent cute kernel's tensor maps: device, host, or both (device,host or all), a row each.")] = None,
                     shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
                     timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None, timeout: RowTimeout = None,
-                    markdown: Annotated[Optional[str], typer.Option("--markdown", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
-                    baseline: Annotated[Optional[str], typer.Option("--baseline", help="An earlier --json file to gate against.")] = None,
-                    max_regression: Annotated[Optional[float], typer.Option("--max-regression", min=0.0, help="Allowed slowdown in percent with --baseline (default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
+                    markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
+                    baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="An earlier --json file to gate against.")] = None,
+                    max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", min=0.0, help="Allowed slowdown in percent with --baseline (default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
         """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness.
         Every row runs in a worker process: a fault or a hang costs that row, and the files are written as rows finish."""
         if baseline is None and max_regression is not None:
@@ -44,12 +46,14 @@ def register(app: typer.Typer) -> None:
         st_names, be_names = _strategies_and_backends(what, strategy, backend, device)
         modes = tensormaps_option(tensormaps)
         selection.check_modes_apply(modes, st_names)
-        check_outputs(json_out, markdown)
-        base = load_baseline(baseline) if baseline else None
-        bench_ids = {c.id for c in casesmod.benchmarks()}
-        files = rows.LiveFiles(json_out, markdown, device, bench_ids)
+        check_outputs(json_out, markdown, baseline=baseline)
+        check_profile(profile)
+        check_timer(timer, device)
         todo = rows.rows_of(picked, st_names, be_names, submissions=check_submissions(submission or []),
                             tensormaps=modes, device=str(device), profile=profile, timer=timer.value)
+        base = _baseline(baseline, todo)
+        bench_ids = {c.id for c in casesmod.benchmarks()}
+        files = rows.LiveFiles(json_out, markdown, device, bench_ids)
         regressed: list[str] = []
         with Progress(len(todo)) as progress:
             def advance(r) -> None:
@@ -68,8 +72,26 @@ def register(app: typer.Typer) -> None:
             typer.secho(f"failed: {r.case} {label(r)}: {check_text(r)}", err=True, fg=typer.colors.RED)
         for line in regressed:
             typer.secho(f"regression: {line}", err=True, fg=typer.colors.RED)
+        if not any(r.status == "ok" and r.stats is not None for r in results):
+            typer.secho("nvgg: nothing was measured: every row failed or is unsupported here", err=True, fg=typer.colors.RED)
+            raise typer.Exit(1)
         if regressed or failed:
             raise typer.Exit(1)
+
+
+def _baseline(path: str | None, todo) -> dict | None:
+    """The baseline's rows, refused before any work where it shares no row with this run (a gate
+    that would check nothing)."""
+    if path is None:
+        return None
+    base = load_baseline(path)
+    if not any(in_baseline(row, base) for row in todo):
+        cases = sorted({k[0] for k in base})
+        labels = sorted({f"{k[1]}/{k[2]}" for k in base})
+        raise NvggError(f"baseline {path} shares no row with this run (it holds cases {', '.join(cases)} of "
+                        f"{', '.join(labels)}): compare the same cases, strategies and backends, or write a new "
+                        "baseline with --json")
+    return base
 
 
 def _strategies_and_backends(what: What, strategy: str | None, backend: str | None, device) -> tuple[list[str], list[str]]:

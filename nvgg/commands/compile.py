@@ -13,17 +13,19 @@ from ..profiling import occupancy
 from ..result import document
 from .common import CasesFile, JsonOut, Shape, TensorMaps, check_writable, command, emit_json, mode_value, pick_cases
 
-COLUMNS = ["case", "name", "registers", "smem_bytes", "threads", "tmem_columns", "cluster", "stages",
-           "compile_s", "theoretical_occupancy", "occupancy_limited_by"]
+# the table's columns: a kernel's field and its heading
+COLUMNS = {"case": "case", "name": "kernel", "registers": "registers", "smem_bytes": "shared memory B",
+           "threads": "threads", "tmem_columns": "tensor memory cols", "cluster": "cluster", "stages": "stages",
+           "compile_s": "compile s", "theoretical_occupancy": "occupancy", "occupancy_limited_by": "limited by"}
 
 
 def register(app: typer.Typer) -> None:
     @app.command("compile")
     @command
-    def compile_cmd(arch: Annotated[str, typer.Option("--arch", help="Target: sm_90a (H100/H200) or sm_100a (B200).")] = "sm_90a",
-                    case: Annotated[Optional[str], typer.Option("--case", help="Case id(s), all, benchmarks or tests.")] = None,
-                    strategy: Annotated[str, typer.Option("--strategy", help="persistent, multistream, graph or sequential.")] = "persistent",
-                    backend: Annotated[str, typer.Option("--backend", help="The backend whose kernels to build.")] = "cute",
+    def compile_cmd(arch: Annotated[str, typer.Option("--arch", metavar="ARCH", help="Target: sm_90a (H100/H200) or sm_100a (B200).")] = "sm_90a",
+                    case: Annotated[Optional[str], typer.Option("--case", metavar="IDS", help="Case id(s), all, benchmarks or tests.")] = None,
+                    strategy: Annotated[str, typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = "persistent",
+                    backend: Annotated[str, typer.Option("--backend", metavar="NAME", help="The backend whose kernels to build.")] = "cute",
                     tensormaps: TensorMaps = None, shape: Shape = None, cases_file: CasesFile = None,
                     json_out: JsonOut = None) -> None:
         """Compile only (no GPU needed): resources, tensor memory, cluster, stages, occupancy per kernel."""
@@ -42,7 +44,9 @@ def register(app: typer.Typer) -> None:
         if emit_json(json_out, document("compile", arch=arch, kernels=kernels)):
             return
         shown = [c for c in COLUMNS if any(k.get(c) is not None for k in kernels)]
-        typer.echo(tabulate([[_cell(k.get(c)) for c in shown] for k in kernels], headers=shown, tablefmt="github"))
+        typer.echo(tabulate([[f"{k[c]:.1%}" if c == "theoretical_occupancy" else _cell(k.get(c)) for c in shown]
+                             for k in kernels], headers=[COLUMNS[c] for c in shown], tablefmt="github",
+                            disable_numparse=True))
         typer.echo(f"target {arch}, occupancy against the {limits.name} profile ({limits.sm_count} SMs); "
                    "--json FILE (or -) for the PTX and SASS paths and the rest")
 

@@ -12,27 +12,27 @@ from typing import Annotated, Optional
 import typer
 
 from .. import cases as casesmod, env as envmod, selection
-from ..errors import NvggError
+from ..errors import NvggError, no_gpu
 from ..profiling.session import Request, profile as run_profile
 from ..report import profile_document, profile_text, write_json
-from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_folder, check_submission,
-                     check_writable, command, emit_json, mode_value, pick_cases)
+from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_folder, check_profile,
+                     check_submission, check_writable, command, emit_json, mode_value, pick_cases)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("profile")
     @command
-    def profile_cmd(case: Annotated[Optional[str], typer.Option("--case", help="Case id(s); default: the benchmarks.")] = None,
-                    strategy: Annotated[Optional[str], typer.Option("--strategy", help="persistent, multistream, graph or sequential.")] = None,
-                    backend: Annotated[Optional[str], typer.Option("--backend", help="cute or torch.")] = None,
-                    submission: Annotated[Optional[str], typer.Option("--submission", help="Profile a competition-format submission.py (with --cupti, --ncu and/or --phases).")] = None,
+    def profile_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="IDS", help="Case id(s); default: the benchmarks.")] = None,
+                    strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = None,
+                    backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute or torch.")] = None,
+                    submission: Annotated[Optional[str], typer.Option("--submission", metavar="FILE", help="Profile a competition-format submission.py (with --cupti, --ncu and/or --phases).")] = None,
                     cupti: Annotated[bool, typer.Option("--cupti", help="CUPTI kernel records beside the event time.")] = False,
                     ncu: Annotated[bool, typer.Option("--ncu", help="Nsight Compute on the kernels of one call.")] = False,
                     phases: Annotated[bool, typer.Option("--phases", help="Timestamps inside the kernel: our persistent kernel's instrumented build, or a submission's probe marks.")] = False,
                     occupancy: Annotated[bool, typer.Option("--occupancy", help="Theoretical and CUDA-API occupancy, SM coverage and waves.")] = False,
-                    trace: Annotated[Optional[str], typer.Option("--trace", help="With --phases: write a Chrome/Perfetto trace here (one case).")] = None,
-                    clock_control: Annotated[Optional[str], typer.Option("--clock-control", help="With --ncu: ncu's clock control, none (default) or base.")] = None,
-                    out_dir: Annotated[Optional[str], typer.Option("--out", help="With --ncu: the folder for .ncu-rep and CSV files (default nvgg-results).")] = None,
+                    trace: Annotated[Optional[str], typer.Option("--trace", metavar="FILE", help="With --phases: write a Chrome/Perfetto trace here (one case).")] = None,
+                    clock_control: Annotated[Optional[str], typer.Option("--clock-control", metavar="MODE", help="With --ncu: ncu's clock control, none (default) or base.")] = None,
+                    out_dir: Annotated[Optional[str], typer.Option("--out", metavar="FOLDER", help="With --ncu: the folder for .ncu-rep and CSV files (default nvgg-results).")] = None,
                     tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
                     cases_file: CasesFile = None, profile: Profile = None, json_out: JsonOut = None) -> None:
         """Why is it slow: kernel time vs host overhead (CUPTI), counters (ncu), occupancy, phases."""
@@ -41,7 +41,7 @@ def register(app: typer.Typer) -> None:
                            profile, json_out)
         device = selection.default_device()
         if device.type != "cuda":
-            raise NvggError("profiling needs a CUDA GPU and none is visible")
+            raise no_gpu("profiling needs a CUDA GPU and none is visible: run nvgg profile on a GPU machine")
         with Progress(len(request.cases), "profiling") as progress:
             done = run_profile(request, device, on_start=lambda cid: progress.start(f"case {cid} ({', '.join(request.observers)})"),
                                on_finish=lambda cid, bad: progress.finish(f"case {cid}", "failed" if bad else "done"))
@@ -80,6 +80,7 @@ def _request(cases, strategy, backend, submission, cupti, ncu, phases, occupancy
         check_folder("--out", out_dir or "nvgg-results")
     check_writable("--trace", trace)
     check_writable("--json", json_out, stdout_ok=True)
+    check_profile(profile)
     return Request(tuple(cases), cupti=cupti, ncu=ncu, phases=phases, occupancy=occupancy, strategy=strategy,
                    backend=backend, tensormaps=tensormaps, submission=check_submission(submission) if submission else None,
                    profile=profile, timeout_s=timeout, clock_control=clock_control or "none",

@@ -16,7 +16,7 @@ def register(app: typer.Typer) -> None:
     @app.command("report")
     @command
     def report_cmd(path: Annotated[str, typer.Argument(help="A file written by run, compare or profile --json.")],
-                   plot: Annotated[Optional[str], typer.Option("--plot", help="Draw time vs SOL and setup phases to this PNG.")] = None) -> None:
+                   plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Draw time vs SOL and setup phases to this PNG.")] = None) -> None:
         """Show a saved result file as tables (and a plot)."""
         check_writable("--plot", plot)
         results = load(path)

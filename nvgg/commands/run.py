@@ -13,16 +13,17 @@ from ..errors import NvggError
 from ..report import run_text
 from ..result import Row
 from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, Timer, TimerOpt,
-                     check_outputs, check_submission, command, finish_files, mode_value, pick_cases)
+                     check_outputs, check_profile, check_submission, check_timer, command, finish_files, mode_value,
+                     pick_cases)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("run")
     @command
-    def run_cmd(case: Annotated[Optional[str], typer.Option("--case", help="Case id (see `nvgg cases`).")] = None,
-                strategy: Annotated[Optional[str], typer.Option("--strategy", help="persistent, multistream, graph or sequential.")] = None,
-                backend: Annotated[Optional[str], typer.Option("--backend", help="cute or torch (default: the best this machine has).")] = None,
-                submission: Annotated[Optional[str], typer.Option("--submission", help="Run a competition-format submission.py instead.")] = None,
+    def run_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="ID", help="Case id (see `nvgg cases`).")] = None,
+                strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = None,
+                backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute or torch (default: the best this machine has).")] = None,
+                submission: Annotated[Optional[str], typer.Option("--submission", metavar="FILE", help="Run a competition-format submission.py instead.")] = None,
                 tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
                 cases_file: CasesFile = None,
                 profile: Profile = None, timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None) -> None:
@@ -33,7 +34,9 @@ def register(app: typer.Typer) -> None:
         if submission and (strategy or backend or tensormaps):
             raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
         check_outputs(json_out)
+        check_profile(profile)
         device = selection.default_device()
+        check_timer(timer, device)
         the_case = picked[0]
         common = dict(device=str(device), profile=profile, timer=timer.value)
         row = (Row(the_case, submission=check_submission(submission), **common) if submission else
@@ -41,6 +44,8 @@ def register(app: typer.Typer) -> None:
         files = rows.LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})
         with Progress(1, "running") as progress:
             [result] = rows.run_many([row], timeout_s=timeout, on_start=lambda r: _starting(r, device, progress), strict=True)
+        if result.status == "unsupported":  # found out in the worker (a shape no kernel takes, a cache it cannot write)
+            raise NvggError(result.message)
         files.add(result)
         if not finish_files(files):
             typer.echo(run_text([result], result.env or files.env))

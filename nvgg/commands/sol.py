@@ -15,7 +15,7 @@ from .common import CasesFile, JsonOut, Profile, Shape, check_writable, command,
 def register(app: typer.Typer) -> None:
     @app.command("sol")
     @command
-    def sol_cmd(case: Annotated[Optional[str], typer.Option("--case", help="Case id(s), comma-separated, or all / benchmarks.")] = None,
+    def sol_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="IDS", help="Case id(s), comma-separated, or all / benchmarks.")] = None,
                 shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
                 json_out: JsonOut = None) -> None:
         """Bytes, FLOPs and the floor: max(bytes / DRAM bandwidth, FLOPs / tensor peak of the data path)."""

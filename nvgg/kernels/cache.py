@@ -109,13 +109,23 @@ def default_root() -> Path:
 
 class CompileCache:
     def __init__(self, root: str | Path | None = None):
-        self.root = Path(root) if root else default_root()
+        self._root = Path(root) if root else None
         self._memory: dict[CacheKey, Entry] = {}
         self._records: dict[CacheKey, Entry] = {}  # disk records read without a callable
         self._lock = threading.Lock()
 
+    @property
+    def root(self) -> Path:
+        """The folder given, else NVGG_CACHE_DIR's or the default, as the environment says now."""
+        return self._root or default_root()
+
     def directory(self, key: CacheKey) -> Path:
         return self.root / key.digest()
+
+    def _unwritable(self, exc: OSError):
+        from ..errors import NvggError
+        return NvggError(f"the kernel cache {self.root} cannot be written ({exc.strerror}): set NVGG_CACHE_DIR to a "
+                         "folder you can write")
 
     def get(self, key: CacheKey, build: Callable[[Path], Built], *, need_callable: bool = True) -> Entry:
         """The cached kernel for `key`, building it (into its cache directory) when needed."""
@@ -132,16 +142,22 @@ class CompileCache:
                     known = self._records[key] = Entry(key, None, json.loads(record.read_text()), folder, 0.0, "disk")
                 if known is not None:
                     return Entry(key, None, known.info, folder, time.perf_counter() - t0, "disk")
-            folder.mkdir(parents=True, exist_ok=True)
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise self._unwritable(exc) from None
             built = build(folder)
             cold = time.perf_counter() - t0
-            (folder / "kernel.ptx").write_text(built.ptx)
-            (folder / "kernel.cubin").write_bytes(built.cubin)
             info = dict(built.meta)
             info["resources"] = cubin_resources(built.cubin)
             info["cold_compile_s"] = cold
             info["key"] = [repr(x) for x in astuple(key)]
-            record.write_text(json.dumps(info, indent=1, default=str))
+            try:
+                (folder / "kernel.ptx").write_text(built.ptx)
+                (folder / "kernel.cubin").write_bytes(built.cubin)
+                record.write_text(json.dumps(info, indent=1, default=str))
+            except OSError as exc:
+                raise self._unwritable(exc) from None
             entry = Entry(key, built.fn, info, folder, cold, "cold")
             self._memory[key] = entry
             return entry

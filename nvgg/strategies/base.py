@@ -15,7 +15,7 @@ import torch
 
 from ..backends.base import Backend
 from ..cases import Case
-from ..errors import NvggError
+from ..errors import NvggError, no_gpu
 
 
 @dataclass
@@ -34,8 +34,8 @@ class Strategy:
 
     def check(self, backend: Backend, case: Case, device: torch.device) -> None:
         if self.needs_gpu and device.type != "cuda":
-            raise NvggError(f"the {self.name} strategy needs a CUDA GPU and none is visible: "
-                            "use the sequential strategy on this machine")
+            raise no_gpu(f"the {self.name} strategy needs a CUDA GPU and none is visible: "
+                         "use the sequential strategy on this machine")
         if self.grouped and not backend.supports_grouped:
             raise NvggError(f"the {self.name} strategy needs a grouped kernel (one launch for all groups) "
                             f"and the {backend.name} backend has none: use the cute backend")
