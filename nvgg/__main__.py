@@ -2,7 +2,12 @@
 worker starts here, before this process imports torch and the commands (procs.prestart), so its
 start overlaps them; then the app runs."""
 
+import os
 import sys
+
+# torch.cuda.is_available() through NVML: nvgg's own process only schedules rows, and asking the
+# CUDA runtime would start it there (workers start theirs; they inherit this, as torch documents)
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
 
 
 def runs_rows(argv: list[str]) -> bool:
