@@ -69,3 +69,125 @@ def test_missing_submission_file():
         submission.load("/nonexistent/submission.py")
     res = _run("/nonexistent/submission.py", 60)
     assert res.status == "error" and "does not exist" in res.message
+
+
+# --- a submission's own errors: a few lines in the message, the whole text in a log -------------
+
+def _log_of(message: str) -> tuple[str, str]:
+    """The text and path of the log file a failure's message names (its last line)."""
+    last = message.splitlines()[-1].strip()
+    assert last.startswith("the whole text: "), message
+    path = last.removeprefix("the whole text: ")
+    return open(path).read(), path
+
+
+@pytest.fixture
+def logs(tmp_path, monkeypatch):
+    """The log folder (TMPDIR/nvgg-logs) under this test's own folder, in the workers too."""
+    import tempfile
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    return tmp_path / "nvgg-logs"
+
+
+HELPER = """
+    import torch
+
+    def check_sizes(sizes):
+        for g, (m, n, k, l) in enumerate(sizes):
+            if k % 1024:
+                raise ValueError(f"group {g}: k={k} is not a multiple of 1024")
+
+    def custom_kernel(data):
+        check_sizes(data[3])
+        return [c for _, _, c in data[0]]
+"""
+
+
+def test_an_exception_in_a_helper_names_the_users_frames_and_the_log(tmp_path, logs):
+    path = _write(tmp_path, HELPER)
+    res = _run(path, 120)
+    lines = res.message.splitlines()
+    assert res.status == "error" and lines[0] == "launch failed: ValueError: group 0: k=256 is not a multiple of 1024"
+    # the user's frames, innermost last, then the exception: nvgg's own frames are in the log only
+    assert [line.strip() for line in lines[1:-1]] == [
+        f'File "{path}", line 10, in custom_kernel', "check_sizes(data[3])",
+        f'File "{path}", line 7, in check_sizes', 'raise ValueError(f"group {g}: k={k} is not a multiple of 1024")',
+        "ValueError: group 0: k=256 is not a multiple of 1024"]
+    text, where = _log_of(res.message)
+    assert where.startswith(str(logs)) and "submission-case-test-1-" in where
+    assert "Traceback (most recent call last)" in text and "nvgg/datapath.py" in text and text.endswith(
+        "ValueError: group 0: k=256 is not a multiple of 1024\n")
+
+
+def test_an_import_that_raises_in_a_helper_is_shown_the_same_way(tmp_path, logs):
+    path = _write(tmp_path, "def setup():\n    return {}['tiles']\n\nTILES = setup()\n")
+    with pytest.raises(NvggError) as err:
+        submission.load(path, "3")
+    message = str(err.value)
+    assert message.splitlines()[0] == f"submission {path} failed to import: KeyError: 'tiles'"
+    assert f'File "{path}", line 2, in setup' in message and f'File "{path}", line 4, in <module>' in message
+    text, where = _log_of(message)
+    assert "-case-3-" in where and "KeyError: 'tiles'" in text
+
+
+BUILD = '''
+    from torch.utils.cpp_extension import load_inline
+
+    SOURCE = """
+    int add(int a, int b) {
+      return a + b
+    }
+    """
+
+    def custom_kernel(data):
+        extension = load_inline(name="nvgg_test_syntax_error", cpp_sources=SOURCE, functions=["add"])
+        return extension.add(1, 2)
+'''
+
+
+def test_a_load_inline_build_error_shows_the_compilers_error_not_its_command(tmp_path, logs, monkeypatch):
+    """A real build (g++ on the C++ source load_inline writes, no CUDA: about 40 s, most of it
+    parsing torch's headers): the message holds g++'s error line with its source lines and carets,
+    never the command line, and names the log that holds everything ninja printed."""
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path / "extensions"))
+    res = _run(_write(tmp_path, BUILD), 300)
+    lines = res.message.splitlines()
+    assert res.status == "error" and lines[0] == ("launch failed: the extension 'nvgg_test_syntax_error' did not build: "
+                                                  "main.cpp:4:15: error: expected ‘;’ before ‘}’ token")
+    assert "  main.cpp:4:15: error: expected ‘;’ before ‘}’ token" in lines and "        |               ^" in lines
+    assert not [line for line in lines if "-MMD" in line or "ninja" in line or "FAILED" in line]
+    assert len(lines) <= 2 + submission.EXCERPT_LINES
+    text, _ = _log_of(res.message)
+    assert "c++ -MMD" in text and "ninja: build stopped: subcommand failed." in text and "main.cpp:4:15: error" in text
+
+
+NVCC_OUTPUT = """[1/3] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c /home/u/.cache/torch_extensions/x/cuda.cu -o cuda.cuda.o -O3
+FAILED: cuda.cuda.o
+/usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c /home/u/.cache/torch_extensions/x/cuda.cu -o cuda.cuda.o -O3
+/home/u/.cache/torch_extensions/x/cuda.cu(12): error: identifier "tile" is undefined
+      out[tile] = 0.0f;
+          ^
+
+/home/u/.cache/torch_extensions/x/cuda.cu(14): warning #177-D: variable "y" was declared but never referenced
+1 error detected in the compilation of "/home/u/.cache/torch_extensions/x/cuda.cu".
+ninja: build stopped: subcommand failed.
+"""
+
+
+def test_an_nvcc_error_is_cut_to_its_line_and_context():
+    """Modelled on nvcc's output under ninja (no CUDA toolkit build runs here)."""
+    assert submission.compiler_errors(NVCC_OUTPUT) == [
+        'cuda.cu(12): error: identifier "tile" is undefined', "      out[tile] = 0.0f;", "          ^"]
+    # nothing names an error: the last lines that are no command
+    assert submission.compiler_errors("[1/2] c++ -c a.cpp -o a.o\nsomething odd\nninja: build stopped\n") == [
+        "something odd"]
+
+
+def test_a_probe_error_stays_one_line(tmp_path, logs):
+    from nvgg.probe import ProbeError
+    try:
+        raise ProbeError("probe 'gemm' has no mark 'frist': its marks are start, first_mma")
+    except ProbeError as exc:
+        said = submission.failure(exc, tmp_path / "submission.py", "4")
+    assert said == "ProbeError: probe 'gemm' has no mark 'frist': its marks are start, first_mma" and not logs.exists()
