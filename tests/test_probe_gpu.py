@@ -122,6 +122,6 @@ def test_bad_marks_are_one_line_and_exit_2(fixture, says, tmp_path):
     assert all(line.startswith(("[1/1]", "wrote ")) for line in lines if line not in errors), out.output
     if fixture == "probe_overrun.py":  # the rest of the run is kept: the report and its JSON
         row = next(line for line in out.stdout.splitlines() if "start → exit" in line)
-        assert [c.strip() for c in row.strip("|").split("|")][:3] == ["overrun", "start → exit", "5"], out.stdout
+        assert [c.strip() for c in row.strip("|").split("|")][:4] == ["overrun", "0", "start → exit", "5"], out.stdout
         kernels = json.loads(doc.read_text())["phases"]["test-1"]["kernels"]
         assert kernels[0]["overflow_ctas"] == 3 and kernels[0]["ctas"] == 5
