@@ -114,7 +114,6 @@ def test_profile_a_submission_with_cupti_and_a_timeout(cli, fake_gpu, fake_rows,
     (["profile", "--phases", "--submission", "tests", "--case", "3"], "submission tests is a folder"),
     (["profile", "--phases", "--case", "3", "--trace", "README.md/t.json"], "--trace README.md/t.json cannot be written"),
     (["profile", "--phases", "--case", "3", "--json", "/"], "--json / is a folder"),
-    (["profile", "--phases", "--trace", "t.json"], "--trace writes one case's phases"),
     (["profile", "--cupti", "--case", "3", "--trace", "t.json"], "--trace writes the phases inside the kernel"),
     (["profile", "--phases", "--case", "3", "--strategy", "graph"], "--phases instruments the persistent cute kernel"),
     (["profile", "--phases", "--case", "3", "--backend", "torch"], "--phases instruments the persistent cute kernel"),
@@ -208,3 +207,28 @@ def test_profile_phases_of_a_submission_states_bad_input_in_one_line_and_keeps_t
     out = cli("profile", "--phases", "--submission", str(mine))
     assert out.exit_code == 2 and out.stderr.count("nvgg: ") == 1 and "asked for no probe buffer" in out.stderr
 
+
+def test_profile_phases_trace_of_several_cases_holds_every_case_and_launch(cli, fake_gpu, monkeypatch, tmp_path):
+    """--trace with several cases: one trace, a process a case and launch, named "case ID: kernel
+    (launch i)", each process's CTAs on tracks of their own."""
+    from nvgg.profiling import submission_phases
+
+    def fake_run(path, case, timeout_s=None):
+        run = _submission_phases(case.id)
+        if case.id == "1":  # a second launch of the kernel a call
+            run.launches.append(dict(run.launches[0]))
+            run.marked = submission_phases.marked_launches(run.launches)
+        return run
+
+    monkeypatch.setattr(submission_phases, "run", fake_run)
+    mine = tmp_path / "mine.py"
+    mine.write_text("def custom_kernel(data):\n    return None\n")
+    trace = tmp_path / "t.json"
+    out = cli("profile", "--phases", "--submission", str(mine), "--case", "1,4", "--trace", str(trace))
+    assert out.exit_code == 0, out.output
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert names == {0: "case 1: cute_gemm (launch 0)", 1: "case 1: cute_gemm (launch 1)", 2: "case 4: cute_gemm (launch 0)"}
+    assert {(e["pid"], e["tid"]) for e in events if e["ph"] == "X"} == {(p, c) for p in range(3) for c in (0, 1)}
+    # each case from its own first reading
+    assert sorted({e["ts"] for e in events if e["ph"] == "i" and e["name"] == "start"}) == [0.0, 0.5]

@@ -294,3 +294,22 @@ def chrome_trace_launches(launches) -> dict:
     from ..result import document
     return document("trace", traceEvents=events, displayTimeUnit="ns")
 
+
+def chrome_trace_cases(runs: dict) -> dict:
+    """Several cases' phase runs in one trace ({case id: Phases}): each case's processes (a launch
+    each) numbered after the cases before it and named "case ID: ..."; each case's times from its
+    own earliest reading (the cases ran one after another, not side by side). One case: its own
+    trace."""
+    if len(runs) == 1:
+        return next(iter(runs.values())).trace()
+    events, base = [], 0
+    for cid, run in runs.items():
+        mine = run.trace()["traceEvents"]
+        for event in mine:
+            event = dict(event, pid=event["pid"] + base)
+            if event["name"] == "process_name":
+                event["args"] = {"name": f"case {cid}: {event['args']['name']}"}
+            events.append(event)
+        base += 1 + max((e["pid"] for e in mine), default=-1)
+    from ..result import document
+    return document("trace", traceEvents=events, displayTimeUnit="ns")
