@@ -162,23 +162,33 @@ def test_a_load_inline_build_error_shows_the_compilers_error_not_its_command(tmp
     assert "c++ -MMD" in text and "ninja: build stopped: subcommand failed." in text and "main.cpp:4:15: error" in text
 
 
-NVCC_OUTPUT = """[1/3] /usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c /home/u/.cache/torch_extensions/x/cuda.cu -o cuda.cuda.o -O3
-FAILED: cuda.cuda.o
-/usr/local/cuda/bin/nvcc --generate-dependencies-with-compile -c /home/u/.cache/torch_extensions/x/cuda.cu -o cuda.cuda.o -O3
-/home/u/.cache/torch_extensions/x/cuda.cu(12): error: identifier "tile" is undefined
-      out[tile] = 0.0f;
-          ^
+# what ninja printed for a load_inline build whose CUDA source nvcc refused (an H100 machine, torch
+# 2.11 with CUDA 13.0, 2026-11-27): the error comes between two command lines
+NVCC_OUTPUT = """[1/3] /usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -ccbin /opt/gcc/bin/gcc -DTORCH_EXTENSION_NAME=gt -isystem /usr/local/cuda/include --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a --compiler-options '-fPIC' -std=c++17 -c /root/.cache/torch_extensions/py312_cu130/gt/cuda.cu -o cuda.cuda.o 
+FAILED: [code=2] cuda.cuda.o 
+/usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -ccbin /opt/gcc/bin/gcc -DTORCH_EXTENSION_NAME=gt -isystem /usr/local/cuda/include --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a --compiler-options '-fPIC' -std=c++17 -c /root/.cache/torch_extensions/py312_cu130/gt/cuda.cu -o cuda.cuda.o 
+/root/.cache/torch_extensions/py312_cu130/gt/cuda.cu(8): error: argument of type "int64_t *" (aka "signed long *") is incompatible with parameter of type "long long *"
+  void run(torch::Tensor t,torch::Tensor x,int64_t n){k<<<(int)(t.size(0)/2),256>>>(t.data_ptr<int64_t>(),x.data_ptr<float>(),(int)n);}
+                                                                                    ^
 
-/home/u/.cache/torch_extensions/x/cuda.cu(14): warning #177-D: variable "y" was declared but never referenced
-1 error detected in the compilation of "/home/u/.cache/torch_extensions/x/cuda.cu".
+1 error detected in the compilation of "/root/.cache/torch_extensions/py312_cu130/gt/cuda.cu".
+[2/3] /opt/gcc/bin/g++ -MMD -MF main.o.d -DTORCH_EXTENSION_NAME=gt -isystem /usr/local/cuda/include -fPIC -std=c++17 -c /root/.cache/torch_extensions/py312_cu130/gt/main.cpp -o main.o 
 ninja: build stopped: subcommand failed.
 """
 
 
-def test_an_nvcc_error_is_cut_to_its_line_and_context():
-    """Modelled on nvcc's output under ninja (no CUDA toolkit build runs here)."""
+def test_an_nvcc_error_is_cut_to_its_line_and_context(tmp_path, logs):
     assert submission.compiler_errors(NVCC_OUTPUT) == [
-        'cuda.cu(12): error: identifier "tile" is undefined', "      out[tile] = 0.0f;", "          ^"]
+        'cuda.cu(8): error: argument of type "int64_t *" (aka "signed long *") is incompatible with parameter of type '
+        '"long long *"',
+        "  void run(torch::Tensor t,torch::Tensor x,int64_t n){k<<<(int)(t.size(0)/2),256>>>(t.data_ptr<int64_t>(),"
+        "x.data_ptr<float>(),(int)n);}",
+        " " * 84 + "^"]
+    said = submission.failure(RuntimeError("Error building extension 'gt': " + NVCC_OUTPUT), tmp_path / "submission.py", "1")
+    assert said.splitlines()[0] == ("the extension 'gt' did not build: cuda.cu(8): error: argument of type \"int64_t *\" "
+                                    "(aka \"signed long *\") is incompatible with parameter of type \"long long *\"")
+    text, _ = _log_of(said)
+    assert NVCC_OUTPUT.strip() in text
     # nothing names an error: the last lines that are no command
     assert submission.compiler_errors("[1/2] c++ -c a.cpp -o a.o\nsomething odd\nninja: build stopped\n") == [
         "something odd"]
