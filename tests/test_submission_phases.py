@@ -193,3 +193,12 @@ def test_a_kernel_launched_once_keeps_the_call_against_the_call():
 def test_a_call_without_marks_is_refused():
     with pytest.raises(NvggError, match="no mark was written"):
         _run([_launch(at, empty=True) for at in AT], _records())
+
+
+def test_readings_keep_their_nanoseconds():
+    """%globaltimer reads near Unix time in ns (about 1.8e18): launches are placed from the call's
+    first reading in integer ns, not as µs doubles (which keep quarter microseconds there)."""
+    at = 1_764_000_000_123_456_789
+    one = {"kernel": "k", "marks": ["start", "done"], "rows": [[at, at + 1_130], [0, 0]]}
+    two = dict(one, rows=[[at + 5_010, at + 6_020], [0, 0]])
+    assert [(m.first_us, m.span_us) for m in sp.marked_launches([one, two])] == [(0.0, 1.13), (5.01, 1.01)]

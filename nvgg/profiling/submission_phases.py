@@ -71,7 +71,7 @@ class MarkedLaunch:
 
     kernel: str
     index: int                      # its place among the call's launches of this kernel
-    first_us: float | None          # its earliest reading (%globaltimer, µs); None: no CTA marked
+    first_us: float | None          # its earliest reading, µs after the call's earliest; None: no CTA marked
     span_us: float = 0.0            # its earliest reading to its latest
     record: str | None = None       # the CUPTI kernel record it is; None where none was matched
     cupti_us: float | None = None   # that record's duration
@@ -101,14 +101,16 @@ TOLERANCE_US = 1.0
 
 def marked_launches(launches) -> list[MarkedLaunch]:
     """A call's buffers ({kernel, marks, rows}, in the order they were asked for) as launches, each
-    numbered among its kernel's."""
+    numbered among its kernel's. Readings are counted from the call's earliest, in integer ns, before
+    they become µs: %globaltimer reads near the host's Unix time (TOLERANCE_US), about 1.8e18 ns,
+    where a double in µs keeps only quarter microseconds."""
+    extents = [phases.extent(launch["rows"], layout_of(launch)) for launch in launches]
+    origin = min((found[0] for found in extents if found), default=0)
     out, seen = [], {}
-    for launch in launches:
+    for launch, found in zip(launches, extents):
         index = seen[launch["kernel"]] = seen.get(launch["kernel"], -1) + 1
-        found = phases.extent(launch["rows"], layout_of(launch))
-        first, last = found if found else (None, None)
-        out.append(MarkedLaunch(launch["kernel"], index, None if first is None else first / 1e3,
-                                0.0 if first is None else (last - first) / 1e3))
+        out.append(MarkedLaunch(launch["kernel"], index, None if not found else (found[0] - origin) / 1e3,
+                                0.0 if not found else (found[1] - found[0]) / 1e3))
     return out
 
 
