@@ -53,7 +53,7 @@ def test_good_submission_is_checked_and_timed(tmp_path):
     ("def custom_kernel(data):\n    return [c for _, _, c in data[0]]\n", "mismatch"),
     ("import os\ndef custom_kernel(data):\n    os._exit(3)\n", "crashed: the process died (exit code 3)"),
 ])
-def test_broken_submissions_fail_with_their_reason(tmp_path, body, words):
+def test_broken_submissions_fail_with_their_reason(tmp_path, logs, body, words):
     res = _run(_write(tmp_path, body), 120)
     assert res.status in ("error", "wrong") and words in res.message
 
