@@ -114,8 +114,7 @@ def check(session: Session) -> bool:
         try:
             out, call_us = timing.host_time_us(p.launch, device)
         except Exception as exc:  # a launch that raises is a failed result, not a crash of the tool
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            result.status, result.message = "error", f"launch failed: {type(exc).__name__}: {first}"
+            result.status, result.message = "error", f"launch failed: {_launch_error(session, exc)}"
             return False
         if i == 0:
             result.setup_us["first_call"] = call_us
@@ -126,6 +125,16 @@ def check(session: Session) -> bool:
             result.status, result.message = "wrong", f"input {i}: {verdict.message}"
             return False
     return True
+
+
+def _launch_error(session: Session, exc: Exception) -> str:
+    """What a launch raised, in words: a submission's own error cut to what matters with the whole
+    text in a log file (backends/submission.py `failure`); our own kernels' first line."""
+    from .backends import submission as sub
+    if isinstance(session.backend, sub.SubmissionBackend):
+        return sub.failure(exc, session.backend.module.__file__, session.case.id)
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {first}"
 
 
 def measure(session: Session, timer: str = "leaderboard") -> None:
@@ -192,7 +201,7 @@ def run_row(row: Row) -> Result:
     t0 = time.perf_counter()
     try:
         if row.submission:
-            module = _SUBMISSIONS.get(row.submission) or sub.load(row.submission)
+            module = _SUBMISSIONS.get(row.submission) or sub.load(row.submission, row.case.id)
             _SUBMISSIONS[row.submission] = module  # imported once a process, as the competition does
             result = run_one(row.case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), **common)
             result.source = Path(row.submission).name
@@ -200,6 +209,10 @@ def run_row(row: Row) -> Result:
             result = run_one(row.case, strategy=row.strategy, backend=row.backend, tensormaps=row.tensormaps, **common)
     except NvggError as exc:
         result = row.failed("error" if row.submission else "unsupported", str(exc))
+    except Exception as exc:  # a submission's call that raised once checked (timed, under CUPTI): its error
+        if not row.submission:
+            raise
+        result = row.failed("error", f"failed after its check: {sub.failure(exc, row.submission, row.case.id)}")
     result.wall_s = time.perf_counter() - t0
     return result
 

@@ -114,7 +114,6 @@ def test_profile_a_submission_with_cupti_and_a_timeout(cli, fake_gpu, fake_rows,
     (["profile", "--phases", "--submission", "tests", "--case", "3"], "submission tests is a folder"),
     (["profile", "--phases", "--case", "3", "--trace", "README.md/t.json"], "--trace README.md/t.json cannot be written"),
     (["profile", "--phases", "--case", "3", "--json", "/"], "--json / is a folder"),
-    (["profile", "--phases", "--trace", "t.json"], "--trace writes one case's phases"),
     (["profile", "--cupti", "--case", "3", "--trace", "t.json"], "--trace writes the phases inside the kernel"),
     (["profile", "--phases", "--case", "3", "--strategy", "graph"], "--phases instruments the persistent cute kernel"),
     (["profile", "--phases", "--case", "3", "--backend", "torch"], "--phases instruments the persistent cute kernel"),
@@ -129,21 +128,17 @@ def test_profile_refusals(cli, fake_gpu, args, says):
 # --- profile --phases --submission: the user's own kernel's marks ------------------------------
 
 def _submission_phases(case_id="4", overflow=False):
-    from nvgg.kernels.phase_slots import SlotLayout
-    from nvgg.profiling import phases as ph
-    from nvgg.profiling.submission_phases import KernelPhases, SubmissionPhases
+    """A submission's phase run as the two children would answer (submission_phases.assemble): one
+    launch a call of a kernel marking 4 moments, CUPTI's record of it, and the next call's launch
+    starting 4 µs after this one's last mark."""
+    from nvgg.profiling.submission_phases import assemble
     marks = ["start", "maps_ready", "first_mma", "epilogue_done"]
     rows = [[1_000, 3_000, 4_000, 101_000], [1_500, 3_100, 4_500, 99_000], [3, 3, 3, 3] if overflow else [0, 0, 0, 0]]
-    layout = SlotLayout.for_probe("cute_gemm", marks)
-    run = SubmissionPhases(case=case_id, path="mine.py", checked_inputs=3, instrumented_us=102.0, plain_us=100.0,
-                           instrumented_calls_us=[101.0, 102.0, 103.0, 104.0], plain_calls_us=[99.0, 100.0, 100.0, 101.0],
-                           call_cupti_us=102.0, call_marked_us=100.0,
-                           kernels=[KernelPhases("cute_gemm", marks, ph.analyse(rows, layout))],
-                           launches=[{"kernel": "cute_gemm", "marks": marks, "rows": rows}],
-                           next_call=ph.Behind(4.0, 4.5, 7.5, 8.0))
-    if overflow:
-        run.errors = list(run.kernels[0].report.errors)
-    return run
+    launch = {"kernel": "cute_gemm", "marks": marks, "rows": rows}
+    later = dict(launch, rows=[[t + 104_000 for t in row] for row in rows[:2]] + [[0, 0, 0, 0]])
+    marked = {"checked": 3, "busy_us": [101.0, 102.0, 103.0, 104.0], "pair": [[launch], [later]],
+              "call": {"busy_us": 102.0, "launches": [launch], "kernels": [["kernel_cutlass_cute_gemm_0", 102.0, 0.0]]}}
+    return assemble("mine.py", case_id, marked, {"checked": 3, "busy_us": [99.0, 100.0, 100.0, 101.0]})
 
 
 def test_profile_phases_of_a_submission(cli, fake_gpu, monkeypatch, tmp_path):
@@ -164,12 +159,14 @@ def test_profile_phases_of_a_submission(cli, fake_gpu, monkeypatch, tmp_path):
     assert seen == [(str(mine.resolve()), "4", 90.0)]
     text = out.stdout
     row = next(line for line in text.splitlines() if "start → maps_ready" in line)
-    assert [c.strip() for c in row.strip("|").split("|")] == ["cute_gemm", "start → maps_ready", "2", "1.800", "2.000"]
+    assert [c.strip() for c in row.strip("|").split("|")] == ["cute_gemm", "0", "start → maps_ready", "2", "1.800", "2.000"]
     assert "time to first MMA 3.00 µs (median), setup share 3.0%" in text
-    assert ("CUPTI kernel time a call 102.00 µs with marks (quartiles 101.25-103.75) vs 100.00 µs without "
-            "(99.25-100.75): +2.0% (medians of 4 calls each" in text)
-    assert "the marks span 100.00 µs of the call's 102.00 µs kernel time (CUPTI, 98.0%)" in text
-    assert "start at +4.00 µs from this call's last mark (earliest; median +4.50), first MMA at +7.50 µs" in text
+    assert ("CUPTI kernel time a call 102.50 µs with marks (quartiles 101.25-103.75) vs 100.00 µs without "
+            "(99.25-100.75): +2.5% (medians of 4 calls each" in text)
+    assert ("the marks span 100.00 µs of the 102.00 µs kernel time of the 1 launch(es) they mark (CUPTI, 98.0%; the "
+            "call's kernels: 102.00 µs)") in text
+    assert ("start at +4.00 µs (earliest; median +4.25), first MMA at +7.25 µs (median) from the last mark of the same "
+            "launch of this call") in text
     # the calls do not overlap: nothing for the verdict's setup judgement to read
     assert _submission_phases().behind is None
     assert "the calls do not overlap" in text
@@ -209,3 +206,29 @@ def test_profile_phases_of_a_submission_states_bad_input_in_one_line_and_keeps_t
     monkeypatch.setattr(submission_phases, "run", unmarked)
     out = cli("profile", "--phases", "--submission", str(mine))
     assert out.exit_code == 2 and out.stderr.count("nvgg: ") == 1 and "asked for no probe buffer" in out.stderr
+
+
+def test_profile_phases_trace_of_several_cases_holds_every_case_and_launch(cli, fake_gpu, monkeypatch, tmp_path):
+    """--trace with several cases: one trace, a process a case and launch, named "case ID: kernel
+    (launch i)", each process's CTAs on tracks of their own."""
+    from nvgg.profiling import submission_phases
+
+    def fake_run(path, case, timeout_s=None):
+        run = _submission_phases(case.id)
+        if case.id == "1":  # a second launch of the kernel a call
+            run.launches.append(dict(run.launches[0]))
+            run.marked = submission_phases.marked_launches(run.launches)
+        return run
+
+    monkeypatch.setattr(submission_phases, "run", fake_run)
+    mine = tmp_path / "mine.py"
+    mine.write_text("def custom_kernel(data):\n    return None\n")
+    trace = tmp_path / "t.json"
+    out = cli("profile", "--phases", "--submission", str(mine), "--case", "1,4", "--trace", str(trace))
+    assert out.exit_code == 0, out.output
+    events = json.loads(trace.read_text())["traceEvents"]
+    names = {e["pid"]: e["args"]["name"] for e in events if e["name"] == "process_name"}
+    assert names == {0: "case 1: cute_gemm (launch 0)", 1: "case 1: cute_gemm (launch 1)", 2: "case 4: cute_gemm (launch 0)"}
+    assert {(e["pid"], e["tid"]) for e in events if e["ph"] == "X"} == {(p, c) for p in range(3) for c in (0, 1)}
+    # each case from its own first reading
+    assert sorted({e["ts"] for e in events if e["ph"] == "i" and e["name"] == "start"}) == [0.0, 0.5]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import struct
 from typing import Optional
 
 import cutlass
@@ -244,3 +245,70 @@ def test_dsl_mark_misuse_fails_at_compile_time(dsl):
     narrow = fake(cutlass.Int64, (cute.sym_int(), 2), stride_order=(1, 0), assumed_align=8)
     with pytest.raises(ProbeError, match="2 columns passed where the probe has 3 marks"):
         ptx_of(Marked(MARKS), x, narrow)
+
+
+# --- tests/fixtures/probe_launches.py: a marked kernel launched twice a group --------------------
+
+def _launches_fixture():
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).parent / "fixtures" / "probe_launches.py"
+    spec = importlib.util.spec_from_file_location("probe_launches", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_launches_fixture_compiles_with_its_marks_and_without(monkeypatch):
+    """Its decode kernel through NVRTC: three marks on (the first row peeled, so no mark in a loop),
+    none off; its run on a GPU: tests/test_probe_gpu.py."""
+    fixture = _launches_fixture()
+    monkeypatch.setenv(probe.ENV, "1")
+    on = _nvrtc_ptx(fixture.PHASES.cuda_source() + fixture.KERNEL_SOURCE)
+    assert on.count("%globaltimer") == 3 and on.count("@nvp_st st.global.b64") == 3
+    assert re.findall(r"\.entry (\w+)\(", on) == ["_Z13decode_kernelPKhS0_Pfii11nvgg_probes"]
+    monkeypatch.setenv(probe.ENV, "0")
+    assert "%globaltimer" not in _nvrtc_ptx(fixture.PHASES.cuda_source() + fixture.KERNEL_SOURCE)
+
+
+def _e4m3(v: int) -> float:
+    """The fixture kernel's e4m3 decode (its `e4m3`), bit for bit in Python."""
+    e, m = (v >> 3) & 15, v & 7
+    mag = struct.unpack("<f", struct.pack("<I", ((e + 120) << 23) | (m << 20)))[0] if e else m / 512
+    return -mag if v & 128 else mag
+
+
+def test_the_launches_fixture_asks_a_buffer_a_launch_and_is_right(monkeypatch):
+    """The host side on the CPU, the kernel stood in for by its arithmetic in torch (e4m3 by its
+    bits, the blocked scale offsets of the CUDA source): case 4 (2 groups) asks for 4 buffers, each
+    with a row a CTA of its launch, and the output passes the reference."""
+    from nvgg import cases, inputs, reference
+    fixture = _launches_fixture()
+    codes = [v for v in range(256) if v & 127 != 127]  # 0x7f and 0xff are NaN, never a scale
+    want = torch.tensor(codes, dtype=torch.uint8).view(torch.float8_e4m3fn).float().tolist()
+    assert [_e4m3(v) for v in codes] == want
+
+    def decode(packed, sf, out, rows, k, probes):
+        r, i = torch.arange(rows)[:, None], torch.arange(k // 2)[None, :]
+        col, blocks = i // 8, k // 64
+        offset = ((r // 128) * blocks + col // 4) * 512 + (r % 32) * 16 + ((r % 128) // 32) * 4 + col % 4
+        flat = sf.as_strided((sf.untyped_storage().nbytes() - sf.storage_offset(),), (1,), sf.storage_offset())
+        table = torch.tensor([_e4m3(v) if v & 127 != 127 else 0.0 for v in range(256)])
+        scale = table[flat[offset].long()]
+        e2m1 = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0])
+        out.view(rows, k // 2, 2).copy_(torch.stack((e2m1[(packed & 15).long()], e2m1[(packed >> 4).long()]), -1)
+                                         * scale[:, :, None])
+
+    monkeypatch.setattr(fixture, "_build", lambda: type("Extension", (), {"decode": staticmethod(decode)}))
+    monkeypatch.setenv(probe.ENV, "1")
+    monkeypatch.setattr(probe, "_SESSION", probe.Session(device="cpu"))
+    data = inputs.generate(cases.get("4"), "cpu")
+    expected = reference.reference(data)
+    probe.session().begin()
+    got = fixture.custom_kernel(data)
+    [launches] = probe.session().calls()
+    assert [(l.probe.kernel, tuple(l.tensor.shape)) for l in launches] == [
+        ("decode", (fixture.ctas(rows) + 1, 3)) for m, n, _ in cases.get("4").groups for rows in (m, n)]
+    assert [fixture.ctas(rows) for m, n, _ in cases.get("4").groups for rows in (m, n)] == [32, 1024, 96, 1024]
+    verdict = reference.check(got, expected)
+    assert verdict.ok, verdict.message

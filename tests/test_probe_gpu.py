@@ -122,6 +122,50 @@ def test_bad_marks_are_one_line_and_exit_2(fixture, says, tmp_path):
     assert all(line.startswith(("[1/1]", "wrote ")) for line in lines if line not in errors), out.output
     if fixture == "probe_overrun.py":  # the rest of the run is kept: the report and its JSON
         row = next(line for line in out.stdout.splitlines() if "start → exit" in line)
-        assert [c.strip() for c in row.strip("|").split("|")][:3] == ["overrun", "start → exit", "5"], out.stdout
+        assert [c.strip() for c in row.strip("|").split("|")][:4] == ["overrun", "0", "start → exit", "5"], out.stdout
         kernels = json.loads(doc.read_text())["phases"]["test-1"]["kernels"]
         assert kernels[0]["overflow_ctas"] == 3 and kernels[0]["ctas"] == 5
+
+
+@pytest.mark.parametrize("case_id, launches", [("4", 4), ("1", 16)])
+def test_a_kernel_launched_several_times_a_call_is_reported_launch_by_launch(case_id, launches):
+    """tests/fixtures/probe_launches.py: its decode kernel runs twice a group (A, then B) with a
+    torch.mm and a copy into C after each pair. Checked: each launch's spans (every CTA of the launch
+    reached all three marks, in order) and the pooled ones over all its CTAs; every launch matched to
+    its own decode_kernel record, in launch order, never to the GEMMs between; the marks' span within
+    each launch's record and their share of the marked launches' kernel time at most 100%, that
+    kernel time below the call's; launch i of the next call starting after launch i of this one
+    ended (one stream: no overlap), for every launch."""
+    from nvgg.profiling import submission_phases
+    fixture = _fixture_module("probe_launches.py")
+    case = cases.get(case_id)
+    run = submission_phases.run(str(FIXTURES / "probe_launches.py"), case, timeout_s=600)
+    assert run.checked_inputs == submission_phases.INPUTS and not run.errors and not run.notes, run.notes
+    (kernel,) = run.kernels
+    ctas = [fixture.ctas(rows) for m, n, _ in case.groups for rows in (m, n)]
+    assert kernel.kernel == "decode" and kernel.report.launches == launches and len(ctas) == launches
+    assert [rep.ctas for rep in kernel.each] == ctas and kernel.report.ctas == sum(ctas)
+    for rep in kernel.each + [kernel.report]:
+        assert [p.name for p in rep.phases] == ["start → first_row", "first_row → done"]
+        assert all(p.ctas == rep.ctas for p in rep.phases) and not rep.notes, rep.notes
+    assert [m.index for m in run.marked] == list(range(launches))
+    assert all(m.record.startswith("decode_kernel") for m in run.marked), [m.record for m in run.marked]
+    assert sum(name.startswith("decode_kernel") for name, _, _ in run.cupti_kernels) == launches
+    assert len({name for name, _, _ in run.cupti_kernels}) > 1  # the GEMM's and the copy's records too
+    for m in run.marked:
+        assert 0 < m.covered_us <= m.cupti_us and m.span_us <= m.cupti_us + submission_phases.TOLERANCE_US
+    assert 0 < run.share <= 1 and run.marked_cupti_us < run.call_cupti_us
+    assert all(m.next_call is not None and m.next_call.start_earliest_us > 0 for m in run.marked)
+    text = run.table()
+    assert f"| decode   | all {launches}" in text and "the calls do not overlap" in text
+    assert f"kernel time of the {launches} launch(es) they mark (CUPTI, " in text
+    names = [e["args"]["name"] for e in run.trace()["traceEvents"] if e["name"] == "process_name"]
+    assert names == [f"decode (launch {i})" for i in range(launches)]
+
+
+def _fixture_module(name: str):
+    import importlib.util
+    spec = importlib.util.spec_from_file_location(name.removesuffix(".py"), FIXTURES / name)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

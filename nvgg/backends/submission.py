@@ -5,12 +5,21 @@ user code becomes a failed Result with its reason, and the run goes on.
 
 The file defines `custom_kernel(data) -> list of C tensors` and may import `task` (nvgg provides
 it, nvgg/compat/task.py).
+
+A submission's own error (its import, a call, a `load_inline` build) is shown cut to what matters,
+`failure`: the compiler's error lines, or the traceback's frames in the user's files and the
+exception; its whole text goes to a log file that outlives the command (`log_dir`).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
 import sys
+import tempfile
+import time
+import traceback
 from pathlib import Path
 
 import torch
@@ -45,7 +54,9 @@ class AsSubmitted(Strategy):
         return Prepared(lambda: kernel(data))
 
 
-def load(path: str | Path):
+def load(path: str | Path, case: str | None = None):
+    """The submission's module, imported; NvggError where it cannot be (its own exception shown as
+    `failure` shows it, the log named after `case`, the case the import was for)."""
     path = Path(path)
     if not path.is_file():
         raise NvggError(f"submission {path} does not exist: pass the path of your submission.py")
@@ -57,7 +68,131 @@ def load(path: str | Path):
     try:
         spec.loader.exec_module(module)
     except Exception as exc:
-        raise NvggError(f"submission {path} failed to import: {type(exc).__name__}: {exc}") from None
+        raise NvggError(f"submission {path} failed to import: {failure(exc, path, case)}") from None
     if not callable(getattr(module, "custom_kernel", None)):
         raise NvggError(f"submission {path} defines no custom_kernel(data): the competition's entry point")
     return module
+
+
+# --- a submission's own errors --------------------------------------------------------------
+
+EXCERPT_LINES = 8   # lines of a build's compiler output shown (the log holds the rest)
+USER_FRAMES = 3     # innermost frames in the user's own files shown
+LOG_FOLDER = "nvgg-logs"
+
+
+def log_dir() -> Path:
+    """Where the whole text of a submission's error goes: a folder `nvgg-logs` in the system's
+    temporary folder (TMPDIR), never removed by nvgg (a worker's own log folder is, at its exit)."""
+    return Path(tempfile.gettempdir()) / LOG_FOLDER
+
+
+def failure(exc: BaseException, path: str | Path, case: str | None) -> str:
+    """A submission's exception for people: `kind: headline`, then a few lines (a build's compiler
+    errors with their context, or the traceback's frames in the user's files and the exception),
+    then the log file holding the whole text. A ProbeError is nvgg's own sentence, one line."""
+    from ..probe.error import ProbeError
+    if isinstance(exc, ProbeError):  # what to do, said where the probe is misused
+        return f"ProbeError: {exc}"
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    build = _build_output(exc)
+    if build is not None:
+        name, output = build
+        lines = compiler_errors(output)
+        first = next((line.strip() for line in lines if _ERROR.search(line)), "see the whole text")
+        headline = f"the extension {name} did not build: {first}"
+    else:
+        headline = f"{type(exc).__name__}: {_first_line(str(exc))}"
+        lines = user_traceback(exc, path)
+    where = write_log(path, case, f"submission {path}, case {case or '-'}\n\n{text.rstrip()}\n")
+    return "\n".join([headline] + [f"  {line}" for line in lines] + [f"  the whole text: {where}"])
+
+
+def _first_line(text: str) -> str:
+    return next((line.strip() for line in text.splitlines() if line.strip()), "")
+
+
+_BUILD = re.compile(r"Error building extension ('[^']*')(?::\s*)?(.*)", re.S)
+
+
+def _build_output(exc: BaseException) -> tuple[str, str] | None:
+    """(the extension's name, the build's output) of torch.utils.cpp_extension's build failure
+    ("Error building extension 'x': <ninja's output>"), raised by load_inline or load."""
+    found = _BUILD.match(str(exc)) if isinstance(exc, RuntimeError) else None
+    return (found.group(1), found.group(2)) if found else None
+
+
+_COMMAND = re.compile(r"^\s*(\[\d+/\d+\]|FAILED:|ninja:)|\s-c\s|\s-o\s")
+_ERROR = re.compile(r"\berror\b|undefined reference", re.I)
+_TALLY = re.compile(r"^\s*\d+ errors? detected")  # nvcc's count after the errors
+_CODE = re.compile(r"^\s+(\d+\s*)?\||^\s")
+_PATH = re.compile(r"(?<![\w.])/[^\s:()]*/([^/\s:()]+\.(?:cpp|cc|cxx|cu|cuh|h|hpp|o|so))")
+
+
+def compiler_errors(output: str, limit: int = EXCERPT_LINES) -> list[str]:
+    """The lines of a build's output that say what is wrong: each line naming an error (g++'s and
+    nvcc's `error:`, ptxas's `error   :`, the linker's undefined references) with the source lines
+    and carets under it and the "In function" line over it; never the compiler's command line.
+    Paths cut to their file name (the log keeps them). Where no line names an error, the last
+    lines that are no command."""
+    lines = output.splitlines()
+    keep: list[int] = []
+    for i, line in enumerate(lines):
+        if _COMMAND.search(line) or _TALLY.match(line) or not _ERROR.search(line):
+            continue
+        if i and re.search(r"In (member )?function|In instantiation of", lines[i - 1]):
+            keep.append(i - 1)
+        keep.append(i)
+        j = i + 1
+        while j < len(lines) and _CODE.match(lines[j]) and not _ERROR.search(lines[j]):
+            keep.append(j)
+            j += 1
+    if not keep:
+        keep = [i for i, line in enumerate(lines) if line.strip() and not _COMMAND.search(line)][-limit:]
+    shown = [lines[i].rstrip() for i in sorted(set(keep))][:limit]
+    return [_PATH.sub(r"\1", line) for line in shown]
+
+
+def user_traceback(exc: BaseException, path: str | Path, frames: int = USER_FRAMES) -> list[str]:
+    """The innermost frames of the traceback that lie in the user's files (the submission's folder,
+    less nvgg and installed packages), each as `File "...", line N, in fn` and its source line,
+    then the exception (its first three lines)."""
+    folder = Path(path).resolve().parent
+    package = Path(__file__).resolve().parent.parent
+    mine = []
+    for frame in traceback.extract_tb(exc.__traceback__):
+        where = Path(frame.filename).resolve() if frame.filename and not frame.filename.startswith("<") else None
+        if where is None or not where.is_relative_to(folder) or where.is_relative_to(package) or any(
+                part in ("site-packages", "dist-packages") for part in where.parts):
+            continue
+        mine.append(f'File "{frame.filename}", line {frame.lineno}, in {frame.name}')
+        if frame.line:
+            mine.append(f"  {frame.line.strip()}")
+    last = [line for line in "".join(traceback.format_exception_only(type(exc), exc)).splitlines() if line.strip()]
+    return _cut_frames(mine, frames) + last[:3]
+
+
+def _cut_frames(lines: list[str], frames: int) -> list[str]:
+    starts = [i for i, line in enumerate(lines) if line.startswith("File ")]
+    return lines[starts[-frames]:] if len(starts) > frames else lines
+
+
+def write_log(path: str | Path, case: str | None, text: str) -> str:
+    """Write a submission's error text to a new file in `log_dir()`, named after the submission
+    (its folder and file), the case, the time and this process; its path, or why it could not be
+    written."""
+    path = Path(path)
+    stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{path.parent.name}-{path.stem}-case-{case or 'import'}")
+    name = f"{stem}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+    try:
+        folder = log_dir()
+        folder.mkdir(parents=True, exist_ok=True)
+        target = folder / name
+        for n in range(2, 100):  # this process wrote one for the case this second: the next free name
+            if not target.exists():
+                break
+            target = folder / f"{name[:-4]}-{n}.log"
+        target.write_text(text)
+    except OSError as exc:
+        return f"(not written: {exc})"
+    return str(target)

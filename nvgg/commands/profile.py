@@ -13,6 +13,7 @@ import typer
 
 from .. import cases as casesmod, env as envmod, selection
 from ..errors import NvggError, no_gpu
+from ..profiling.phases import chrome_trace_cases
 from ..profiling.session import Request, profile as run_profile
 from ..report import profile_document, profile_text, write_json
 from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_folder, check_profile,
@@ -30,7 +31,7 @@ def register(app: typer.Typer) -> None:
                     ncu: Annotated[bool, typer.Option("--ncu", help="Nsight Compute on the kernels of one call.")] = False,
                     phases: Annotated[bool, typer.Option("--phases", help="Timestamps inside the kernel: our persistent kernel's instrumented build, or a submission's probe marks.")] = False,
                     occupancy: Annotated[bool, typer.Option("--occupancy", help="Theoretical and CUDA-API occupancy, SM coverage and waves.")] = False,
-                    trace: Annotated[Optional[str], typer.Option("--trace", metavar="FILE", help="With --phases: write a Chrome/Perfetto trace here (one case).")] = None,
+                    trace: Annotated[Optional[str], typer.Option("--trace", metavar="FILE", help="With --phases: write a Chrome/Perfetto trace here (a process a case and launch).")] = None,
                     clock_control: Annotated[Optional[str], typer.Option("--clock-control", metavar="MODE", help="With --ncu: ncu's clock control, none (default) or base.")] = None,
                     out_dir: Annotated[Optional[str], typer.Option("--out", metavar="FOLDER", help="With --ncu: the folder for .ncu-rep and CSV files (default nvgg-results).")] = None,
                     tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
@@ -47,7 +48,7 @@ def register(app: typer.Typer) -> None:
                                on_finish=lambda cid, bad: progress.finish(f"case {cid}", "failed" if bad else "done"))
         env = next((r.env for r in done.results.values() if r.env), None) or envmod.collect(device)
         if trace and done.phases:
-            write_json(trace, next(iter(done.phases.values())).trace())
+            write_json(trace, chrome_trace_cases(done.phases))
             typer.echo(f"wrote {trace} (a trace: open it in Perfetto or chrome://tracing)", err=True)
         if not emit_json(json_out, profile_document(done, env, {c.id for c in casesmod.benchmarks()})):
             typer.echo(profile_text(done, envmod.card(env)))
@@ -74,8 +75,6 @@ def _request(cases, strategy, backend, submission, cupti, ncu, phases, occupancy
     if phases and not submission and (strategy not in (None, "persistent") or backend not in (None, "cute")):
         raise NvggError("--phases instruments the persistent cute kernel: drop --strategy/--backend, or profile "
                         "the other strategy without --phases")
-    if trace and len(cases) != 1:
-        raise NvggError("--trace writes one case's phases: pass one --case")
     if ncu:
         check_folder("--out", out_dir or "nvgg-results")
     check_writable("--trace", trace)

@@ -151,6 +151,16 @@ def _end(row, layout: SlotLayout) -> int:
     return max(_readings(row, layout))
 
 
+def extent(buffer, layout: SlotLayout) -> tuple[int, int] | None:
+    """One launch's earliest and latest reading over its CTAs (ns, %globaltimer); None where no
+    CTA marked."""
+    rows = _rows(buffer, layout)
+    mine = [r for r in (rows[:-1] if layout.probe else rows) if _readings(r, layout)]
+    if not mine:
+        return None
+    return min(_start(r, layout) for r in mine), max(_end(r, layout) for r in mine)
+
+
 def analyse(buffer, layout: SlotLayout = SM90) -> PhaseReport:
     """One launch's buffer."""
     return analyse_launches([buffer], layout)
@@ -159,7 +169,7 @@ def analyse(buffer, layout: SlotLayout = SM90) -> PhaseReport:
 def analyse_launches(buffers, layout: SlotLayout = SM90) -> PhaseReport:
     """The launches of one kernel in a call (a probe's buffers, or one of ours), as one report:
     statistics over all their CTAs; the kernel time is the median of the launches' spans."""
-    marked, spans, lost, overflow, empty, rows_total = [], [], [], 0, 0, 0
+    marked, spans, lost, unmarked, overflow, empty, rows_total = [], [], [], [], 0, 0, 0
     for i, buffer in enumerate(buffers):
         rows = _rows(buffer, layout)
         if layout.probe:
@@ -174,6 +184,8 @@ def analyse_launches(buffers, layout: SlotLayout = SM90) -> PhaseReport:
                 lost.append(f"{where}: CTAs up to index {reach - 1} marked but its buffer holds {len(rows)}: the marks of "
                              f"{reach - len(rows)} CTAs are lost; pass the launch's CTA count to buffer()")
         mine = [r for r in rows if _readings(r, layout)]
+        if layout.probe and not mine and len(buffers) > 1:
+            unmarked.append(f"launch {i} of {layout.kernel}: no CTA reached any mark")
         empty += len(rows) - len(mine)
         rows_total += len(rows)
         if mine:
@@ -200,7 +212,7 @@ def analyse_launches(buffers, layout: SlotLayout = SM90) -> PhaseReport:
                 for r in marked] if layout.max_switches else []
     notes, step = [], None
     if layout.probe:
-        notes = _probe_notes(marked, empty, rows_total, layout) + backwards + lost
+        notes = unmarked + _probe_notes(marked, empty, rows_total, layout) + backwards + lost
         step = _timer_step(marked, layout)
     return PhaseReport(
         ctas=len(marked), ctas_with_work=len(worked) if fm is not None else len(marked),
@@ -279,5 +291,25 @@ def chrome_trace_launches(launches) -> dict:
                 if r[layout.FIRST_SWITCH + i] > 0:
                     events.append({"name": "group switch", "ph": "i", "s": "t", "pid": pid, "tid": cta,
                                    "ts": (r[layout.FIRST_SWITCH + i] - t0) / 1e3})
+    from ..result import document
+    return document("trace", traceEvents=events, displayTimeUnit="ns")
+
+
+def chrome_trace_cases(runs: dict) -> dict:
+    """Several cases' phase runs in one trace ({case id: Phases}): each case's processes (a launch
+    each) numbered after the cases before it and named "case ID: ..."; each case's times from its
+    own earliest reading (the cases ran one after another, not side by side). One case: its own
+    trace."""
+    if len(runs) == 1:
+        return next(iter(runs.values())).trace()
+    events, base = [], 0
+    for cid, run in runs.items():
+        mine = run.trace()["traceEvents"]
+        for event in mine:
+            event = dict(event, pid=event["pid"] + base)
+            if event["name"] == "process_name":
+                event["args"] = {"name": f"case {cid}: {event['args']['name']}"}
+            events.append(event)
+        base += 1 + max((e["pid"] for e in mine), default=-1)
     from ..result import document
     return document("trace", traceEvents=events, displayTimeUnit="ns")
