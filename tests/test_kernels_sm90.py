@@ -211,7 +211,8 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
         assert "ld.acquire.gpu.global.u64" in ptx_text
         # a programmatic launch: the next kernel's CTAs may start once this CTA read the launch
         # count (rows: the producer, right after counting itself in; grid: every thread, after
-        # the CTA barrier that follows the count's read); C's stores wait for the kernel before
+        # the CTA barrier that follows the count's read); every thread waits for the kernel
+        # before ahead of anything else (tests/test_grid_dependency.py checks every path)
         assert ptx_text.count("griddepcontrol.launch_dependents;") == 1
         assert ptx_text.count("griddepcontrol.wait;") == 1
         trigger = ptx_text.index("griddepcontrol.launch_dependents;")
@@ -225,7 +226,7 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
         else:
             assert adds == 1 and "bar.warp.sync" not in ptx_text  # the grid barrier alone
             assert ptx_text.index("bar.sync") < trigger
-        assert ptx_text.index("griddepcontrol.wait;") < ptx_text.index("st.global.b16")  # C
+        assert ptx_text.index("griddepcontrol.wait;") < ptx_text.index("mbarrier.init") < trigger
     else:
         assert "red.release.gpu.global.add.u64" not in ptx_text  # no grid barrier: any grid size
         assert "griddepcontrol" not in ptx_text  # launched in plain stream order
@@ -609,8 +610,9 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
     launches = 5
     for _ in range(launches):
         reference.poison(data)
+        # no synchronisation before the launch: a programmatic launch writes the copy only after
+        # the kernel before it (this fill) has ended
         tables.a16.fill_(float("nan"))
-        torch.cuda.synchronize()  # phase 0 may write the copy before the kernel before it ends (programmatic)
         launch()
         torch.cuda.synchronize()
         result = reference.check(inputs.outputs(data), want)
@@ -628,11 +630,10 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
 @pytest.mark.parametrize("build", ["host+rows", "device+grid", "host+rows+wide"])
 def test_programmatic_launches_back_to_back(build):
     """Programmatic launches (each may start while the one before finishes) with no
-    synchronisation between them: ten over the same tables (a later launch must not start before
-    every CTA of the one before counted itself in: the counts would mix, and a CTA could wait for
-    rows of a launch whose CTAs cannot become resident), then launches over three inputs in turn
-    as the timer makes them, C poisoned once before all. "wide": case 2, which the backend runs
-    with wide tiles on 132 SMs."""
+    synchronisation between them: ten over the same tables (each launch reads the launch count
+    and the row counters only after the one before has ended, so their counts cannot mix), then
+    launches over three inputs in turn as the timer makes them, C poisoned once before all.
+    "wide": case 2, which the backend runs with wide tiles on 132 SMs."""
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
     wide = build.endswith("+wide")
@@ -663,10 +664,11 @@ def test_programmatic_launches_back_to_back(build):
 @pytest.mark.gpu
 @pytest.mark.sm90
 def test_programmatic_launches_right_behind_a_refill_of_their_inputs():
-    """Phase 0 reads A and its scales before the launch waits for the kernel before it, which
-    the programming model makes visible only after the wait: here the kernel right before every
-    launch is the refill's last copy into those inputs (no flush between, unlike the timer). An
-    empirical check, not a proof: 30 launches, each output against the reference of its inputs."""
+    """A programmatic launch sees the kernel before it only after griddepcontrol.wait, which every
+    thread executes before it reads anything (tests/test_grid_dependency.py checks that on the
+    PTX): here the kernel right before every launch is the refill's last copy into the inputs
+    (no flush between, unlike the timer). 30 launches, each output against the reference of its
+    inputs."""
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
     case = cases.get("3")
