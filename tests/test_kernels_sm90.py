@@ -115,32 +115,19 @@ def test_tile_m_is_checked_and_picked():
     assert [gemm.pick_tile_m([m]) for m in (1, 32, 33, 64, 65, 512)] == [32, 32, 64, 64, 128, 128]
 
 
-@pytest.mark.parametrize("case_id, deal", [
-    # 72 full tiles, 48 half ones, 8 CTAs without a tile on 128 CTAs, 4 SMs idle: the 12 SMs free a
-    # whole call early and the 48 a quarter tile early take phase 0, 4 : 1 (5.3 and 1.3 units a thread)
-    ("3", (12, 1368, 60, 342)),
-    # every CTA one full tile: nobody starts early but on the 4 idle SMs (12 units a thread): even
-    ("4", (0, 0, 128, 96)),
-    # 4 CTAs without a tile, 32 two tiles short of 2.75: 12.4 units a thread on them: even
-    ("1", (0, 0, 132, 869)),
-    ("2", (0, 0, 132, 249)),
-])
-def test_phase_0_goes_to_the_ctas_that_start_early(case_id, deal):
+@pytest.mark.parametrize("case_id", ["1", "2", "3", "4"])
+def test_phase_0_is_dealt_evenly_over_every_cta(case_id):
+    """Every CTA starts phase 0 only once the kernel before has ended, launched programmatically or
+    not (its first act is that wait): even shares, which cover every unit on CTAs that exist."""
     from nvgg.backends.cute_sm90 import persistent_config
     case = cases.get(case_id)
     config = persistent_config(case.m, case.n, 132)
     costs = gemm.tile_costs(case.m, case.n, config.tile_m, config.half_tiles, config.wide_tiles)
     units = sum(m * (k // gemm.K_SUB) for m, _, k in case.groups)
     ctas = gemm.grid_for(len(costs), 132, 1, units)
-    runs, order = schedule.schedule(costs, ctas)
-    assert gemm.phase0_deal(costs, runs, order, units, 132) == deal
-    a, s1, b, s2 = deal
-    assert a * s1 + (b - a) * s2 >= units and b <= ctas  # every unit, on CTAs that exist
-    # where CTAs outnumber nothing but idle SMs, every CTA is early: one even share
-    assert gemm.phase0_deal([1.0] * 8, list(range(9)), list(range(8)), 1000, 132) == (8, 125, 8, 0)
-    # the cap: more than DEAL_UNITS_PER_THREAD units a thread on the early CTAs deals evenly
-    assert gemm.phase0_deal([1.0] * 8, list(range(9)), list(range(8)), 9 * 256 * 8, 9) == gemm.even_deal(18432, 8)
-    assert gemm.even_deal(18432, 8) == (0, 0, 8, 2304)
+    a, s1, b, s2 = gemm.even_deal(units, ctas)
+    assert (a, s1, b) == (0, 0, ctas) and (s2 - 1) * ctas < units <= s2 * ctas
+    assert gemm.even_deal(18432, 8) == (0, 0, 8, 2304) and gemm.even_deal(7, 0) == (0, 0, 0, 7)
 
 
 def test_tile_table_counts_m_tiles_times_n_tiles():
@@ -450,19 +437,13 @@ def test_persistent_tables_count_rows_pack_groups_and_encode_maps_per_group(monk
         ("a16", r[gemm.COL_A16], g.m, g.k, gemm.A16_BOX_ROWS), ("b", g.b.data_ptr(), g.n, g.k // 2, gemm.TILE_N))]
     assert tables.maps.tolist() == [[[2 * i + 1] * 16, [2 * i + 2] * 16] for i in range(len(groups))]
     assert table[0][gemm.COL_MAPS] == tables.maps.data_ptr() and len(tables.encode_us) == len(groups)
-    # phase 0's deal (sms defaults to the CTAs: test-9's 17 tiles on 132 CTAs, 115 without a tile,
-    # all early: an even share)
-    assert table[0][gemm.COL_DEAL:gemm.COL_DEAL + 4] == list(gemm.phase0_deal(
-        gemm.tile_costs([g.m for g in groups], [g.n for g in groups], 128, True), tables.runs.tolist()[:ctas + 1],
-        [e & (gemm.MAX_TILES - 1) for e in tables.runs.tolist()[ctas + 1:]], tables.units, ctas))
+    # phase 0's deal: an even share a CTA (test-9: 3968 units on 132 CTAs)
+    assert table[0][gemm.COL_DEAL:gemm.COL_DEAL + 4] == [0, 0, ctas, -(-tables.units // ctas)]
 
     device = host.build_tables(groups, gemm.GemmConfig(tile_m=128, stages=3, persistent=True), ctas)
     # device maps: the template pair (group 0's) alone, which each CTA copies and rewrites
     assert device.maps is None and device.table[0, gemm.COL_MAPS] == 0 and len(calls) == 2 * len(groups) + 2
     assert table[0][gemm.COL_TEMPLATE] == table[0][gemm.COL_WORKSPACE] == 0 and tables.workspace is None
-    # launched in stream order all CTAs start together: an even deal
-    serial = host.build_tables(groups, config, ctas, sms=132, programmatic=False)
-    assert serial.table[0, gemm.COL_DEAL:gemm.COL_DEAL + 4].tolist() == list(gemm.even_deal(tables.units, ctas))
     monkeypatch.setattr(gemm, "MAX_TILES", tables.total_tiles)
     with pytest.raises(ValueError, match="tile order holds fewer than"):
         host.build_tables(groups, config, ctas)

@@ -343,7 +343,7 @@ class Nvfp4GemmSm90:
                 if cutlass.const_expr(self.rows_ready):
                     # a contiguous share of the units a CTA (rows of A in order, so a CTA touches
                     # few row blocks and a warp reads contiguous bytes), dealt by the host
-                    # (config.phase0_deal): CTAs below `a` take s1 units, those up to `b` s2
+                    # (config.even_deal): CTAs below `a` take s1 units, those up to `b` s2
                     deal = [Int32(table[(0, COL_DEAL + i)]) for i in range(4)]
                     lo = self._dealt_below(bidx, deal, units)
                     hi = self._dealt_below(bidx + 1, deal, units)
@@ -627,7 +627,7 @@ class Nvfp4GemmSm90:
     @staticmethod
     def _dealt_below(cta: Int32, deal, units: Int32) -> Int32:
         """The phase-0 units dealt to the CTAs below `cta` by `deal` = (a, s1, b, s2), the table's
-        COL_DEAL columns (config.phase0_deal), at most `units`."""
+        COL_DEAL columns (config.even_deal), at most `units`."""
         a, s1, b, s2 = deal
         return cutlass.min(cutlass.min(cta, a) * s1 + cutlass.max(cutlass.min(cta, b) - a, 0) * s2, units)
 
