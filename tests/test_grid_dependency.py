@@ -9,8 +9,9 @@ PTX's control-flow graph (labels, in their `{ }` scopes as inline asm declares t
 predicate; `ret`/`exit`) and collects every instruction reachable from the entry without passing
 an unpredicated griddepcontrol.wait; that set must hold none of the forbidden instructions. It is
 sound for PTX without indirect branches or calls (the check refuses both where they are
-reachable before the wait), and it is on the PTX, not the SASS: ptxas does not move memory
-accesses across griddepcontrol.wait, whose whole purpose is to order them.
+reachable before the wait). It reads the PTX; ptxas keeps memory accesses behind
+griddepcontrol.wait (its purpose is to order them), which the sm_90a check also reads in the SASS
+where nvdisasm is installed (ACQBULK, the wait, before any memory instruction).
 
 sm_90a: every thread waits first, in the entry block, before any branch: the set is the
 straight-line code above the wait, and it may hold register work only (parameter reads, moves,
@@ -38,6 +39,7 @@ import pytest
 pytest.importorskip("cutlass")
 
 from nvgg.backends.cute_sm90 import config_for, wide_config  # noqa: E402
+from nvgg.kernels import tools  # noqa: E402
 from nvgg.kernels.sm100 import config as sm100_config, host as sm100_host  # noqa: E402
 from nvgg.kernels.sm90 import config as gemm, host as sm90_host  # noqa: E402
 
@@ -160,7 +162,8 @@ REGISTER_ONLY = ("ld.param", "mov", "shfl", "cvt", "add", "sub", "mul", "mad", "
 
 @pytest.mark.parametrize("config", _sm90_builds(), ids=lambda c: sm90_host.kernel_name(c, None))
 def test_sm90_every_thread_waits_before_it_touches_memory(config):
-    ptx = (sm90_host.compile_gemm(config, None, "sm_90a", need_callable=False).directory / "kernel.ptx").read_text()
+    entry = sm90_host.compile_gemm(config, None, "sm_90a", need_callable=False)
+    ptx = (entry.directory / "kernel.ptx").read_text()
     insts, _ = _parse(ptx)
     first = [text for text, _ in insts].index(WAIT)
     early = before_wait(ptx)
@@ -173,6 +176,14 @@ def test_sm90_every_thread_waits_before_it_touches_memory(config):
     after = [text for text, _ in insts[first + 1:]]
     for needle in ("ld.global.nc.v4.b32", "cp.async.bulk.tensor.2d", "st.global.b16"):
         assert any(needle in t for t in after)
+    # and ptxas kept it so: in the SASS the wait (ACQBULK) comes before any memory instruction but
+    # the parameter reads from the constant bank (needs nvdisasm)
+    sass = tools.sass(entry.directory / "kernel.cubin")
+    if sass is not None:
+        ops = tools.opcodes(sass.read_text())
+        early_ops = ops[:ops.index("ACQBULK")]
+        memory = ("LD", "ST", "ATOM", "RED", "UTMA", "UBLKCP", "SYNCS", "CCTL", "BAR", "MEMBAR")
+        assert [op for op in early_ops if op.startswith(memory) and not op.startswith(("LDC", "ULDC"))] == []
 
 
 # --- sm_100a: a wait at the top of each role that needs the kernel before ------------------------

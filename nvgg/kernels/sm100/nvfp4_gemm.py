@@ -31,7 +31,9 @@ scales' columns, NVIDIA's `overlapping_accum`, see config.py), store (epilogue).
 
 The persistent kernel is launched programmatically (host.py): its CTAs may start while the kernel
 before it in the stream finishes; its TMA and epilogue warps wait for that kernel
-(griddepcontrol.wait) before their first global read or write.
+(griddepcontrol.wait) before their first bulk copy, map fence or map write, and the MMA warp reads
+only shared and tensor memory and the schedule (tests/test_grid_dependency.py checks every path of
+every persistent build's PTX).
 
 Tiles and tensor maps, by build:
 - per-group (`persistent=False`, for sequential, multistream, graph): one launch per group, one
