@@ -3,7 +3,8 @@ elsewhere; this project has never run them: it has had no B200). Every strategy 
 modes against the exact reference on the 14 competition cases and on shapes the competition never
 uses, outputs poisoned first; repeated launches over the same buffers; the instrumented build's
 phase order; a launch on a side stream; programmatic launches back to back over inputs rewritten in
-place between calls; the driver launch against the DSL's own; the persistent grid's size."""
+place between calls; the device mode's maps against the host encoder's; the driver launch against
+the DSL's own; the persistent grid's size."""
 
 import random
 
@@ -134,6 +135,40 @@ def test_back_to_back_programmatic_launches_over_inputs_rewritten_in_place(mode)
         fresh = inputs.generate(case, CUDA, seed=case.seed + inputs.TIMED_SEED_OFFSET + inputs.SEED_STEP * (i + 1))
         verdict = reference.check(outs, reference.reference(fresh, torch.float64))
         assert verdict.ok, f"refill {i}: {verdict.message}"
+
+
+@pytest.mark.parametrize("config_index", range(4))
+@pytest.mark.parametrize("case_id", ["test-6", "test-10"])
+def test_device_mode_maps_equal_the_host_encoders(case_id, config_index):
+    """The device mode rewrites group 0's maps (kernel parameters) for each group a CTA visits, into
+    its workspace slot for that visit. After a launch every slot must hold, in words 0-7, the map
+    nvgg's host encoder makes for that group (params.group_maps, the host mode's table), bit 21
+    (set for a tensor of 128 KiB or more) included: test-6's first group spans 128 KiB in B and the
+    later ones do not; test-10's first groups do in A and C, its last one does not."""
+    from nvgg.kernels import groups as kgroups
+    from nvgg.kernels.sm100 import host, params
+
+    config = host.with_mode(host.CONFIGS[config_index], "device")
+    entry = host.compile_gemm(config, need_callable=False)
+    data = inputs.generate(cases.get(case_id), CUDA)
+    groups = kgroups.all_groups(data)
+    tables = host.build_tables(groups, config, host.resident_clusters(entry, config.cta_group),
+                               templates=host.templates_of(entry))
+    reference.poison(data)
+    host.persistent_launch(entry, groups, tables, config)()
+    torch.cuda.synchronize()
+    templates, workspace, plan = host.templates_of(entry), tables.maps.cpu(), tables.plan
+    checked = 0
+    for cta in range(plan.clusters * config.cta_group):
+        run = plan.records[plan.runs[cta // config.cta_group]:plan.runs[cta // config.cta_group + 1]]
+        visited = [r[0] for i, r in enumerate(run) if i == 0 or run[i - 1][0] != r[0]]
+        for visit, g in enumerate(visited):
+            t = groups[g]
+            want = params.group_maps(templates, params.map_addresses(t), t.m, t.n, t.k)
+            got = [[w & (1 << 64) - 1 for w in words[:8]] for words in workspace[cta, visit].tolist()]
+            assert got == [w[:8] for w in want], (cta, visit, g)
+            checked += 1
+    assert checked >= len(groups)
 
 
 @pytest.mark.parametrize("strategy, mode", [("persistent", "host"), ("persistent", "device"), ("sequential", None)])

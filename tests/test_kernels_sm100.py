@@ -19,7 +19,7 @@ from nvgg.backends.cute_sm100 import Sm100Kernels  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache, groups as kgroups, schedule, tensormaps, tools  # noqa: E402
 from nvgg.kernels.phase_slots import SM100  # noqa: E402
-from nvgg.kernels.sm100 import host  # noqa: E402
+from nvgg.kernels.sm100 import host, params  # noqa: E402
 from nvgg.kernels.sm100 import config as gemm, nvfp4_gemm as dsl  # noqa: E402
 
 # B200 limits: CUDA C Programming Guide, compute capability 10.0 table; PTX ISA "Tensor Memory"
@@ -101,6 +101,98 @@ def test_device_build_rewrites_maps_and_host_build_only_fences_and_prefetches():
     assert texts["host"].count("prefetch.tensormap") == gemm.MAPS
     # per group: the DSL's own maps, kernel parameters, prefetched
     assert "tensormap.replace" not in per_group and per_group.count("prefetch.tensormap") == gemm.MAPS
+
+
+# --- the device mode's map update: the large-tensor bit ------------------------------------------
+
+# (m, n, k) on both sides of 128 KiB for each map: B and A (rows × k/2 bytes), C (2·m·n bytes), the
+# scales (512 bytes a 128-row × 64-k block): 128 × 2048 / 127 × 2048, 64 × 1024 / 63 × 1024,
+# 1 row × k 16384 (256 blocks) / × k 16128 (252), and larger and smaller groups
+BIT_EDGES = [(128, 128, 2048), (127, 128, 2048), (64, 1024, 256), (63, 1024, 256), (1, 128, 16384),
+             (1, 128, 16128), (1, 128, 256), (513, 7168, 7168), (40, 7168, 2048), (256, 4096, 512)]
+LARGE_BIT = 1 << 21  # bit 21 of word 1
+
+
+def _host_maps(m: int, n: int, k: int, templates, base: int = 1 << 32) -> list[list[int]]:
+    """The five maps nvgg's host encoder writes for a group of this shape (params.group_maps, as the
+    host mode's table holds them), at made-up 1 KiB-aligned addresses."""
+    return params.group_maps(templates, [base + 1024 * i for i in range(gemm.MAPS)], m, n, k)
+
+
+@pytest.fixture(scope="module")
+def templates():
+    return host.templates_of(host.compile_gemm(host.with_mode(host.CONFIGS[0], "device")))
+
+
+def test_span_decides_the_large_tensor_bit_as_the_host_encoder_does(templates):
+    """params.span_bytes (what the kernel computes from a group's m, n, k) against the bit the
+    host encoder writes, for every map, on both sides of 128 KiB."""
+    seen = set()
+    for m, n, k in BIT_EDGES:
+        for which, words in enumerate(_host_maps(m, n, k, templates)):
+            large = params.span_bytes(which, m, n, k) >= params.LARGE_TENSOR_BYTES
+            assert large == bool(words[1] & LARGE_BIT), (which, m, n, k)
+            seen.add((which, large))
+    assert seen == {(w, b) for w in range(gemm.MAPS) for b in (False, True)}  # each map both ways
+
+
+def _updated(first: list[int], group: list[int], bit: int | None) -> list[int]:
+    """The device mode's update, modelled on words 0-7: the map the kernel starts from (`first`,
+    group 0's, the kernel parameter) with every group-dependent field tensormap.replace writes
+    (address, sizes, strides) taken from `group`'s host-encoded map, and bit 21 left as `first` has
+    it (`bit` None) or set to `bit`."""
+    replaced = [0xFFFFFFFFFFFFFFFF, 0xFFFFFFFF00000000, 0xFFFFFFFF, 0xFFFFFFFF, (1 << 64) - 1, (1 << 64) - 1, 0, 0]
+    out = [(f & ~r) | (g & r) for f, g, r in zip(first[:8], group[:8], replaced)]
+    if bit is not None:
+        out[1] = (out[1] & ~LARGE_BIT) | (bit << 21)
+    return out
+
+
+def test_the_map_update_with_the_bit_rule_makes_the_host_encoders_maps(templates):
+    """Group 0 spans 128 KiB or more in every map (its maps have bit 21 set), a later group less
+    (clear): replacing the address, sizes and strides alone keeps group 0's bit, a map that lets the
+    copy engine fetch 128 KiB past a smaller tensor; with the bit set from params.span_bytes, as the
+    kernel now does, the update gives exactly the host encoder's maps of the later group, and the
+    other way round (small first, large later) too. Bit 21 is the only field outside the replaced
+    ones that differs between groups."""
+    big, small = (513, 7168, 16384), (1, 128, 256)
+    for first_shape, later_shape in ((big, small), (small, big)):
+        first, later = _host_maps(*first_shape, templates), _host_maps(*later_shape, templates, base=1 << 40)
+        for which in range(gemm.MAPS):
+            bit = int(params.span_bytes(which, *later_shape) >= params.LARGE_TENSOR_BYTES)
+            assert _updated(first[which], later[which], bit) == later[which][:8], which
+            kept = _updated(first[which], later[which], None)
+            assert [a ^ b for a, b in zip(kept, later[which][:8])] == [0, LARGE_BIT, 0, 0, 0, 0, 0, 0], which
+    # across every pair of shapes, what differs outside the replaced fields is bit 21 alone
+    maps = [_host_maps(*shape, templates) for shape in BIT_EDGES]
+    for which in range(gemm.MAPS):
+        for a in maps:
+            for b in maps:
+                diff = [x ^ y for x, y in zip(_updated(a[which], b[which], None), b[which][:8])]
+                assert diff[0] == 0 and diff[1] & ~LARGE_BIT == 0 and not any(diff[2:]), which
+
+
+@pytest.mark.parametrize("config", [host.with_mode(c, mode, instrument) for c in host.CONFIGS
+                                    for mode in gemm.TENSORMAP_MODES for instrument in (False, True)],
+                         ids=host.kernel_name)
+def test_the_device_build_sets_each_maps_large_tensor_bit_before_it_rewrites_the_map(config):
+    """In text order: the TMA warp sets the bit in its four shared-memory maps (B), replaces their
+    fields (R), copies them out (F); then the epilogue does the same for C's map. The bit is written
+    into word 1 (byte 8) under the same elect.sync as the replace, from 128 KiB."""
+    import re
+
+    ptx = (host.compile_gemm(config).directory / "kernel.ptx").read_text()
+    marks = {"B": "setp.ge.u64 large, %rd", "R": "tensormap.replace.tile.global_address",
+             "F": "tensormap.cp_fenceproxy"}
+    order = "".join(mark for line in ptx.splitlines() for mark, text in marks.items() if text in line)
+    if config.tensormaps == "host":
+        assert order == ""
+        return
+    assert order == "BBBBRRRRFFFF" + "BRF"
+    blocks = re.findall(r"setp\.ge\.u64 large, %rd\d+, (\d+);\s*selp\.b32 bit, (\d+), 0, large;"
+                        r"\s*@p ld\.shared\.b32 w, \[(%r\d+)\+8\];.*?@p st\.shared\.b32 \[(%r\d+)\+8\], w;", ptx, re.S)
+    assert len(blocks) == gemm.MAPS
+    assert all((int(t), int(b), ld) == (params.LARGE_TENSOR_BYTES, LARGE_BIT, st) for t, b, ld, st in blocks)
 
 
 def test_compile_cache_hits_without_compiling(tmp_path):

@@ -115,32 +115,19 @@ def test_tile_m_is_checked_and_picked():
     assert [gemm.pick_tile_m([m]) for m in (1, 32, 33, 64, 65, 512)] == [32, 32, 64, 64, 128, 128]
 
 
-@pytest.mark.parametrize("case_id, deal", [
-    # 72 full tiles, 48 half ones, 8 CTAs without a tile on 128 CTAs, 4 SMs idle: the 12 SMs free a
-    # whole call early and the 48 a quarter tile early take phase 0, 4 : 1 (5.3 and 1.3 units a thread)
-    ("3", (12, 1368, 60, 342)),
-    # every CTA one full tile: nobody starts early but on the 4 idle SMs (12 units a thread): even
-    ("4", (0, 0, 128, 96)),
-    # 4 CTAs without a tile, 32 two tiles short of 2.75: 12.4 units a thread on them: even
-    ("1", (0, 0, 132, 869)),
-    ("2", (0, 0, 132, 249)),
-])
-def test_phase_0_goes_to_the_ctas_that_start_early(case_id, deal):
+@pytest.mark.parametrize("case_id", ["1", "2", "3", "4"])
+def test_phase_0_is_dealt_evenly_over_every_cta(case_id):
+    """Every CTA starts phase 0 only once the kernel before has ended, launched programmatically or
+    not (its first act is that wait): even shares, which cover every unit on CTAs that exist."""
     from nvgg.backends.cute_sm90 import persistent_config
     case = cases.get(case_id)
     config = persistent_config(case.m, case.n, 132)
     costs = gemm.tile_costs(case.m, case.n, config.tile_m, config.half_tiles, config.wide_tiles)
     units = sum(m * (k // gemm.K_SUB) for m, _, k in case.groups)
     ctas = gemm.grid_for(len(costs), 132, 1, units)
-    runs, order = schedule.schedule(costs, ctas)
-    assert gemm.phase0_deal(costs, runs, order, units, 132) == deal
-    a, s1, b, s2 = deal
-    assert a * s1 + (b - a) * s2 >= units and b <= ctas  # every unit, on CTAs that exist
-    # where CTAs outnumber nothing but idle SMs, every CTA is early: one even share
-    assert gemm.phase0_deal([1.0] * 8, list(range(9)), list(range(8)), 1000, 132) == (8, 125, 8, 0)
-    # the cap: more than DEAL_UNITS_PER_THREAD units a thread on the early CTAs deals evenly
-    assert gemm.phase0_deal([1.0] * 8, list(range(9)), list(range(8)), 9 * 256 * 8, 9) == gemm.even_deal(18432, 8)
-    assert gemm.even_deal(18432, 8) == (0, 0, 8, 2304)
+    a, s1, b, s2 = gemm.even_deal(units, ctas)
+    assert (a, s1, b) == (0, 0, ctas) and (s2 - 1) * ctas < units <= s2 * ctas
+    assert gemm.even_deal(18432, 8) == (0, 0, 8, 2304) and gemm.even_deal(7, 0) == (0, 0, 0, 7)
 
 
 def test_tile_table_counts_m_tiles_times_n_tiles():
@@ -211,7 +198,8 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
         assert "ld.acquire.gpu.global.u64" in ptx_text
         # a programmatic launch: the next kernel's CTAs may start once this CTA read the launch
         # count (rows: the producer, right after counting itself in; grid: every thread, after
-        # the CTA barrier that follows the count's read); C's stores wait for the kernel before
+        # the CTA barrier that follows the count's read); every thread waits for the kernel
+        # before ahead of anything else (tests/test_grid_dependency.py checks every path)
         assert ptx_text.count("griddepcontrol.launch_dependents;") == 1
         assert ptx_text.count("griddepcontrol.wait;") == 1
         trigger = ptx_text.index("griddepcontrol.launch_dependents;")
@@ -225,7 +213,7 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
         else:
             assert adds == 1 and "bar.warp.sync" not in ptx_text  # the grid barrier alone
             assert ptx_text.index("bar.sync") < trigger
-        assert ptx_text.index("griddepcontrol.wait;") < ptx_text.index("st.global.b16")  # C
+        assert ptx_text.index("griddepcontrol.wait;") < ptx_text.index("mbarrier.init") < trigger
     else:
         assert "red.release.gpu.global.add.u64" not in ptx_text  # no grid barrier: any grid size
         assert "griddepcontrol" not in ptx_text  # launched in plain stream order
@@ -449,19 +437,13 @@ def test_persistent_tables_count_rows_pack_groups_and_encode_maps_per_group(monk
         ("a16", r[gemm.COL_A16], g.m, g.k, gemm.A16_BOX_ROWS), ("b", g.b.data_ptr(), g.n, g.k // 2, gemm.TILE_N))]
     assert tables.maps.tolist() == [[[2 * i + 1] * 16, [2 * i + 2] * 16] for i in range(len(groups))]
     assert table[0][gemm.COL_MAPS] == tables.maps.data_ptr() and len(tables.encode_us) == len(groups)
-    # phase 0's deal (sms defaults to the CTAs: test-9's 17 tiles on 132 CTAs, 115 without a tile,
-    # all early: an even share)
-    assert table[0][gemm.COL_DEAL:gemm.COL_DEAL + 4] == list(gemm.phase0_deal(
-        gemm.tile_costs([g.m for g in groups], [g.n for g in groups], 128, True), tables.runs.tolist()[:ctas + 1],
-        [e & (gemm.MAX_TILES - 1) for e in tables.runs.tolist()[ctas + 1:]], tables.units, ctas))
+    # phase 0's deal: an even share a CTA (test-9: 3968 units on 132 CTAs)
+    assert table[0][gemm.COL_DEAL:gemm.COL_DEAL + 4] == [0, 0, ctas, -(-tables.units // ctas)]
 
     device = host.build_tables(groups, gemm.GemmConfig(tile_m=128, stages=3, persistent=True), ctas)
     # device maps: the template pair (group 0's) alone, which each CTA copies and rewrites
     assert device.maps is None and device.table[0, gemm.COL_MAPS] == 0 and len(calls) == 2 * len(groups) + 2
     assert table[0][gemm.COL_TEMPLATE] == table[0][gemm.COL_WORKSPACE] == 0 and tables.workspace is None
-    # launched in stream order all CTAs start together: an even deal
-    serial = host.build_tables(groups, config, ctas, sms=132, programmatic=False)
-    assert serial.table[0, gemm.COL_DEAL:gemm.COL_DEAL + 4].tolist() == list(gemm.even_deal(tables.units, ctas))
     monkeypatch.setattr(gemm, "MAX_TILES", tables.total_tiles)
     with pytest.raises(ValueError, match="tile order holds fewer than"):
         host.build_tables(groups, config, ctas)
@@ -609,8 +591,9 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
     launches = 5
     for _ in range(launches):
         reference.poison(data)
+        # no synchronisation before the launch: a programmatic launch writes the copy only after
+        # the kernel before it (this fill) has ended
         tables.a16.fill_(float("nan"))
-        torch.cuda.synchronize()  # phase 0 may write the copy before the kernel before it ends (programmatic)
         launch()
         torch.cuda.synchronize()
         result = reference.check(inputs.outputs(data), want)
@@ -628,11 +611,10 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
 @pytest.mark.parametrize("build", ["host+rows", "device+grid", "host+rows+wide"])
 def test_programmatic_launches_back_to_back(build):
     """Programmatic launches (each may start while the one before finishes) with no
-    synchronisation between them: ten over the same tables (a later launch must not start before
-    every CTA of the one before counted itself in: the counts would mix, and a CTA could wait for
-    rows of a launch whose CTAs cannot become resident), then launches over three inputs in turn
-    as the timer makes them, C poisoned once before all. "wide": case 2, which the backend runs
-    with wide tiles on 132 SMs."""
+    synchronisation between them: ten over the same tables (each launch reads the launch count
+    and the row counters only after the one before has ended, so their counts cannot mix), then
+    launches over three inputs in turn as the timer makes them, C poisoned once before all.
+    "wide": case 2, which the backend runs with wide tiles on 132 SMs."""
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
     wide = build.endswith("+wide")
@@ -663,10 +645,11 @@ def test_programmatic_launches_back_to_back(build):
 @pytest.mark.gpu
 @pytest.mark.sm90
 def test_programmatic_launches_right_behind_a_refill_of_their_inputs():
-    """Phase 0 reads A and its scales before the launch waits for the kernel before it, which
-    the programming model makes visible only after the wait: here the kernel right before every
-    launch is the refill's last copy into those inputs (no flush between, unlike the timer). An
-    empirical check, not a proof: 30 launches, each output against the reference of its inputs."""
+    """A programmatic launch sees the kernel before it only after griddepcontrol.wait, which every
+    thread executes before it reads anything (tests/test_grid_dependency.py checks that on the
+    PTX): here the kernel right before every launch is the refill's last copy into the inputs
+    (no flush between, unlike the timer). 30 launches, each output against the reference of its
+    inputs."""
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
     case = cases.get("3")

@@ -188,10 +188,10 @@ class Sm90Kernels(KernelFamily):
         # the instrumented build runs on the timed build's grid
         return groups, config, entry, host.persistent_grid(groups, config, timed)
 
-    def _tables(self, groups, config: gemm.GemmConfig, grid: int, phases: torch.Tensor | None = None) -> host.Tables:
-        """The persistent launch's tables, phase 0 dealt for the way the timed launches are made."""
-        sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
-        return host.build_tables(groups, config, grid, phases, sms=sms, programmatic=self.programmatic)
+    @staticmethod
+    def _tables(groups, config: gemm.GemmConfig, grid: int, phases: torch.Tensor | None = None) -> host.Tables:
+        """The persistent launch's tables."""
+        return host.build_tables(groups, config, grid, phases)
 
     @staticmethod
     def _launcher(entry, tables, grid, programmatic: bool = False) -> Launch:

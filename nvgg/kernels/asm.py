@@ -1,6 +1,7 @@
 """Inline PTX both architectures' kernels share: the helper that emits one asm block, the global
-timer of the instrumented builds, and the tensor-map prefetch by address. Each helper takes and
-returns DSL integers (global addresses as 64-bit values)."""
+timer of the instrumented builds, and the tensor-map prefetch, acquire and large-tensor bit by
+address. Each helper takes and returns DSL integers (global addresses as 64-bit values, shared
+ones as 32-bit)."""
 
 from __future__ import annotations
 
@@ -46,3 +47,23 @@ def acquire_tensormap_sys(address: Int64, *, loc=None, ip=None) -> None:
     Guide's example uses for a map copied to global memory with cudaMemcpy. It also drops what the
     copy engine cached at that address (an earlier launch's maps)."""
     inline("fence.proxy.tensormap::generic.acquire.sys [$0], 128;", "l,~{memory}", [Int64(address)], loc, ip)
+
+
+@dsl_user_op
+def set_large_tensor_bit(smem_map: Int32, span: Int64, threshold: int, *, loc=None, ip=None) -> None:
+    """The warp's elected lane sets bit 21 of word 1 (bit 21 of the 32-bit word at byte 8) of the
+    tensor map at shared address `smem_map` as the encoder does for a tensor of `span` bytes: set
+    from `threshold` bytes on, clear below (sm100/params.py, LARGE_TENSOR_BYTES). The whole warp
+    must execute it; the lane is the one elect.sync picks over the full warp, as CuTe DSL's map
+    update (tensormap.replace) elects it, so that lane's later writes of the map build on this one."""
+    inline(f"""{{
+    .reg .pred p, large;
+    .reg .b32 w, bit;
+    elect.sync _|p, 0xffffffff;
+    setp.ge.u64 large, $1, {threshold};
+    selp.b32 bit, {1 << 21}, 0, large;
+    @p ld.shared.b32 w, [$0+8];
+    and.b32 w, w, {0xFFFFFFFF & ~(1 << 21)};
+    or.b32 w, w, bit;
+    @p st.shared.b32 [$0+8], w;
+}}""", "r,l,~{memory}", [Int32(smem_map), Int64(span)], loc, ip)

@@ -24,14 +24,23 @@ import torch
 
 from . import cache as kcache
 
-_FUNCTIONS: dict[str, tuple] = {}  # cubin path -> (module, function): loaded once per process
+# (CUDA context, cubin path) -> (module, function): a module is loaded once per context, and a
+# function handle is valid only in the context its module was loaded into (a second GPU, or
+# another context on the same one, loads its own)
+_FUNCTIONS: dict[tuple[int, str], tuple] = {}
 
 
 def _function(entry: kcache.Entry):
-    path = str(entry.directory / "kernel.cubin")
-    if path not in _FUNCTIONS:
-        import cuda.bindings.driver as cu
+    """The entry's kernel in the current CUDA context, its module loaded there on first use."""
+    import cuda.bindings.driver as cu
 
+    path = str(entry.directory / "kernel.cubin")
+    err, context = cu.cuCtxGetCurrent()
+    _check(err, "cuCtxGetCurrent")
+    if not int(context):
+        raise RuntimeError("no current CUDA context to load the kernel into (start CUDA on the device first)")
+    key = (int(context), path)
+    if key not in _FUNCTIONS:
         name = kcache.kernel_symbol(entry.info)
         err, module = cu.cuModuleLoadData(Path(path).read_bytes())
         _check(err, "cuModuleLoadData")
@@ -41,8 +50,8 @@ def _function(entry: kcache.Entry):
             fn, cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
             entry.info["dynamic_smem_bytes"])
         _check(err, "cuFuncSetAttribute")
-        _FUNCTIONS[path] = (module, fn)
-    return _FUNCTIONS[path][1]
+        _FUNCTIONS[key] = (module, fn)
+    return _FUNCTIONS[key][1]
 
 
 def _check(err, what: str) -> None:
@@ -146,8 +155,9 @@ class PackedLaunch:
         self._attrs, count = _attributes(programmatic, self.cluster)
         self._config = _LaunchConfig(*self.grid, self.threads, 1, 1, self.smem, None,
                                      ctypes.cast(self._attrs, ctypes.c_void_p) if count else None, count)
-        self._args = (ctypes.byref(self._config), ctypes.c_void_p(int(_function(entry))), self._params,
-                      ctypes.c_void_p(0))
+        with torch.cuda.device(device_index):  # the kernel as loaded in the launch device's context
+            fn = _function(entry)
+        self._args = (ctypes.byref(self._config), ctypes.c_void_p(int(fn)), self._params, ctypes.c_void_p(0))
         self._launch = _driver_launch()
 
     def __call__(self) -> None:

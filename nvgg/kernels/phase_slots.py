@@ -66,7 +66,11 @@ class SlotLayout:
 # producer's tensor maps (DESC_READY: replaced, or acquired and prefetched) are ready beside phase
 # 0 (PHASE0_DONE: this CTA's share written, by its MMA warps); A_READY is when the producer saw its
 # first tile's fp16 A rows written (their readiness counters, or the grid barrier of the "grid"
-# build); "to first MMA" runs from the later of A_READY and this CTA's own phase 0.
+# build); "to first MMA" runs from the later of A_READY and this CTA's own phase 0. START is read
+# as the CTA begins, before its wait for the kernel before it, and stored after: in stream order
+# (how the instrumented build runs unless asked) the wait returns at once; launched
+# programmatically, the spans from START hold that wait too, and START still says how early the
+# CTA began (profiling.phases.behind).
 SM90 = SlotLayout(
     "nvfp4_grouped_gemm_sm90",
     ("START", "DESC_READY", "FIRST_MMA", "MAINLOOP_DONE", "EPILOGUE_DONE", "EXIT", "PHASE0_DONE", "A_READY"),

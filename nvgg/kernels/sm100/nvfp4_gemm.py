@@ -31,7 +31,9 @@ scales' columns, NVIDIA's `overlapping_accum`, see config.py), store (epilogue).
 
 The persistent kernel is launched programmatically (host.py): its CTAs may start while the kernel
 before it in the stream finishes; its TMA and epilogue warps wait for that kernel
-(griddepcontrol.wait) before their first global read or write.
+(griddepcontrol.wait) before their first bulk copy, map fence or map write, and the MMA warp reads
+only shared and tensor memory and the schedule (tests/test_grid_dependency.py checks every path of
+every persistent build's PTX).
 
 Tiles and tensor maps, by build:
 - per-group (`persistent=False`, for sequential, multistream, graph): one launch per group, one
@@ -67,6 +69,7 @@ from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.tensor_utils import LayoutEnum, TensorMapManager, TensorMapUpdateMode
 
 from .. import asm, phase_slots
+from . import params as kparams
 from .config import (COL_A, COL_B, COL_C, COL_K, COL_M, COL_N, COL_SFA, COL_SFB, CTA_ROWS, EPILOGUE_WARPS,  # noqa: F401
                      GROUP_COLS, MAP_BYTES, MAPS, MMA_WARP, SF_VEC, TABLE_EXTENT, THREADS, TILE_COLS, TILE_K,
                      TMA_WARP, TMEM_COLUMNS, Sm100Config, _round_up)
@@ -628,16 +631,34 @@ class Nvfp4GemmSm100:
         launch; the fence also drops what the copy engine cached at these addresses from an
         earlier launch), then prefetch them. Device mode: rewrite this CTA's slot for this visit
         from the group's table row (replace in shared memory, copy out with a release fence), then
-        acquire it (gpu scope: the writer is this kernel)."""
+        acquire it (gpu scope: the writer is this kernel).
+
+        The replace leaves every field it is not given as the shared-memory copy holds it, group
+        0's template from the kernel parameters. One such field depends on the group: bit 21 of
+        word 1, which the encoder sets for a tensor that spans at least 128 KiB (params.encode,
+        LARGE_TENSOR_BYTES) and which lets the copy engine fetch that far past the address; group
+        0's bit kept for a smaller group may fault. CuTe DSL's own `tensormap_replace`
+        (cutlass/experimental/primitives/nvvm_wrapper.py, `_apply_tensormap_fixup`) clears it
+        after replacing a dimension or stride unless told 128 KiB follow the new address; the
+        TensorMapManager.update_tensormap used here (cutlass/tensor_utils/tensormap.py, through
+        the update_tma_desc op) leaves it alone. So the kernel sets it for each map and group as
+        the host encoder does (params.span_bytes), in the shared-memory copy before the replace,
+        and a map made here equals the host mode's map of the same group."""
         base = self._map_base(group, visit, cta, visits, maps_ptr)
         if cutlass.const_expr(self.config.tensormaps == "device"):
+            m, n, k = Int32(groups[(group, COL_M)]), Int32(groups[(group, COL_N)]), Int32(groups[(group, COL_K)])
             real = self.operands(
                 cute.make_ptr(AB_DTYPE, groups[(group, COL_B)], cute.AddressSpace.gmem, assumed_align=32),
                 cute.make_ptr(AB_DTYPE, groups[(group, COL_A)], cute.AddressSpace.gmem, assumed_align=32),
                 cute.make_ptr(SF_DTYPE, groups[(group, COL_SFB)], cute.AddressSpace.gmem, assumed_align=16),
                 cute.make_ptr(SF_DTYPE, groups[(group, COL_SFA)], cute.AddressSpace.gmem, assumed_align=16),
                 cute.make_ptr(C_DTYPE, groups[(group, COL_C)], cute.AddressSpace.gmem, assumed_align=16),
-                Int32(groups[(group, COL_M)]), Int32(groups[(group, COL_N)]), Int32(groups[(group, COL_K)]))
+                m, n, k)
+            if warp_idx == warp:
+                for w in cutlass.range_constexpr(len(which)):
+                    asm.set_large_tensor_bit((map_smem + which[w] * (MAP_BYTES // 8)).toint(),
+                                             kparams.span_bytes(which[w], Int64(m), Int64(n), Int64(k)),
+                                             kparams.LARGE_TENSOR_BYTES)
             self.maps.update_tensormap(
                 tuple(real[w] for w in which), atoms,
                 tuple(self._desc(base, w, cute.AddressSpace.gmem) for w in which), warp,

@@ -62,6 +62,21 @@ def map_geometry(which: int, m: int, n: int, k: int) -> tuple[tuple[int, ...], t
     raise ValueError(f"map {which}: there are {cfg.MAPS} maps a group")
 
 
+def span_bytes(which: int, m, n, k):
+    """Bytes from map `which`'s address to the end of its last element, the span `encode` compares
+    with LARGE_TENSOR_BYTES, in closed form from the group's m, n, k: plain ints here, the kernel's
+    64-bit integers in the device mode's map update (nvfp4_gemm.py), so that both decide bit 21
+    alike. Only products, sums and floor divisions of non-negative values (the same in both)."""
+    if which in (0, 1):  # e2m1 rows of k / 2 bytes
+        return (n if which == 0 else m) * (k // 2)
+    if which in (2, 3):  # whole 512-byte blocks of 128 rows × 64 k
+        rows = n if which == 2 else m
+        return (rows + 127) // 128 * ((k + 63) // 64) * SF_BLOCK_BYTES
+    if which == 4:  # D = Cᵀ, fp16
+        return 2 * m * n
+    raise ValueError(f"map {which}: there are {cfg.MAPS} maps a group")
+
+
 def template(words, rank: int) -> list[int]:
     """A map's build-constant words 0-7: `words` with the group's fields cleared (see the module
     docstring)."""

@@ -5,11 +5,10 @@ costs seconds); the DSL kernel itself is nvfp4_gemm.py, which builds on these na
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from .. import groups, tensormaps
-from ..schedule import loads as schedule_loads, makespan, schedule
+from ..schedule import makespan, schedule
 
 TILE_N = 128  # rows of B per CTA tile: two consumer warpgroups × 64 (wgmma's M per warpgroup)
 K_STAGE = 256  # k per pipeline stage: 128 packed bytes a row, the tensor map box width
@@ -61,7 +60,7 @@ COL_RUNS = 20
 # group's fp16 A map then its packed B map) and the readiness counters of the fp16 copy (u64, one
 # per READY_ROWS rows of a group's A); per group, the index of its first counter
 COL_MAPS, COL_READY, COL_READY_BEGIN = 21, 22, 23
-# launch-wide (persistent kernel, rows wait): how phase 0's units are dealt (`phase0_deal`): CTAs
+# launch-wide (persistent kernel, rows wait): how phase 0's units are dealt (`even_deal`): CTAs
 # below the first count take the first share each, CTAs up to the second count the second share
 COL_DEAL = 24  # 4 columns: first count, first share, second count, second share
 TABLE_COLS = 28
@@ -296,50 +295,15 @@ def tile_plan(ms, ns, config: GemmConfig, resident: int) -> bool:
     return spans[1] < spans[0] - 1e-9
 
 
-# Dealing phase 0 to the CTAs that start early (`phase0_deal`): a CTA counts as early when the SM
-# it will run on is free at least EARLY_MARGIN of a full tile before the last of the call before
-# ends; at most DEAL_UNITS_PER_THREAD units a thread (a call launched alone does phase 0 on those
-# CTAs alone: the cap bounds what it costs).
-EARLY_MARGIN = 0.2
-DEAL_UNITS_PER_THREAD = 8
-
-
 def even_deal(units: int, ctas: int) -> tuple[int, int, int, int]:
-    """Phase 0 in even shares over every CTA (a launch in stream order: all CTAs start together)."""
+    """How the rows build deals phase 0's units, as (a, s1, b, s2) (CTAs 0 .. a - 1 take s1 units
+    each, CTAs a .. b - 1 take s2 each, in CTA order, contiguous, the last ones short): even shares
+    over every CTA. Every CTA starts phase 0 when the kernel before it has ended (its first act is
+    to wait for it, nvfp4_gemm.py), launched programmatically or not, so all start together.
+    (2026-11-27: `phase0_deal`, which gave phase 0 to the CTAs that start early behind the call
+    before, removed with the reads of A before that wait; launched alone it cost case 3 46.3
+    against 35.6 µs, H100, NOTES.md.)"""
     return (0, 0, ctas, -(-units // max(ctas, 1)))
-
-
-def phase0_deal(costs: list[float], runs: list[int], order: list[int], units: int,
-                sms: int) -> tuple[int, int, int, int]:
-    """How the rows build deals phase 0's units, as (a, s1, b, s2): CTAs 0 .. a - 1 take s1 units
-    each, CTAs a .. b - 1 take s2 each, in CTA order, contiguous, the last ones short.
-
-    Launched programmatically behind the call before (the timer's calls), a CTA starts on an SM
-    that call leaves, lowest index first (the block scheduler dispatches in order): CTA c runs on
-    the SM that frees c-th, which is free for `head` full tiles before the call before ends (SMs
-    that call leaves idle: its whole longest list; the SM of a CTA with a shorter list: the
-    difference; same schedule each call). Phase 0 goes to the CTAs with a head of at least half a
-    tile and to those with at least EARLY_MARGIN, in proportion to their mean heads: written
-    before the late CTAs start, their rows keep nobody waiting. Where those CTAs would take more
-    than DEAL_UNITS_PER_THREAD units a thread, every CTA takes an even share, as launched alone."""
-    loads = schedule_loads(costs, runs, order)
-    ctas, longest = len(loads), max(loads, default=0.0)
-    heads = sorted([longest] * max(sms - ctas, 0) + [longest - x for x in loads], reverse=True)[:ctas]
-    first = [h for h in heads if h >= 0.5]
-    second = [h for h in heads if EARLY_MARGIN <= h < 0.5]
-    even = even_deal(units, ctas)
-    if not first and not second:
-        return even
-    if first and second:  # shares in proportion to the tiers' mean heads; they cover every unit
-        ratio = (sum(first) / len(first)) / (sum(second) / len(second))
-        s2 = math.ceil(units / (len(first) * ratio + len(second)))
-        s1 = math.ceil(ratio * s2)
-    else:
-        s1 = math.ceil(units / len(first)) if first else 0
-        s2 = 0 if first else math.ceil(units / len(second))
-    if max(s1, s2) > DEAL_UNITS_PER_THREAD * MMA_THREADS:
-        return even
-    return (len(first), s1, len(first) + len(second), s2)
 
 
 SM_SMEM = 233472  # shared memory per SM (228 KB), CUDA C Programming Guide, compute capability 9.0

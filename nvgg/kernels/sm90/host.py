@@ -139,13 +139,12 @@ def group_units(g: GroupTensors) -> int:
 
 
 def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
-                 phases: torch.Tensor | None = None, sms: int | None = None, programmatic: bool = True) -> Tables:
+                 phases: torch.Tensor | None = None) -> Tables:
     """The device table for `groups` and a launch of `config` over `ctas` CTAs (and, for the
     instrumented build, the phase buffer the kernel fills), with the fp16 copy of A (m × k per
     group) that phase 0 fills, and for the persistent kernel its grid barrier's state. A kernel
     built with wide tiles gets them: the table merges every group's last tiles that can be. The
-    persistent kernel's phase 0 is dealt for launches made `programmatic`ally (`gemm.phase0_deal`,
-    from the GPU's `sms`, by default as many as CTAs), else evenly."""
+    persistent kernel's phase 0 is dealt evenly (`gemm.even_deal`)."""
     wide = config.wide_tiles
     device = groups[0].c.device
     tile_m = config.tile_m
@@ -190,8 +189,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         costs = gemm.tile_costs(ms, ns, tile_m, config.half_tiles, wide)
         bounds, order = schedule.schedule(costs, ctas)
         runs = torch.tensor(bounds + pack_order(order, begins), dtype=torch.int32).to(device)
-        deal = gemm.phase0_deal(costs, bounds, order, units, sms or ctas) if programmatic else gemm.even_deal(units, ctas)
-        rows[0][gemm.COL_DEAL:gemm.COL_DEAL + 4] = deal
+        rows[0][gemm.COL_DEAL:gemm.COL_DEAL + 4] = gemm.even_deal(units, ctas)
         rows[0][gemm.COL_RUNS] = runs.data_ptr()
         rows[0][gemm.COL_READY] = ready.data_ptr()
     if config.tensormaps == "host":

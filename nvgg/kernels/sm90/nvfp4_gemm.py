@@ -40,12 +40,22 @@ Warps (`kernel`; a persistent CTA walks the tiles the host's schedule lists for 
   The epilogue stores the accumulators' rows < m as fp16.
 Phase 0 to the producer's first A load (GemmConfig.readiness; the persistent grid is resident at
 once, so its CTAs may wait on each other): per-row-block counters (`rows`: ptx.ready_add,
-ptx.ready_wait) or a grid barrier (`grid`: ptx.grid_arrive, ptx.grid_wait). Launched
-programmatically, the persistent kernel may start while the kernel before it finishes: a CTA lets
-the next launch start only once it has counted itself in (ptx.launch_dependents after
-ptx.count_launch or ptx.grid_target), and waits for the kernel before (ptx.wait_for_previous_grid)
-ahead of its first store to C. ptx.py holds each protocol's details; the instrumented build's
-%globaltimer slots are kernels/phase_slots.py's SM90.
+ptx.ready_wait) or a grid barrier (`grid`: ptx.grid_arrive, ptx.grid_wait).
+
+Programmatic launches (launch.DirectLaunch's `programmatic`): the persistent kernel's CTAs may
+start while the kernel before it in the stream finishes, and see that kernel's writes only after
+griddepcontrol.wait (ptx.wait_for_previous_grid). So every thread waits first, before it touches
+any memory, and no read of an input can come before the wait on any path: the kernel before may
+have written A, B, their scales or C (a user's kernel refilling the inputs), or be nvgg's own
+previous launch, which until it ends still loads the fp16 copy of A through its tensor maps and
+counts its CTAs into the launch count (the grid build's CTAs arrive there only after phase 0).
+What overlaps the kernel before is the launch: CTAs become resident on the SMs it leaves and wait
+there. A CTA lets the next launch start (ptx.launch_dependents) once it has read the launch count
+(grid: every thread, after the CTA barrier that follows the read; rows: the producer, after
+counting itself in); that launch reads the count after its own wait, when this one has ended, so
+it finds every CTA of this one counted in. Launched in stream order, the wait returns at once.
+ptx.py holds each protocol's details; the instrumented build's %globaltimer slots are
+kernels/phase_slots.py's SM90 (START is read before the wait, so it still says when the CTA began).
 """
 
 from __future__ import annotations
@@ -155,6 +165,14 @@ class Nvfp4GemmSm90:
     @cute.kernel
     def kernel(self, table: cute.Tensor, total_tiles: Int32, tiled_mma: cute.TiledMma,
                tiled_mma_half: cute.TiledMma, a16_layout: cute.ComposedLayout):
+        start = None
+        if cutlass.const_expr(self.config.instrument):
+            start = ptx.globaltimer()  # the CTA's start, stored once the wait below has returned
+        if cutlass.const_expr(self.config.persistent):
+            # every thread, before it touches memory, so that no path reaches a read of an input,
+            # a store to C or nvgg's own launch state without it (module docstring: programmatic
+            # launches; tests/test_grid_dependency.py checks every persistent build's PTX)
+            ptx.wait_for_previous_grid()
         tidx, _, _ = cute.arch.thread_idx()
         warp_idx = cute.arch.make_warp_uniform(cute.arch.warp_idx())
         bidx, bidy, _ = cute.arch.block_idx()
@@ -193,7 +211,7 @@ class Nvfp4GemmSm90:
                 cute.make_ptr(Int64, table[(0, COL_PHASES)], cute.AddressSpace.gmem, assumed_align=8),
                 cute.make_layout((gdimx, phase_slots.slots), stride=(phase_slots.slots, 1)))
             if tidx == 0:
-                phases[(cta, phase_slots.START)] = ptx.globaltimer()
+                phases[(cta, phase_slots.START)] = start
 
         # phase 0 (persistent kernel): the MMA warps of the grid expand every group's A into the
         # fp16 copy and arrive at the grid barrier; the producer warp meanwhile prepares its tensor
@@ -212,7 +230,7 @@ class Nvfp4GemmSm90:
             if warp_idx == self.config.producer_warp:
                 target = ptx.grid_target(barrier_state)
             cute.arch.barrier()  # the count is read before any thread of this CTA arrives
-            ptx.launch_dependents()  # (see the programmatic launch below: after the count's read)
+            ptx.launch_dependents()  # the next launch may start (module docstring: programmatic launches)
         # the producer warp (its warpgroup with wide tiles) and the MMA warpgroups part here for
         # good: ptxas honours setmaxnreg only where no path leads from one side's code to the other's
         if warp_idx >= MMA_WARPS:
@@ -227,7 +245,7 @@ class Nvfp4GemmSm90:
                     # read here, after setmaxnreg: a value live across it is spilled
                     target = Int64(ptx.count_launch(Int64(table[(0, COL_BARRIER)]), gdimx, bidx))
                     # a programmatic launch of the next kernel may start its CTAs from here on
-                    # (see the module docstring), never before this CTA has counted itself in
+                    # (see the module docstring: programmatic launches)
                     ptx.launch_dependents()
                 state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
@@ -325,7 +343,7 @@ class Nvfp4GemmSm90:
                 if cutlass.const_expr(self.rows_ready):
                     # a contiguous share of the units a CTA (rows of A in order, so a CTA touches
                     # few row blocks and a warp reads contiguous bytes), dealt by the host
-                    # (config.phase0_deal): CTAs below `a` take s1 units, those up to `b` s2
+                    # (config.even_deal): CTAs below `a` take s1 units, those up to `b` s2
                     deal = [Int32(table[(0, COL_DEAL + i)]) for i in range(4)]
                     lo = self._dealt_below(bidx, deal, units)
                     hi = self._dealt_below(bidx + 1, deal, units)
@@ -508,10 +526,6 @@ class Nvfp4GemmSm90:
                 rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr, tiled_mma, acc,
                                                 tCrB, frags, words, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.MAINLOOP_DONE)
-            if cutlass.const_expr(self.config.persistent):
-                # C only after the kernel before in the stream has ended (a programmatic launch;
-                # at once otherwise, and after the first tile)
-                ptx.wait_for_previous_grid()
             self._store(table, group, acc, coords, m, n, mt * self.tile_m, nt)
             if cutlass.const_expr(self.wide):
                 if rows > self.tile_m:
@@ -613,7 +627,7 @@ class Nvfp4GemmSm90:
     @staticmethod
     def _dealt_below(cta: Int32, deal, units: Int32) -> Int32:
         """The phase-0 units dealt to the CTAs below `cta` by `deal` = (a, s1, b, s2), the table's
-        COL_DEAL columns (config.phase0_deal), at most `units`."""
+        COL_DEAL columns (config.even_deal), at most `units`."""
         a, s1, b, s2 = deal
         return cutlass.min(cutlass.min(cta, a) * s1 + cutlass.max(cutlass.min(cta, b) - a, 0) * s2, units)
 
