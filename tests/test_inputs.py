@@ -64,3 +64,14 @@ def test_refilled_inputs_are_new_values_at_the_same_addresses():
         assert torch.equal(inputs.from_blocked(ba, m, k).view(torch.uint8), sfa[:, :, 0].view(torch.uint8))
         assert torch.equal(inputs.from_blocked(bb, n, k).view(torch.uint8), sfb[:, :, 0].view(torch.uint8))
         assert set(sfa.view(torch.uint8).unique().tolist()) <= {0x38, 0x40}  # e4m3 1.0 and 2.0, as the competition draws
+
+
+def test_a_refill_depends_on_the_case_and_the_index_alone():
+    case = cases.get("test-4")
+    first, second = inputs.generate(case, "cpu", seed=1), inputs.generate(case, "cpu", seed=2)
+    inputs.refill(case, first, 3)
+    inputs.refill(case, second, 3)
+    for g in range(case.g):
+        for x, y in zip(first[0][g][:2], second[0][g][:2]):
+            assert torch.equal(x.view(torch.uint8), y.view(torch.uint8))
+        assert torch.equal(first[2][g][1].view(torch.uint8), second[2][g][1].view(torch.uint8))

@@ -299,7 +299,7 @@ def test_the_launches_fixture_asks_a_buffer_a_launch_and_is_right(monkeypatch):
         out.view(rows, k // 2, 2).copy_(torch.stack((e2m1[(packed & 15).long()], e2m1[(packed >> 4).long()]), -1)
                                          * scale[:, :, None])
 
-    monkeypatch.setattr(fixture, "_build", lambda: type("Extension", (), {"decode": staticmethod(decode)}))
+    monkeypatch.setattr(fixture, "_build", lambda: type("Extension", (), {"decode_launch": staticmethod(decode)}))
     monkeypatch.setenv(probe.ENV, "1")
     monkeypatch.setattr(probe, "_SESSION", probe.Session(device="cpu"))
     data = inputs.generate(cases.get("4"), "cpu")

@@ -201,3 +201,9 @@ def test_a_probe_error_stays_one_line(tmp_path, logs):
     except ProbeError as exc:
         said = submission.failure(exc, tmp_path / "submission.py", "4")
     assert said == "ProbeError: probe 'gemm' has no mark 'frist': its marks are start, first_mma" and not logs.exists()
+
+
+def test_a_submission_that_returns_nothing_is_told_what_to_return(tmp_path):
+    body = "def custom_kernel(data):\n    for (a, b, c) in data[0]:\n        c.zero_()\n"
+    res = _run(_write(tmp_path, body), 120)
+    assert res.status == "error" and res.message.startswith("custom_kernel returned None: return the outputs")
