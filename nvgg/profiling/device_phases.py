@@ -107,7 +107,9 @@ def behind_previous(backend, batch, layout: SlotLayout, case: Case) -> Behind:
     for data, (_, buffer) in zip(batch, pair):
         reference.poison(data)
         buffer.zero_()
-    torch.cuda.synchronize()  # the kernel writes its buffer before any wait for the stream's earlier work
+    # the zeroing done before the first launch: a programmatic launch may start before the kernel
+    # before it ends, and the sm_100a build stamps its buffer before its wait (sm_90a's stamps wait)
+    torch.cuda.synchronize()
     for launch, _ in pair:
         launch()
     torch.cuda.synchronize()
