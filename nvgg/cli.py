@@ -41,6 +41,9 @@ def _click_errors():
     return exceptions.UsageError, getattr(exceptions, "NoArgsIsHelpError", ())
 
 
+LISTS = ("--case", "--strategy", "--backend", "--tensormaps")  # options whose one value lists several
+
+
 def repeated_option(argv: list[str]) -> str | None:
     """The first option of the command line `argv` (without the program) given twice although it
     takes one value (`--case 1 --case 2`: the parser would keep the last and drop the first
@@ -77,8 +80,8 @@ def run() -> None:
     usage_error, no_args = _click_errors()
     twice = repeated_option(sys.argv[1:])
     if twice:
-        typer.secho(f"nvgg: {twice} given twice: give it once (cases, strategies, backends: several in one value, "
-                    "comma-separated)", err=True, fg=typer.colors.RED)
+        several = " (several go in one value, comma-separated)" if twice in LISTS else ""
+        typer.secho(f"nvgg: {twice} given twice: give it once{several}", err=True, fg=typer.colors.RED)
         sys.exit(2)
     try:
         code = app(standalone_mode=False)

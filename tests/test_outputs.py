@@ -101,3 +101,15 @@ def test_two_outputs_or_an_output_and_the_baseline_are_never_one_file(cli, tmp_p
         lines = [line for line in out.stderr.splitlines() if line.strip()]
         assert out.exit_code == 2 and len(lines) == 1 and says in lines[0], out.output
     assert base.read_text() == before and not (tmp_path / "x").exists()
+
+
+def test_a_plot_or_a_trace_never_overwrites_another_file_of_the_command(cli, tmp_path):
+    results = tmp_path / "r.json"
+    assert cli("compare", "--case", "test-1", "--strategy", "sequential", "--backend", "torch",
+               "--json", str(results)).exit_code == 0
+    before = results.read_text()
+    out = cli("report", str(results), "--plot", str(results))
+    assert out.exit_code == 2 and "the result file and --plot name the same file" in out.stderr
+    assert results.read_text() == before
+    out = cli("profile", "--phases", "--case", "3", "--trace", str(tmp_path / "p.json"), "--json", str(tmp_path / "p.json"))
+    assert out.exit_code == 2 and "--trace and --json name the same file" in out.stderr

@@ -218,8 +218,13 @@ def check_outputs(json_out: str | None, markdown: str | None = None, *, baseline
     check_writable("--markdown", markdown, stdout_ok=True)
     if json_out == "-" and markdown == "-":
         raise NvggError("--json - and --markdown - would both print on stdout: send one of them to a file")
-    named = [(flag, path) for flag, path in (("--json", json_out), ("--markdown", markdown), ("--baseline", baseline))
-             if path and path != "-"]
+    check_distinct(("--json", json_out), ("--markdown", markdown), ("--baseline", baseline))
+
+
+def check_distinct(*named: tuple[str, str | None]) -> None:
+    """No two of the files a command reads or writes ((flag, path), stdout and unset left out) are
+    one file, by any name: one would overwrite the other."""
+    named = [(flag, path) for flag, path in named if path and path != "-"]
     for i, (flag, path) in enumerate(named):
         for other, other_path in named[i + 1:]:
             if _same_file(path, other_path):

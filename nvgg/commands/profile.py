@@ -16,8 +16,8 @@ from ..errors import NvggError, no_gpu
 from ..profiling.phases import chrome_trace_cases
 from ..profiling.session import Request, profile as run_profile
 from ..report import profile_document, profile_text, write_json
-from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_folder, check_profile,
-                     check_submission, check_writable, command, emit_json, mode_value, pick_cases)
+from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_distinct, check_folder,
+                     check_profile, check_submission, check_writable, command, emit_json, mode_value, pick_cases)
 
 
 def register(app: typer.Typer) -> None:
@@ -79,6 +79,7 @@ def _request(cases, strategy, backend, submission, cupti, ncu, phases, occupancy
         check_folder("--out", out_dir or "nvgg-results")
     check_writable("--trace", trace)
     check_writable("--json", json_out, stdout_ok=True)
+    check_distinct(("--trace", trace), ("--json", json_out))
     check_profile(profile)
     return Request(tuple(cases), cupti=cupti, ncu=ncu, phases=phases, occupancy=occupancy, strategy=strategy,
                    backend=backend, tensormaps=tensormaps, submission=check_submission(submission) if submission else None,

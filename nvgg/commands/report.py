@@ -9,7 +9,7 @@ import typer
 from .. import cases as casesmod
 from ..report import geomean_table, results_table, setup_table
 from ..result import load
-from .common import check_writable, command
+from .common import check_distinct, check_writable, command
 
 
 def register(app: typer.Typer) -> None:
@@ -19,6 +19,7 @@ def register(app: typer.Typer) -> None:
                    plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Draw time vs SOL and setup phases to this PNG.")] = None) -> None:
         """Show a saved result file as tables (and a plot)."""
         check_writable("--plot", plot)
+        check_distinct(("the result file", path), ("--plot", plot))
         results = load(path)
         typer.echo(results_table(results))
         means = geomean_table(results, {c.id for c in casesmod.benchmarks()})
