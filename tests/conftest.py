@@ -47,6 +47,14 @@ def submission_path(name: str) -> str:
     return str(FIXTURES / "submissions" / f"{name}.py")
 
 
+def running(pid: int) -> bool:
+    """A process that exists and is no zombie (a killed child whose reaper has not reaped it yet)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
 def made_result(case: str, strategy: str, backend: str, t: float | None, status: str = "ok", **more) -> Result:
     """A Result as a worker would send it: three repetitions of `t` µs on a test GPU."""
     stats = timing.reduce([t, t, t], batch=15, method="leaderboard", clock="cuda events") if status == "ok" else None

@@ -9,18 +9,10 @@ import subprocess
 import time
 
 import pytest
+from conftest import running as _running
 
 from nvgg import cases, procs
 from nvgg.errors import NvggError
-
-
-def _running(pid) -> bool:
-    """A process that exists and is no zombie (a killed child whose reaper has not reaped it yet)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def test_workers_are_kept_across_calls_of_a_key_and_replaced_after_a_crash():

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from conftest import ROOT, submission_path
+from conftest import ROOT, running as _running, submission_path
 
 from nvgg import cases, rows
 from nvgg.result import Row
@@ -52,13 +52,6 @@ def _descendants(pid: int) -> set[int]:
         frontier = {p for p, parent in parent_of.items() if parent in frontier} - found
         found |= frontier
     return found
-
-
-def _running(pid) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
 
 
 def test_a_killed_compare_leaves_valid_json_of_the_rows_done_and_no_worker(tmp_path):
