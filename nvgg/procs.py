@@ -239,7 +239,8 @@ class Child:
         self.proc = subprocess.Popen([*self.wrap, sys.executable, "-m", "nvgg.procs", *args], env=env,
                                      start_new_session=True, stdin=streams[0], stdout=streams[1], stderr=self._log)
 
-    def timed_out(self, timeout_s: float, doing: str = "") -> str:
+    def kill_after_timeout(self, timeout_s: float, doing: str = "") -> str:
+        """Kill the child (and what it started) that gave no answer in time, and say so."""
         self.kill()
         return f"timed out after {timeout_s:.0f} s{' ' + doing if doing else ''} (a hang, or far too slow for its time limit)"
 
@@ -344,7 +345,7 @@ class Worker(Child):
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise ChildFailure(self.timed_out(timeout_s, doing))
+                raise ChildFailure(self.kill_after_timeout(timeout_s, doing))
             ready, _, _ = select.select([out], [], [], min(left, 1.0))
             if not ready:
                 continue
@@ -383,7 +384,7 @@ def run_once(fn: Callable, *, timeout_s: float | None = None, gpu: int | None = 
         try:
             child.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            raise ChildFailure(child.timed_out(timeout_s)) from None
+            raise ChildFailure(child.kill_after_timeout(timeout_s)) from None
         reply_path = Path(str(call_path) + ".reply")
         if not reply_path.is_file():
             raise ChildFailure(child.died())

@@ -28,13 +28,22 @@ def default_strategy(backend: Backend, device: torch.device) -> str:
     return "persistent" if backend.supports_grouped else "graph"
 
 
+def _arch(device: torch.device) -> str | None:
+    return arch_of(device) if device.type == "cuda" else None
+
+
+def _known(mode: str) -> None:
+    if mode not in TENSORMAP_MODES:
+        raise NvggError(f"unknown tensor-map mode {mode!r}: choose {' or '.join(TENSORMAP_MODES)}")
+
+
 def choose(strategy: str | None, backend: str | None, tensormaps: str | None, device: torch.device) -> tuple[str, str]:
     """The (strategy, backend) names a row runs (this machine's best where either is not named),
     with the tensor-map mode checked against them. NvggError for an unknown name or a mode that
     does not apply."""
     be = backends.get(backend or default_backend(device))
     st = strategies.get(strategy or default_strategy(be, device))
-    check_tensormaps(tensormaps, strategy=st, backend=be.name, arch=arch_of(device) if device.type == "cuda" else None)
+    check_tensormaps(tensormaps, strategy=st, backend=be.name, arch=_arch(device))
     return st.name, be.name
 
 
@@ -43,8 +52,7 @@ def check_tensormaps(mode: str | None, *, strategy: strategies.Strategy, backend
     family on `arch` builds (None: not known yet)."""
     if mode is None:
         return
-    if mode not in TENSORMAP_MODES:
-        raise NvggError(f"unknown tensor-map mode {mode!r}: choose {' or '.join(TENSORMAP_MODES)}")
+    _known(mode)
     if backend != "cute":
         raise NvggError(f"the tensor-map mode chooses how our persistent kernel gets its tensor maps; the {backend} "
                         "backend has none: use the cute backend")
@@ -60,8 +68,7 @@ def check_tensormaps(mode: str | None, *, strategy: strategies.Strategy, backend
 def check_modes_apply(modes: list[str] | None, strategy_names: list[str]) -> None:
     """Tensor-map modes given for a set of strategies: one of them must be the persistent one."""
     for mode in modes or []:
-        if mode not in TENSORMAP_MODES:
-            raise NvggError(f"unknown tensor-map mode {mode!r}: choose {' or '.join(TENSORMAP_MODES)}")
+        _known(mode)
     if modes and "persistent" not in strategy_names:
         raise NvggError("the tensor-map modes choose the persistent kernel's tensor maps: add the persistent strategy")
 
@@ -73,14 +80,12 @@ def select(case: Case, strategy, backend, tensormaps: str | None, device: torch.
         if tensormaps is not None:
             raise NvggError("pass the tensor-map mode with the backend's name, not with a backend object")
         be = backend
-        st = strategy if isinstance(strategy, strategies.Strategy) else strategies.get(strategy or default_strategy(be, device))
-    elif isinstance(strategy, strategies.Strategy):
-        be = backends.get(backend or default_backend(device))
-        check_tensormaps(tensormaps, strategy=strategy, backend=be.name, arch=arch_of(device) if device.type == "cuda" else None)
-        be, st = backends.get(be.name, tensormaps=tensormaps), strategy
     else:
-        st_name, be_name = choose(strategy, backend, tensormaps, device)
-        be, st = backends.get(be_name, tensormaps=tensormaps), strategies.get(st_name)
+        be = backends.get(backend or default_backend(device))
+    st = strategy if isinstance(strategy, strategies.Strategy) else strategies.get(strategy or default_strategy(be, device))
+    if tensormaps is not None:
+        check_tensormaps(tensormaps, strategy=st, backend=be.name, arch=_arch(device))
+        be = backends.get(be.name, tensormaps=tensormaps)
     be.check(case, device)
     st.check(be, case, device)
     return be, st
