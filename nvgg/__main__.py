@@ -1,6 +1,6 @@
 """The `nvgg` command and `python -m nvgg`. For a command that runs rows in workers, the first
 worker starts here, before this process imports torch and the commands (procs.prestart), so its
-start overlaps them; then the app runs."""
+start (torch, the CUDA context, the data path's modules) overlaps them; then the app runs."""
 
 import os
 import sys
@@ -25,7 +25,7 @@ def main() -> None:
         if runs_rows(sys.argv[1:]):
             from . import procs
             try:
-                procs.prestart()
+                procs.prestart(preload=("nvgg.datapath",))  # the rows' one data path
             except Exception:  # a bad NVGG_ISOLATION: the command says so in one line
                 pass
         from .cli import run

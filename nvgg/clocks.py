@@ -71,11 +71,13 @@ class Sampler:
         if getattr(self.device, "type", "cpu") != "cuda":
             self.error = "no CUDA device: clocks not sampled"
             return self
+        from .profiles import nvml
+        self._nvml = nvml()  # started once a process (profiles.nvml)
+        if self._nvml is None:
+            self.error = "NVML unavailable: no NVIDIA driver or library"
+            return self
         try:
-            import pynvml
-            pynvml.nvmlInit()
-            self._nvml = pynvml  # shut down on exit even if no handle comes
-            self._h = _handle(pynvml, self.device)
+            self._h = _handle(self._nvml, self.device)
         except Exception as exc:
             self.error = f"NVML unavailable: {type(exc).__name__}: {exc}"
             return self
@@ -89,11 +91,6 @@ class Sampler:
             self._stop.set()
             self._thread.join()
             self._sample()
-        if self._nvml is not None:
-            try:
-                self._nvml.nvmlShutdown()
-            except Exception:
-                pass
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):

@@ -25,10 +25,9 @@ def _version(dist: str, module: str | None = None) -> str | None:
 
 
 def _nvml(index: int) -> dict:
-    try:
-        import pynvml
-        pynvml.nvmlInit()
-    except Exception:
+    from .profiles import nvml
+    pynvml = nvml()  # started once a process
+    if pynvml is None:
         return {}
     try:
         h = pynvml.nvmlDeviceGetHandleByIndex(index)
@@ -44,8 +43,6 @@ def _nvml(index: int) -> dict:
         }
     except Exception:
         return {}
-    finally:
-        pynvml.nvmlShutdown()
 
 
 def collect(device: torch.device) -> dict:

@@ -27,6 +27,7 @@ Two kinds, one start:
 
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import re
@@ -174,9 +175,11 @@ def _write_frame(stream, obj) -> None:
     stream.flush()
 
 
-def _serve() -> int:
+def _serve(preload: list[str]) -> int:
     """A worker: calls in on stdin, answers out on stdout, until the pipe closes or the CUDA
-    context is lost; everything the calls print goes to stderr (the log)."""
+    context is lost; everything the calls print goes to stderr (the log). The modules in `preload`
+    are imported once CUDA is up, before the first call comes (a module that fails to import is
+    left to the call that needs it, which then says why)."""
     proto_in = os.fdopen(os.dup(0), "rb")
     proto_out = os.fdopen(os.dup(1), "wb")
     devnull = os.open(os.devnull, os.O_RDONLY)
@@ -186,6 +189,11 @@ def _serve() -> int:
     import torch
     if torch.cuda.is_available():
         torch.cuda.init()
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass
     _write_frame(proto_out, ("ready", os.getpid()))
     while True:
         call = _read_frame(proto_in)
@@ -210,10 +218,10 @@ def _once(call_path: str) -> int:
 def main(argv: list[str]) -> int:
     _die_with_parent()
     if argv[:1] == ["serve"]:
-        return _serve()
+        return _serve(argv[1:])
     if argv[:1] == ["once"] and len(argv) == 2:
         return _once(argv[1])
-    print("usage: python -m nvgg.procs serve | once CALL_FILE", file=sys.stderr)
+    print("usage: python -m nvgg.procs serve [MODULE ...] | once CALL_FILE", file=sys.stderr)
     return 2
 
 
@@ -317,16 +325,18 @@ class Child:
 class Worker(Child):
     """A child kept across calls: started on first use, answering calls framed on its pipes."""
 
-    def __init__(self, key: str, log_dir: Path, *, gpu: int | None = None):
+    def __init__(self, key: str, log_dir: Path, *, gpu: int | None = None, preload: tuple[str, ...] = ()):
         safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", key)[:60]
         super().__init__(f"worker {key}", Path(log_dir) / f"worker-{safe}-{time.monotonic_ns()}.log", gpu=gpu)
         self.key = key
+        self.preload = tuple(preload)
         self.ready = False
 
     def spawn(self) -> None:
-        """Start the process; it imports torch and makes its CUDA context while the caller goes on."""
+        """Start the process; it imports torch, makes its CUDA context and imports `preload` while
+        the caller goes on."""
         self.ready = False
-        self.start(["serve"], pipes=True)
+        self.start(["serve", *self.preload], pipes=True)
 
     def _ensure_ready(self) -> None:
         if not self.alive():
@@ -418,9 +428,10 @@ class Pool:
     key, all owning `gpu` (None: whatever this process sees); `with Pool(timeout_s) as pool:
     pool.call(key, fn, **kwargs)`."""
 
-    def __init__(self, timeout_s: float | None = None, *, gpu: int | None = None):
+    def __init__(self, timeout_s: float | None = None, *, gpu: int | None = None, preload: tuple[str, ...] = ()):
         self.timeout_s = timeout_s or TIMEOUT_S
         self.gpu = gpu
+        self.preload = tuple(preload)
         self.isolated = isolated()
         self.workers: dict[str, Worker] = {}
         self._logs = tempfile.TemporaryDirectory(prefix="nvgg-workers-") if self.isolated else None
@@ -444,7 +455,8 @@ class Pool:
                 raise ChildError(f"{type(exc).__name__}: {_first_line(str(exc))}", traceback.format_exc()) from None
         worker = self.workers.get(key)
         if worker is None:
-            worker = self.workers[key] = _adopt_spare(key, self.gpu) or Worker(key, Path(self._logs.name), gpu=self.gpu)
+            worker = self.workers[key] = _adopt_spare(key, self.gpu) or Worker(key, Path(self._logs.name), gpu=self.gpu,
+                                                                         preload=self.preload)
         try:
             return worker.call(Call(fn, kwargs), self.timeout_s)
         except ChildFailure:
@@ -465,7 +477,7 @@ class Pool:
 _SPARE: list = []  # [Worker, its log folder]: started before the command knew its first row
 
 
-def prestart() -> None:
+def prestart(preload: tuple[str, ...] = ()) -> None:
     """Start a worker now, before the command's own imports and checks, so its start (python,
     torch, the CUDA context) overlaps them; the pool's first worker adopts it. Killed at exit if
     no call did (bad input). The command line decides whether it will run rows (nvgg/__main__.py)."""
@@ -473,7 +485,7 @@ def prestart() -> None:
         return
     import atexit
     logs = tempfile.TemporaryDirectory(prefix="nvgg-workers-")
-    worker = Worker("spare", Path(logs.name))
+    worker = Worker("spare", Path(logs.name), preload=preload)
     worker.spawn()
     _SPARE[:] = [worker, logs]
 

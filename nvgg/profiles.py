@@ -6,6 +6,7 @@ GPU is found through NVML (nvidia-ml-py) and matched by name; a profile named by
 
 from __future__ import annotations
 
+import atexit
 import os
 
 import tomllib
@@ -92,17 +93,41 @@ def for_gpu_name(gpu_name: str) -> Profile | None:
     return best
 
 
+_NVML: list = []  # [pynvml, or None where NVML cannot start], once this process asked
+
+
+def nvml():
+    """pynvml, started once for this process and shut down at its exit, or None without an NVIDIA
+    driver or library. NVML counts its starts: an init and shutdown around every query cost
+    50-100 ms each time on a GPU machine, what a command paid several times before its first row."""
+    if not _NVML:
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+        except Exception:  # no driver, no library: nothing to ask
+            _NVML.append(None)
+        else:
+            _NVML.append(pynvml)
+            atexit.register(_shutdown, pynvml)
+    return _NVML[0]
+
+
+def _shutdown(pynvml) -> None:
+    try:
+        pynvml.nvmlShutdown()
+    except Exception:
+        pass
+
+
 def nvml_query(query, index: int = 0):
     """`query(pynvml, handle)` on GPU `index` through NVML, or None when there is no NVIDIA
     driver, library or device, or the query fails."""
+    nv = nvml()
+    if nv is None:
+        return None
     try:
-        import pynvml
-        pynvml.nvmlInit()
-        try:
-            return query(pynvml, pynvml.nvmlDeviceGetHandleByIndex(index))
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no driver, no library, no device: all mean "nothing to ask"
+        return query(nv, nv.nvmlDeviceGetHandleByIndex(index))
+    except Exception:  # no such device, a query the driver lacks: nothing to ask
         return None
 
 

@@ -65,7 +65,7 @@ def run_many(rows: list[Row], *, timeout_s: float | None = None, on_result: Call
         for row in rows:
             precheck(row)
     results = []
-    with procs.Pool(timeout_s) as pool:
+    with procs.Pool(timeout_s, preload=(datapath.__name__,)) as pool:
         for row in rows:
             if on_start:
                 on_start(row)

@@ -1,3 +1,4 @@
+import pytest
 import torch
 
 from nvgg import cases, inputs
@@ -27,6 +28,24 @@ def test_same_seed_same_bits_and_batch_seeds_step_by_42():
     third = inputs.generate(case, "cpu", seed=case.seed + 42 * 3)
     assert torch.equal(batch[2][0][0][0].view(torch.uint8), third[0][0][0].view(torch.uint8))
     assert not torch.equal(batch[0][0][0][0].view(torch.uint8), batch[1][0][0][0].view(torch.uint8))
+
+
+def test_scales_drawn_ahead_are_the_default_generators_draws_in_order():
+    """On a GPU the plain scales are the CPU generator's only draws (sfa then sfb, group by group):
+    drawn ahead from a generator of their own they are those bits, seed by seed."""
+    case = cases.get("test-3")
+    for seed in (case.seed, case.seed + 42):
+        torch.manual_seed(seed)
+        want = [(torch.randint(1, 3, (1, m, k // 16), dtype=torch.int8), torch.randint(1, 3, (1, n, k // 16), dtype=torch.int8))
+                for m, n, k in case.groups]
+        got = inputs.cpu_scales(case, seed)
+        assert len(got) == len(case.groups) > 1
+        for (sfa, sfb), (wa, wb) in zip(got, want):
+            assert torch.equal(sfa.view(torch.int8), wa.permute(1, 2, 0).to(torch.float8_e4m3fn).view(torch.int8))
+            assert torch.equal(sfb.view(torch.int8), wb.permute(1, 2, 0).to(torch.float8_e4m3fn).view(torch.int8))
+    assert not torch.equal(inputs.cpu_scales(case, 1)[0][0].view(torch.int8), inputs.cpu_scales(case, 2)[0][0].view(torch.int8))
+    with pytest.raises(ValueError, match="interleave"):  # on a CPU every draw shares the one generator
+        inputs.generate(case, "cpu", scales=inputs.cpu_scales(case, case.seed))
 
 
 def test_blocked_layout_index_formula_and_round_trip():

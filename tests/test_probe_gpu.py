@@ -19,7 +19,7 @@ from nvgg import cases, datapath, inputs, reference
 from nvgg.backends import submission as sub
 from nvgg.cli import app
 
-pytestmark = pytest.mark.gpu
+pytestmark = [pytest.mark.gpu, pytest.mark.probe]  # the GPU suite's second part (README)
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = {"cute": ROOT / "examples/cute_grouped_gemm/submission.py",

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from conftest import running as _running
@@ -23,6 +24,25 @@ def test_workers_are_kept_across_calls_of_a_key_and_replaced_after_a_crash():
         with pytest.raises(procs.ChildFailure, match=r"^crashed: the process died \(exit code 7\)"):
             pool.call("a", os._exit, status=7)
         assert pool.call("a", os.getpid) not in (first, None)
+
+
+def test_a_worker_imports_its_preload_before_its_first_call(monkeypatch, tmp_path):
+    """What a pool's workers will run is imported while the caller still starts up; a module that
+    cannot be imported is left to the call that needs it, the worker serves on."""
+    mark = tmp_path / "mark"
+    monkeypatch.setenv("NVGG_TEST_PRELOAD_MARK", str(mark))
+    monkeypatch.setenv("PYTHONPATH", str(Path(__file__).parent / "fixtures"))
+    with procs.Pool(30, preload=("no_such_module_anywhere", "preload_marker")) as pool:
+        worker = procs.Worker("w", tmp_path, preload=pool.preload)
+        worker.spawn()
+        try:
+            worker._ensure_ready()  # the ready frame comes after the preload
+            assert mark.read_text() == str(worker.proc.pid)
+        finally:
+            worker.kill()
+        mark.unlink()
+        pid = pool.call("a", os.getpid)
+        assert mark.read_text() == str(pid) != str(os.getpid())
 
 
 def test_a_raising_call_keeps_its_worker_and_an_expected_failure_stays_one():

@@ -35,6 +35,24 @@ def test_generator_on_cuda_keeps_the_competitions_devices():
     assert torch.equal(abc[1][1].view(torch.uint8), again[0][1][1].view(torch.uint8))
 
 
+@pytest.mark.parametrize("case_id", ["3", "test-6"])
+def test_a_batch_drawn_with_its_scales_ahead_is_the_competitions_bits(case_id):
+    """generate_batch draws the CPU generator's scales for all inputs first, on threads: every tensor
+    of every input equals, byte for byte, the competition's order of draws (generate, seed by seed)."""
+    case = cases.get(case_id)
+    batch = inputs.generate_batch(case, CUDA, count=4)
+    for i, data in enumerate(batch):
+        alone = inputs.generate(case, CUDA, seed=case.seed + inputs.SEED_STEP * (i + 1))
+        for got, want in zip(_tensors(data), _tensors(alone), strict=True):
+            assert got.device == want.device and torch.equal(got.view(torch.uint8), want.view(torch.uint8))
+    assert not torch.equal(batch[0][1][0][0].view(torch.uint8), batch[1][1][0][0].view(torch.uint8))
+
+
+def _tensors(data):
+    abc, sf, blocked, _ = data
+    return [t.contiguous() for group in abc + sf + blocked for t in group]
+
+
 def test_gpu_reference_is_fast_and_agrees_with_the_cpu():
     data = inputs.generate(cases.get("1"), CUDA)
     reference.reference(data)  # warm cuBLAS
