@@ -35,9 +35,20 @@ def timed(cmd: list[str], env: dict) -> float:
     return wall
 
 
-def nvgg_run(case: str, out: str, env: dict) -> tuple[float, dict]:
-    wall = timed([sys.executable, "-m", "nvgg", "run", "--case", case, "--json", out], env)
-    return wall, json.load(open(out))["results"][0]
+def nvgg_run(case: str, out: str, env: dict) -> tuple[float, dict, list[str]]:
+    """The wall time, the row's result, and the run's timeline (NVGG_TIMELINE, nvgg/procs.py) as
+    lines of seconds from the moment the process was asked for."""
+    stamps = out + ".timeline"
+    if os.path.exists(stamps):
+        os.unlink(stamps)
+    t0 = time.monotonic()
+    wall = timed([sys.executable, "-m", "nvgg", "run", "--case", case, "--json", out], dict(env, NVGG_TIMELINE=stamps))
+    lines = []
+    for line in open(stamps).read().splitlines():
+        t, pid, event = line.split(" ", 2)
+        lines.append(f"{float(t) - t0:6.2f} s  {event}")
+    lines.append(f"{wall:6.2f} s  nvgg exited")
+    return wall, json.load(open(out))["results"][0], lines
 
 
 def main() -> None:
@@ -55,22 +66,24 @@ def main() -> None:
         out = os.path.join(tmp, "run.json")
         if args.cold:
             cold_env = dict(env, NVGG_CACHE_DIR=os.path.join(tmp, "cache"))
-            wall, res = nvgg_run(args.case, out, cold_env)
+            wall, res, _ = nvgg_run(args.case, out, cold_env)
             rows.append(["cold kernel cache", "—", f"{wall:.2f}", f"{res['wall_s']:.2f}", "—"])
         timed([sys.executable, "-c", BARE], env)  # the first of each fills caches (bytecode, kernels)
         nvgg_run(args.case, out, env)
         for trial in range(args.trials):
             b = timed([sys.executable, "-c", BARE], env)
-            w, res = nvgg_run(args.case, out, env)
+            w, res, timeline = nvgg_run(args.case, out, env)
             bare.append(b), warm.append(w), row_s.append(res["wall_s"])
             rows.append([f"warm {trial + 1}", f"{b:.2f}", f"{w:.2f}", f"{res['wall_s']:.2f}", f"{w - b:+.2f}"])
         gpu = res["env"].get("gpu")
     mb, mw = statistics.median(bare), statistics.median(warm)
-    rows.append(["median", f"{mb:.2f}", f"{mw:.2f}", f"{statistics.median(row_s):.2f}", f"{mw - mb:+.2f}"])
+    paired = statistics.median(w - b for w, b in zip(warm, bare))
+    rows.append(["median", f"{mb:.2f}", f"{mw:.2f}", f"{statistics.median(row_s):.2f}", f"{paired:+.2f} (of the pairs)"])
     print(f"card: {gpu}; nvgg run --case {args.case} (persistent, cute) against python -c \"{BARE}\""
           + (f"; PYTHONPYCACHEPREFIX={args.pycache}" if args.pycache else ""))
     print(tabulate(rows, headers=["process", "bare s", "nvgg run s", "its row s", "nvgg - bare s"], tablefmt="github",
                    disable_numparse=True))
+    print("the last warm run, step by step:\n" + "\n".join(timeline))
 
 
 if __name__ == "__main__":

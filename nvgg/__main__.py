@@ -22,13 +22,17 @@ def runs_rows(argv: list[str]) -> bool:
 
 def main() -> None:
     try:
-        if runs_rows(sys.argv[1:]):
+        rows = runs_rows(sys.argv[1:])
+        if rows:
             from . import procs
+            procs.timeline("nvgg started")
             try:
                 procs.prestart(preload=("nvgg.datapath",))  # the rows' one data path
             except Exception:  # a bad NVGG_ISOLATION: the command says so in one line
                 pass
         from .cli import run
+        if rows:
+            procs.timeline("nvgg imported its commands")
         run()
     except KeyboardInterrupt:  # before the command runs (torch importing): no traceback either
         print("nvgg: interrupted", file=sys.stderr)

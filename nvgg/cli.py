@@ -44,12 +44,13 @@ def _click_errors():
 LISTS = ("--case", "--strategy", "--backend", "--tensormaps")  # options whose one value lists several
 
 
-def repeated_option(argv: list[str]) -> str | None:
+def repeated_option(argv: list[str], group=None) -> str | None:
     """The first option of the command line `argv` (without the program) given twice although it
     takes one value (`--case 1 --case 2`: the parser would keep the last and drop the first
-    unsaid); None where there is none. Options that collect values (--submission) may repeat."""
+    unsaid); None where there is none. Options that collect values (--submission) may repeat.
+    `group`: the app's click command, where already built."""
     import typer.main
-    group = typer.main.get_command(app)
+    group = group or typer.main.get_command(app)
     command = group.commands.get(argv[0]) if argv else None
     if command is None:
         return None
@@ -77,14 +78,16 @@ def run() -> None:
     argument, an option given twice) as one line and exit 2 like every other error, instead of a
     framed box."""
     import sys
+    import typer.main
     usage_error, no_args = _click_errors()
-    twice = repeated_option(sys.argv[1:])
+    group = typer.main.get_command(app)  # built once: for the check and for the run
+    twice = repeated_option(sys.argv[1:], group)
     if twice:
         several = " (several go in one value, comma-separated)" if twice in LISTS else ""
         typer.secho(f"nvgg: {twice} given twice: give it once{several}", err=True, fg=typer.colors.RED)
         sys.exit(2)
     try:
-        code = app(standalone_mode=False)
+        code = group(standalone_mode=False)
     except no_args as exc:
         typer.echo(exc.ctx.get_help() if exc.ctx else "nvgg --help", err=True)
         sys.exit(2)

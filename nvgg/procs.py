@@ -76,6 +76,19 @@ def isolated() -> bool:
     raise NvggError(f"NVGG_ISOLATION={value!r}: set it to on (rows in worker processes) or off (in nvgg's own process)")
 
 
+def timeline(event: str) -> None:
+    """Where NVGG_TIMELINE names a file, append `monotonic-seconds pid event` to it: when a command
+    and its workers reached each step (benchmarks/warm_start.py reads it; CLOCK_MONOTONIC is one
+    clock for every process of the host). Nothing otherwise."""
+    path = os.environ.get("NVGG_TIMELINE")
+    if path:
+        try:
+            with open(path, "a") as fh:
+                fh.write(f"{time.monotonic():.6f} {os.getpid()} {event}\n")
+        except OSError:
+            pass
+
+
 def environment(gpu: int | None = None, extra: dict | None = None) -> dict:
     """A child's environment: this one, with this checkout first on PYTHONPATH (the child imports
     the same nvgg), unbuffered output, `extra`, and where the child owns a GPU, only that GPU
@@ -186,20 +199,28 @@ def _serve(preload: list[str]) -> int:
     os.dup2(devnull, 0)
     os.dup2(2, 1)
     sys.stdout = sys.stderr
+    timeline("worker started")
     import torch
+    timeline("worker imported torch")
     if torch.cuda.is_available():
         torch.cuda.init()
+        torch.zeros(1, device="cuda")  # the context itself: CUDA makes it on first use
+        torch.cuda.current_blas_handle()  # cuBLAS's, which every row's reference needs
+    timeline("worker has CUDA")
     for name in preload:
         try:
             importlib.import_module(name)
         except Exception:
             pass
+    timeline("worker ready")
     _write_frame(proto_out, ("ready", os.getpid()))
     while True:
         call = _read_frame(proto_in)
         if call is None:
             return 0
+        timeline("worker call in")
         reply = _answer(call)
+        timeline("worker call out")
         _write_frame(proto_out, reply)
         if not reply[-1]:
             return 3
@@ -370,12 +391,15 @@ class Worker(Child):
                 return pickle.loads(buf[:size])
 
     def call(self, call: Call, timeout_s: float):
+        timeline("call asked")
         self._ensure_ready()
         try:
             _write_frame(self.proc.stdin, call)
         except (BrokenPipeError, OSError):
             raise ChildFailure(self.died()) from None
-        return self.answer(self._receive(timeout_s, ""))
+        reply = self._receive(timeout_s, "")
+        timeline("call answered")
+        return self.answer(reply)
 
 
 def run_once(fn: Callable, *, timeout_s: float | None = None, gpu: int | None = None, env: dict | None = None,
