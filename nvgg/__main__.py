@@ -26,6 +26,8 @@ def main() -> None:
         if rows:
             from . import procs
             procs.timeline("nvgg started")
+            import atexit
+            atexit.register(procs.timeline, "nvgg exiting")  # registered first: runs last
             try:
                 procs.prestart(preload=("nvgg.datapath",))  # the rows' one data path
             except Exception:  # a bad NVGG_ISOLATION: the command says so in one line
@@ -33,7 +35,11 @@ def main() -> None:
         from .cli import run
         if rows:
             procs.timeline("nvgg imported its commands")
-        run()
+        try:
+            run()
+        finally:
+            if rows:
+                procs.timeline("command done")
     except KeyboardInterrupt:  # before the command runs (torch importing): no traceback either
         print("nvgg: interrupted", file=sys.stderr)
         sys.exit(130)
