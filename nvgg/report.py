@@ -9,7 +9,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from tabulate import tabulate
+import tabulate as tabulate_module
 
 from . import result as resultmod
 from .cases import Case
@@ -61,7 +61,18 @@ def status_text(r) -> str:
     return {"ok": "ok", "wrong": "WRONG", "error": "ERROR", "unsupported": "n/a"}[r.status]
 
 
-NOTE_LEN = 24  # a check column's reason longer than this is a numbered note under the table
+
+def tabulate(rows, headers, tablefmt: str = "github", **kwargs) -> str:
+    """tabulate's table without the two spaces it adds to every header (a run's table in 100
+    columns); cells as given, never parsed as numbers."""
+    saved, tabulate_module.MIN_PADDING = tabulate_module.MIN_PADDING, 0
+    try:
+        return tabulate_module.tabulate(rows, headers=headers, tablefmt=tablefmt, disable_numparse=True, **kwargs)
+    finally:
+        tabulate_module.MIN_PADDING = saved
+
+
+NOTE_LEN = 24  # a check or verdict text longer than this is a numbered note under a terminal table
 
 
 def check_text(r) -> str:
@@ -110,19 +121,20 @@ def results_table(results, fmt: str = "github", *, markdown: bool = False) -> st
         ]
         if with_gate:
             row.append(_gate_text(r.gate))
-        if with_verdict:
-            row.append(r.verdict.phrase if r.verdict else "—")
+        if with_verdict:  # in a terminal the kind, the phrase a note (a table that fits 100 columns)
+            row.append("—" if not r.verdict else r.verdict.phrase if markdown else note(r.verdict.phrase, r.verdict.kind))
         rows.append(row)
     headers = ["case", "strategy/backend", "time µs", "± err"]
     if with_cupti:
-        headers += ["kernel µs (CUPTI)", "launches", "gaps in a call µs", "host+launch µs"]
-    headers += ["vs sequential", "gap to SOL", "check"] + (["vs baseline"] if with_gate else []) + (
+        headers += ["kernel µs", "launches", "gaps µs", "host µs"]
+    headers += ["vs seq", "SOL gap", "check"] + (["vs baseline"] if with_gate else []) + (
         ["verdict"] if with_verdict else [])
-    table = tabulate(rows, headers=headers, tablefmt=fmt, disable_numparse=True)
+    table = tabulate(rows, headers=headers, tablefmt=fmt)
     notes = [f"[{n}] {text}" for text, n in footnotes.items()]
     notes += [f"{r.case} {label(r)}: {r.cupti['gaps_note']}" for r in results if r.cupti and r.cupti.get("gaps_note")]
     if with_cupti:
-        notes.insert(0, "CUPTI, per call: time = kernel µs + host+launch µs; gaps in a call are part of host+launch")
+        notes.insert(0, "CUPTI, per call: time = kernel µs + host µs (host and launch overhead, with the gaps between "
+                        "a call's kernels)")
     if markdown:
         return table + ("\n\n" + "\n".join(f"- {n}" for n in notes) if notes else "")
     return table + "".join("\n" + n for n in notes)
@@ -151,7 +163,7 @@ def geomean_table(results, benchmark_ids: set[str]) -> str:
         return ""
     rows = [[name, fmt_us(t)] for name, t in sorted(means.items(), key=lambda kv: kv[1])]
     return tabulate(rows, headers=["strategy/backend", "geomean µs over benchmarks " + ",".join(sorted(benchmark_ids))],
-                    tablefmt="github", disable_numparse=True)
+                    tablefmt="github")
 
 
 def sol_rows(case: Case, device_sol: Sol | None, b200_sol: Sol) -> list:
@@ -166,7 +178,7 @@ SOL_HEADERS = ["case", "profile", "data path", "MB", "GFLOP", "memory µs", "com
 
 
 def sol_table(rows) -> str:
-    return tabulate(rows, headers=SOL_HEADERS, tablefmt="github", disable_numparse=True)
+    return tabulate(rows, headers=SOL_HEADERS, tablefmt="github")
 
 
 def results_document(results, env: dict, benchmark_ids: set[str], kind: str = "results", **more) -> dict:
@@ -271,8 +283,7 @@ def setup_table(results) -> str:
     for r in results:
         keys += [k for k in r.setup_us if k not in keys]
     rows = [[r.case, label(r)] + [f"{r.setup_us[k] / 1e3:.3f}" if k in r.setup_us else "—" for k in keys] for r in results]
-    return tabulate(rows, headers=["case", "strategy/backend"] + [f"{k} ms" for k in keys], tablefmt="github",
-                    disable_numparse=True)
+    return tabulate(rows, headers=["case", "strategy/backend"] + [f"{k} ms" for k in keys], tablefmt="github")
 
 
 def _pct(x) -> str:
@@ -306,7 +317,7 @@ def ncu_table(reports) -> str:
     headers = (["case"] if "" not in by_case else []) + [
         "kernel", "µs", "DRAM MB", "DRAM % peak", "MMA pipe", "TMEM pipe / active", "achieved occ.", "theor. occ.", "regs", "smem B",
         "grid", "block"]
-    table = tabulate(rows, headers=headers, tablefmt="github", disable_numparse=True)
+    table = tabulate(rows, headers=headers, tablefmt="github")
     return "\n".join([table] + totals)
 
 
@@ -318,7 +329,7 @@ def occupancy_table(rows: list[dict]) -> str:
         r["tiles"], f"{r['sm_coverage']:.0%}", f"{r['waves']:.2f}"] for r in rows]
     return tabulate(table, headers=(["case"] if with_case else []) + [
         "kernel", "regs", "smem B", "threads", "theoretical occ.", "blocks/SM", "limited by", "blocks/SM (CUDA API)",
-        "tiles", "SM coverage", "waves"], tablefmt="github", disable_numparse=True)
+        "tiles", "SM coverage", "waves"], tablefmt="github")
 
 
 def run_text(results, env: dict) -> str:
@@ -390,5 +401,4 @@ def _kernels_table(results: dict) -> str:
             rows.append([cid, k["name"][:70], f"{k['per_call']:g}", f"{k['mean_us']:.2f}"])
     if not rows:
         return ""
-    return tabulate(rows, headers=["case", "kernel (CUPTI)", "launches a call", "µs each"], tablefmt="github",
-                    disable_numparse=True)
+    return tabulate(rows, headers=["case", "kernel (CUPTI)", "launches a call", "µs each"], tablefmt="github")

@@ -52,3 +52,19 @@ def test_a_submission_brings_its_own_launch_scheme(cli, fake_gpu, fake_rows, tmp
     fake_rows.answer = lambda row: made_result(row.case.id, "submission", "submission", 20.0, source="mine.py")
     assert cli("run", "--case", "3", "--submission", str(mine)).exit_code == 0
     assert fake_rows.seen[0].submission == str(mine.resolve())
+
+
+def test_the_table_fits_100_columns_with_its_verdict_under_it(cli, fake_gpu, fake_rows):
+    from nvgg.verdict import Verdict
+
+    def answer(row):
+        r = made_result(row.case.id, "persistent", "cute", 28.56, tensormaps="host")
+        r.verdict = Verdict("host-bound", "host-bound: launches take 31.0 µs a call against 28.0 µs of kernels")
+        return r
+
+    fake_rows.answer = answer
+    out = cli("run", "--case", "3")
+    assert out.exit_code == 0, out.output
+    table = [line for line in out.stdout.splitlines() if line.startswith("|")]
+    assert len(table) == 3 and max(map(len, table)) <= 100, table
+    assert "host-bound [1]" in table[2] and "[1] launches take 31.0 µs a call against 28.0 µs of kernels" in out.stdout
