@@ -221,7 +221,7 @@ def run_row(row: Row) -> Result:
             module = _SUBMISSIONS.get(row.submission) or sub.load(row.submission, row.case.id)
             _SUBMISSIONS[row.submission] = module  # imported once a process, as the competition does
             result = run_one(row.case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), **common)
-            result.source = Path(row.submission).name
+            result.source, result.revision = row.label, row.revision
         else:
             result = run_one(row.case, strategy=row.strategy, backend=row.backend, tensormaps=row.tensormaps, **common)
     except NvggError as exc:

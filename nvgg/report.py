@@ -254,7 +254,7 @@ def in_baseline(row, baseline: dict) -> bool:
     """Whether a row about to run (result.Row) has a row to be judged against in `baseline`
     (load_baseline); a persistent row whose tensor-map mode is the default matches any mode."""
     if row.submission:
-        key = (row.case.id, "submission", "submission", Path(row.submission).name)
+        key = (row.case.id, "submission", "submission", row.label)
         return key in baseline
     head = (row.case.id, row.strategy or "", row.backend or "")
     return any(k[:3] == head and (row.tensormaps is None or k[3] == row.tensormaps) for k in baseline)

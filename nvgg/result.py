@@ -94,7 +94,8 @@ class Result:
     status: str                    # one of STATUSES
     message: str = ""
     tensormaps: str = ""           # the persistent cute kernel's tensor maps: device or host ("" otherwise)
-    source: str = ""               # a submission's file name ("" for our backends)
+    source: str = ""               # a submission's name: its file's, or the shortest end of its path that tells it apart
+    revision: str = ""             # the git commit a submission was taken from (PATH@REV), "" for the working copy
     checked_inputs: int = 0
     stats: timing.Stats | None = None
     sol: Sol | None = None
@@ -178,12 +179,19 @@ class Row:
     timer: str = "leaderboard"
     batch: int | None = None
     device: str | None = None
+    source: str = ""                # a submission's name in tables (versions.names): its file's where empty
+    revision: str = ""              # the commit a submission's file was taken from (PATH@REV)
+
+    @property
+    def label(self) -> str:
+        """A submission's name as its rows carry it."""
+        return self.source or Path(self.submission or "").name
 
     @property
     def name(self) -> str:
-        """The row as tables name it: case and strategy/backend (or the submission's file)."""
+        """The row as tables name it: case and strategy/backend (or the submission's name)."""
         if self.submission:
-            return f"{self.case.id} submission[{Path(self.submission).name}]"
+            return f"{self.case.id} submission[{self.label}]"
         mode = f"[{self.tensormaps}]" if self.tensormaps else ""
         return f"{self.case.id} {self.strategy or 'default'}{mode}/{self.backend or 'default'}"
 
@@ -195,7 +203,7 @@ class Row:
     def failed(self, status: str, message: str) -> Result:
         if self.submission:
             return Result(case=self.case.id, strategy="submission", backend="submission", status=status,
-                          message=message, source=Path(self.submission).name)
+                          message=message, source=self.label, revision=self.revision)
         return Result(case=self.case.id, strategy=self.strategy or "", backend=self.backend or "", status=status,
                       message=message, tensormaps=self.tensormaps or "")
 
@@ -283,6 +291,6 @@ def load(path: str | Path, what: str = "result file") -> list[Result]:
 
 def row_key(row) -> tuple[str, str, str, str]:
     """What a row is across runs: case, strategy, backend and its variant (the tensor-map mode,
-    or the submission's file name); a Result or its JSON dict."""
+    or the submission's name); a Result or its JSON dict."""
     get = (lambda k: row.get(k) or "") if isinstance(row, dict) else (lambda k: getattr(row, k, "") or "")
     return get("case"), get("strategy"), get("backend"), get("tensormaps") or get("source")

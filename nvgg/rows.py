@@ -21,14 +21,14 @@ from .selection import default_device, select
 
 
 def rows_of(cases: list[Case], strategy_names: list[str], backend_names: list[str], *,
-            submissions: list[str] = (), tensormaps: list[str] | None = None, **common) -> list[Row]:
+            submissions: list = (), tensormaps: list[str] | None = None, **common) -> list[Row]:
     """cases x strategies x backends (the persistent strategy once per tensor-map mode listed,
-    None: once in the default mode), then each submission, case by case."""
+    None: once in the default mode), then each submission (versions.Version), case by case."""
     rows = []
     for case in cases:
         rows += [Row(case, s, b, m, **common) for b in backend_names for s in strategy_names
                  for m in (tensormaps if tensormaps and s == "persistent" else [None])]
-        rows += [Row(case, submission=str(path), **common) for path in submissions]
+        rows += [Row(case, submission=v.path, source=v.name, revision=v.revision, **common) for v in submissions]
     return rows
 
 

@@ -14,6 +14,7 @@ from conftest import ROOT, running as _running, submission_path
 
 from nvgg import cases, rows
 from nvgg.result import Row
+from nvgg.versions import Version
 
 
 def test_compare_keeps_every_row_through_a_crash_and_a_hang(cli, tmp_path):
@@ -91,10 +92,12 @@ def test_an_honest_submission_is_right_when_timed_too():
 
 def test_rows_of_crosses_cases_strategies_backends_and_modes_then_submissions():
     picked = [cases.get("3"), cases.get("4")]
-    got = rows.rows_of(picked, ["persistent", "graph"], ["cute"], submissions=["s.py"], tensormaps=["device", "host"])
+    mine = Version("/w/v1/s.py", "v1/s.py", "0" * 40)
+    got = rows.rows_of(picked, ["persistent", "graph"], ["cute"], submissions=[mine], tensormaps=["device", "host"])
     assert [r.name for r in got] == ["3 persistent[device]/cute", "3 persistent[host]/cute", "3 graph/cute",
-                                     "3 submission[s.py]", "4 persistent[device]/cute", "4 persistent[host]/cute",
-                                     "4 graph/cute", "4 submission[s.py]"]
+                                     "3 submission[v1/s.py]", "4 persistent[device]/cute", "4 persistent[host]/cute",
+                                     "4 graph/cute", "4 submission[v1/s.py]"]
+    assert {(r.submission, r.revision) for r in got if r.submission} == {("/w/v1/s.py", "0" * 40)}
 
 
 def test_an_unsupported_row_is_a_row_or_with_strict_an_error_before_any_row_runs():

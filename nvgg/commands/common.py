@@ -142,17 +142,15 @@ def check_submission(path: str) -> str:
     return str(target.resolve())
 
 
-def check_submissions(paths: list[str]) -> list[str]:
-    """Several submissions' paths, each a file, none named twice (rows are told apart by file
-    name); one given twice runs once."""
-    seen: dict[str, str] = {}
-    for path in map(check_submission, paths):
-        name = Path(path).name
-        if seen.get(name, path) != path:
-            raise NvggError(f"two submissions named {name} ({seen[name]} and {path}): rows are told apart by file name, "
-                            "rename one")
-        seen[name] = path
-    return list(seen.values())
+def submissions(specs: list[str] | None):
+    """The --submission values (PATH or PATH@REV, any number) checked and named, revisions checked
+    out: a context manager whose `items` are versions.Version (none for no value)."""
+    from .. import procs
+    from ..versions import Versions
+    if len(specs or []) > 1 and not procs.isolated():
+        raise NvggError("NVGG_ISOLATION=off runs every row in nvgg's own process, where two submissions' own imports "
+                        "would mix: pass one --submission, or unset NVGG_ISOLATION")
+    return Versions(list(specs or []), check_submission)
 
 
 def emit_json(path: str | None, payload: dict) -> bool:

@@ -14,7 +14,7 @@ from ..errors import NvggError
 from ..report import (check_text, compare_outcome, gate, geomean_table, in_baseline, label, load_baseline,
                       results_table)
 from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, Timer, TimerOpt, check_outputs,
-                     check_profile, check_submissions, check_timer, command, finish_files, names, pick_cases,
+                     check_profile, check_timer, command, finish_files, names, pick_cases, submissions,
                      tensormaps_option)
 
 
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
                     case: Annotated[str, typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
                     strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAMES", help="all or names, comma-separated.")] = None,
                     backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAMES", help="all or names, comma-separated.")] = None,
-                    submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Add a competition-format submission.py (repeat for several).")] = None,
+                    submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Add a competition-format submission.py, or PATH@REV for the file at a git revision (repeat for several).")] = None,
                     tensormaps: Annotated[Optional[str], typer.Option("--tensormaps", metavar="MODES", help="The persistent cute kernel's tensor maps: device, host, or both (device,host or all), a row each.")] = None,
                     shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
                     timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None, timeout: RowTimeout = None,
@@ -49,34 +49,41 @@ def register(app: typer.Typer) -> None:
         check_outputs(json_out, markdown, baseline=baseline)
         check_profile(profile)
         check_timer(timer, device)
-        todo = rows.rows_of(picked, st_names, be_names, submissions=check_submissions(submission or []),
-                            tensormaps=modes, device=str(device), profile=profile, timer=timer.value)
-        base = _baseline(baseline, todo)
-        bench_ids = {c.id for c in casesmod.benchmarks()}
-        files = rows.LiveFiles(json_out, markdown, device, bench_ids)
-        regressed: list[str] = []
-        with Progress(len(todo)) as progress:
-            def advance(r) -> None:
-                if base is not None:
-                    regressed.extend(gate([r], base, 5.0 if max_regression is None else max_regression))
-                files.add(r)
-                progress.finish(f"{r.case} {label(r)}", compare_outcome(r))
-            results = rows.run_many(todo, timeout_s=timeout, on_result=advance, on_start=lambda row: progress.start(row.name))
-        if not finish_files(files):
-            typer.echo(f"card: {card(files.env)}\n{results_table(results)}")
-            means = geomean_table(results, bench_ids)
-            if means:
-                typer.echo("\n" + means)
-        failed = [r for r in results if r.status in ("wrong", "error") or r.suspect]
-        for r in failed:
-            typer.secho(f"failed: {r.case} {label(r)}: {check_text(r)}", err=True, fg=typer.colors.RED)
-        for line in regressed:
-            typer.secho(f"regression: {line}", err=True, fg=typer.colors.RED)
-        if not any(r.status == "ok" and r.stats is not None for r in results):
-            typer.secho("nvgg: nothing was measured: every row failed or is unsupported here", err=True, fg=typer.colors.RED)
-            raise typer.Exit(1)
-        if regressed or failed:
-            raise typer.Exit(1)
+        with submissions(submission) as versions:
+            todo = rows.rows_of(picked, st_names, be_names, submissions=versions.items, tensormaps=modes,
+                                device=str(device), profile=profile, timer=timer.value)
+            _run(todo, json_out, markdown, baseline, max_regression, timeout, device)
+
+
+def _run(todo, json_out, markdown, baseline, max_regression, timeout, device) -> None:
+    """The rows of `compare` run (a submission's revisions checked out meanwhile), their files,
+    table and exit code."""
+    base = _baseline(baseline, todo)
+    bench_ids = {c.id for c in casesmod.benchmarks()}
+    files = rows.LiveFiles(json_out, markdown, device, bench_ids)
+    regressed: list[str] = []
+    with Progress(len(todo)) as progress:
+        def advance(r) -> None:
+            if base is not None:
+                regressed.extend(gate([r], base, 5.0 if max_regression is None else max_regression))
+            files.add(r)
+            progress.finish(f"{r.case} {label(r)}", compare_outcome(r))
+        results = rows.run_many(todo, timeout_s=timeout, on_result=advance, on_start=lambda row: progress.start(row.name))
+    if not finish_files(files):
+        typer.echo(f"card: {card(files.env)}\n{results_table(results)}")
+        means = geomean_table(results, bench_ids)
+        if means:
+            typer.echo("\n" + means)
+    failed = [r for r in results if r.status in ("wrong", "error") or r.suspect]
+    for r in failed:
+        typer.secho(f"failed: {r.case} {label(r)}: {check_text(r)}", err=True, fg=typer.colors.RED)
+    for line in regressed:
+        typer.secho(f"regression: {line}", err=True, fg=typer.colors.RED)
+    if not any(r.status == "ok" and r.stats is not None for r in results):
+        typer.secho("nvgg: nothing was measured: every row failed or is unsupported here", err=True, fg=typer.colors.RED)
+        raise typer.Exit(1)
+    if regressed or failed:
+        raise typer.Exit(1)
 
 
 def _baseline(path: str | None, todo) -> dict | None:

@@ -3,18 +3,18 @@ reference, time it the leaderboard's way, and report the gap to the speed of lig
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
 from .. import cases as casesmod, rows, selection
 from ..datapath import CPU_BATCH
 from ..errors import NvggError
-from ..report import run_text
+from ..report import compare_outcome, label, run_text
 from ..result import Row
 from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, Timer, TimerOpt,
-                     check_outputs, check_profile, check_submission, check_timer, command, finish_files, mode_value,
-                     pick_cases)
+                     check_outputs, check_profile, check_timer, command, finish_files, mode_value,
+                     pick_cases, submissions)
 
 
 def register(app: typer.Typer) -> None:
@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
     def run_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="ID", help="Case id (see `nvgg cases`).")] = None,
                 strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = None,
                 backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute or torch (default: the best this machine has).")] = None,
-                submission: Annotated[Optional[str], typer.Option("--submission", metavar="FILE", help="Run a competition-format submission.py instead.")] = None,
+                submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Run a competition-format submission.py instead, or PATH@REV for the file at a git revision (repeat for several).")] = None,
                 tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
                 cases_file: CasesFile = None,
                 profile: Profile = None, timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None) -> None:
@@ -37,19 +37,23 @@ def register(app: typer.Typer) -> None:
         check_profile(profile)
         device = selection.default_device()
         check_timer(timer, device)
-        the_case = picked[0]
         common = dict(device=str(device), profile=profile, timer=timer.value)
-        row = (Row(the_case, submission=check_submission(submission), **common) if submission else
-               Row(the_case, *selection.choose(strategy, backend, mode_value(tensormaps), device), mode_value(tensormaps), **common))
-        files = rows.LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})
-        with Progress(1, "running") as progress:
-            [result] = rows.run_many([row], timeout_s=timeout, on_start=lambda r: _starting(r, device, progress), strict=True)
-        if result.status == "unsupported":  # found out in the worker (a shape no kernel takes, a cache it cannot write)
-            raise NvggError(result.message)
-        files.add(result)
+        with submissions(submission) as versions:
+            todo = (rows.rows_of(picked, [], [], submissions=versions.items, **common) if submission else
+                    [Row(picked[0], *selection.choose(strategy, backend, mode_value(tensormaps), device),
+                         mode_value(tensormaps), **common)])
+            files = rows.LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})
+            with Progress(len(todo), "running") as progress:
+                results = rows.run_many(todo, timeout_s=timeout, on_start=lambda r: _starting(r, device, progress),
+                                        on_result=lambda r: progress.finish(f"{r.case} {label(r)}", compare_outcome(r)),
+                                        strict=True)
+        for result in results:
+            if result.status == "unsupported":  # found out in the worker (a shape no kernel takes, a cache it cannot write)
+                raise NvggError(result.message)
+            files.add(result)
         if not finish_files(files):
-            typer.echo(run_text([result], result.env or files.env))
-        if result.status != "ok" or result.suspect:
+            typer.echo(run_text(results, results[0].env or files.env))
+        if any(r.status != "ok" or r.suspect for r in results):
             raise typer.Exit(1)
 
 
