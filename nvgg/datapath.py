@@ -51,6 +51,7 @@ class Session:
     batch: list
     prepared: list
     result: Result
+    rounds: int = 0  # timed runs so far (each on values of its own)
 
     @property
     def launches(self) -> list:
@@ -161,7 +162,8 @@ def measure(session: Session, timer: str = "leaderboard") -> None:
     result, device, launches = session.result, session.device, session.launches
     result.setup_us["launch_host"] = launch_host_us(launches, device)
     for i, data in enumerate(session.batch):
-        inputs.refill(session.case, data, i)
+        inputs.refill(session.case, data, i, session.rounds)
+    session.rounds += 1
     clock = timing.make_timer(device, "leaderboard" if timer == "cupti" else timer)
     with clocks.Sampler(device) as sampler:
         result.stats = clock.per_call(launches) if timer == "per-call" else clock.batch(launches)
@@ -212,18 +214,29 @@ def run_row(row: Row) -> Result:
     """A row's Result, whatever happens in it short of a lost CUDA context: unsupported pairs, a
     submission that fails to import, an exception in user code or a kernel become the row's status
     and message. What a worker runs for each row (rows.py)."""
+    return _run(row)
+
+
+def _run(row: Row, keep: tuple | None = None) -> Result:
+    """`run_row`; `keep`: the key under which a checked, timed session stays for later rounds."""
     from .backends import submission as sub
     device = torch.device(row.device) if row.device else None
-    common = dict(device=device, profile=row.profile, timer=row.timer, batch=row.batch)
     t0 = time.perf_counter()
     try:
         if row.submission:
             module = _SUBMISSIONS.get(row.submission) or sub.load(row.submission, row.case.id)
             _SUBMISSIONS[row.submission] = module  # imported once a process, as the competition does
-            result = run_one(row.case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), **common)
-            result.source, result.revision = row.label, row.revision
+            session = setup(row.case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), device=device,
+                            profile=row.profile, batch=row.batch)
+            session.result.source, session.result.revision = row.label, row.revision
         else:
-            result = run_one(row.case, strategy=row.strategy, backend=row.backend, tensormaps=row.tensormaps, **common)
+            session = setup(row.case, strategy=row.strategy, backend=row.backend, device=device, profile=row.profile,
+                            batch=row.batch, tensormaps=row.tensormaps)
+        if check(session):
+            measure(session, row.timer)
+        result = session.result
+        if keep is not None and result.status == "ok":
+            _ROUNDS[keep] = session
     except NvggError as exc:
         result = row.failed("error" if row.submission else "unsupported", str(exc))
     except Exception as exc:  # a submission's call that raised once checked (timed, under CUPTI): its error
@@ -232,6 +245,33 @@ def run_row(row: Row) -> Result:
         result = row.failed("error", f"failed after its check: {sub.failure(exc, row.submission, row.case.id)}")
     result.wall_s = time.perf_counter() - t0
     return result
+
+
+_ROUNDS: dict[tuple, Session] = {}  # a worker's checked sessions, kept for the rounds of an A/B (ab.py)
+
+
+def run_round(row: Row) -> Result:
+    """One round of an A/B for `row` in a warm worker: the first round is `run_row`'s whole path
+    (setup, the checked run, the timed run) with the session kept; each later round times the kept
+    session again, on new input values (refilled in place and checked after, as every timed run
+    is): one leaderboard measurement a round, without setting up again."""
+    key = (row.case.id, row.submission, row.strategy, row.backend, row.tensormaps, row.timer, row.device)
+    session = _ROUNDS.get(key)
+    if session is None:
+        return _run(row, keep=key)
+    t0 = time.perf_counter()
+    try:
+        measure(session, row.timer)
+    except Exception as exc:  # a submission's call that raised on new inputs
+        if not row.submission:
+            raise
+        from .backends import submission as sub
+        _ROUNDS.pop(key, None)
+        return row.failed("error", f"failed in a later round: {sub.failure(exc, row.submission, row.case.id)}")
+    if session.result.status != "ok":
+        _ROUNDS.pop(key, None)
+    session.result.wall_s = time.perf_counter() - t0
+    return session.result
 
 
 def launch_host_us(launches, device: torch.device) -> float:

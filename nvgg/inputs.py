@@ -167,7 +167,7 @@ def memory_free(device: torch.device) -> int | None:
 TIMED_SEED_OFFSET = 1_000_003
 
 
-def refill(case: Case, data, index: int) -> None:
+def refill(case: Case, data, index: int, round_: int = 0) -> None:
     """Overwrite input `index` of the batch in place with new values (A, B, both scale layouts),
     and fill its outputs with NaN. The values are the competition's kinds (masked e2m1 pairs,
     scales 1 or 2) drawn on the inputs' device from a generator of their own: they need only be
@@ -176,7 +176,7 @@ def refill(case: Case, data, index: int) -> None:
     milliseconds on an H100)."""
     device = data[0][0][0].device
     gen = torch.Generator(device=device)
-    gen.manual_seed(case.seed + TIMED_SEED_OFFSET + SEED_STEP * (index + 1))
+    gen.manual_seed(case.seed + TIMED_SEED_OFFSET * (round_ + 1) + SEED_STEP * (index + 1))  # new values each round
     for (a, b, c), (sfa, sfb), (sfa_b, sfb_b), (m, n, k, l) in zip(data[0], data[1], data[2], data[3]):
         for packed in (a, b):
             raw = packed.view(torch.uint8)

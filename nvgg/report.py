@@ -402,3 +402,48 @@ def _kernels_table(results: dict) -> str:
     if not rows:
         return ""
     return tabulate(rows, headers=["case", "kernel (CUPTI)", "launches a call", "µs each"], tablefmt="github")
+
+
+# ---------------------------------------------------------------- an A/B (nvgg ab)
+
+def _ratio_text(r) -> str:
+    return "—" if r is None else f"{r.ratio:.3f}x ({r.lo:.3f}-{r.hi:.3f})"
+
+
+def ab_table(done, means: dict, floor: float, env: dict) -> str:
+    """`nvgg ab`'s output: per case each version's rounds, median time and ratio to the base with
+    its 95% interval and class; then the geometric mean over the cases (`means`, ab.geomeans); why
+    each case stopped."""
+    from .env import card
+    rows, notes = [], []
+    for ab in done:
+        ratios = ab.ratios()
+        for v, name in enumerate(ab.versions):
+            times = sorted(ab.times(v))
+            median = fmt_us(times[len(times) // 2]) if times else "—"
+            r = ratios[v]
+            cls = "base" if v == 0 else (r.classify(floor) if r else "—")
+            rows.append([ab.case, name, str(len(ab.results[v])), median, "1 (base)" if v == 0 else _ratio_text(r), cls])
+        notes.append(f"case {ab.case}: {ab.stopped}")
+    lines = [f"card: {card(env)}   floor ±{floor:.1%}   95% intervals over rounds",
+             tabulate(rows, headers=["case", "version", "rounds", "median µs", "vs base (95%)", "class"])]
+    if len(done) > 1:
+        lines.append(tabulate([[name, _ratio_text(g), g.classify(floor) if g else "—"] for name, g in means.items()],
+                              headers=["version", "geomean vs base (95%)", "class"]))
+    return "\n".join(lines + notes)
+
+
+def ab_document(done, means: dict, floor: float, env: dict) -> dict:
+    """`nvgg ab --json`: every round's result, the ratios and classes, the geometric means."""
+    from .result import document
+
+    def ratio_dict(r):
+        return None if r is None else {"ratio": r.ratio, "lo": r.lo, "hi": r.hi, "rounds": r.n, "class": r.classify(floor)}
+
+    cases = []
+    for ab in done:
+        ratios = ab.ratios()
+        cases.append({"case": ab.case, "stopped": ab.stopped, "versions": [
+            {"name": name, "vs_base": ratio_dict(ratios[v]), "times_us": ab.times(v),
+             "rounds": [r.to_dict() for r in ab.results[v]]} for v, name in enumerate(ab.versions)]})
+    return document("ab", env=env, floor=floor, cases=cases, geomean={k: ratio_dict(g) for k, g in means.items()})

@@ -30,7 +30,7 @@ from .sol import Sol
 from .verdict import Verdict
 
 FORMAT = 1
-KINDS = ("results", "profile", "cases", "sol", "compile", "trace")
+KINDS = ("results", "profile", "cases", "sol", "compile", "trace", "ab")
 SCHEMA = resources.files("nvgg") / "schema" / "nvgg.schema.json"
 STATUSES = ("ok", "wrong", "error", "unsupported")
 

@@ -41,13 +41,14 @@ def precheck(row: Row) -> None:
     datapath.check_memory(row.case, device, datapath.batch_size(device, row.batch))
 
 
-def run_in(pool: procs.Pool, row: Row) -> Result:
-    """The row's Result from the pool's worker for it; a hang or a crash becomes the row's failed
-    Result with its reason."""
+def run_in(pool: procs.Pool, row: Row, rounds: bool = False) -> Result:
+    """The row's Result from the pool's worker for it (`rounds`: one round of an A/B, the worker
+    keeping the row's session for the next, datapath.run_round); a hang or a crash becomes the
+    row's failed Result with its reason."""
     t0 = time.perf_counter()
     try:
         precheck(row)
-        result = pool.call(row.key, datapath.run_row, row=row)
+        result = pool.call(row.key, datapath.run_round if rounds else datapath.run_row, row=row)
     except (procs.ChildFailure, procs.ChildError) as exc:
         result = row.failed("error", str(exc))
     except NvggError as exc:

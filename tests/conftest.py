@@ -93,7 +93,7 @@ def fake_rows(monkeypatch):
         def answer(self, row):
             return made_result(row.case.id, row.strategy or "persistent", row.backend or "cute", 10.0)
 
-        def __call__(self, pool, row):
+        def __call__(self, pool, row, rounds=False):
             self.seen.append(row)
             self.timeouts.append(pool.timeout_s)
             return self.answer(row)

@@ -1,0 +1,159 @@
+"""A fair A/B: versions of one case measured in alternating rounds (a random order each round),
+each round one leaderboard measurement in a warm worker (datapath.run_round), until the 95%
+interval of each version's time ratio to the first is decided against the floor, or the round
+limit or the time budget ends it.
+
+Per case: each version's rounds, the ratio of its time to the first version's (the geometric mean
+of the per-round ratios: a round's two measurements ran back to back, so a drift lands on both),
+its 95% interval (Student's t over the rounds' log ratios) and a class: `faster` or `slower` where
+the whole interval lies beyond the floor, `same` where it lies within it, `unsure` otherwise. Over
+the cases: the geometric mean of the ratios with its interval.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import procs, rows
+from .result import Result, Row
+
+MIN_ROUNDS = 5
+# Student's t, two-sided 95%, by degrees of freedom (any statistics table); 1.96 past the last
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+         20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+
+
+def t975(df: int) -> float:
+    """The two-sided 95% quantile of Student's t with `df` degrees of freedom (the table's entry
+    at or below df, which errs wide)."""
+    if df < 1:
+        return math.inf
+    return _T975[max(k for k in _T975 if k <= df)] if df <= 120 else 1.960
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """A version's time over the first version's: the estimate and its 95% interval."""
+
+    ratio: float
+    lo: float
+    hi: float
+    n: int
+
+    def classify(self, floor: float) -> str:
+        """faster / slower / same / unsure against a floor (0.02: a 2% change is one that matters)."""
+        if self.hi < 1 - floor:
+            return "faster"
+        if self.lo > 1 + floor:
+            return "slower"
+        if self.lo >= 1 - floor and self.hi <= 1 + floor:
+            return "same"
+        return "unsure"
+
+
+def ratio(base: list[float], other: list[float]) -> Ratio | None:
+    """Paired by round: the geometric mean of other/base and its t interval; None under 2 rounds."""
+    logs = [math.log(o / b) for b, o in zip(base, other) if b > 0 and o > 0]
+    n = len(logs)
+    if n < 2:
+        return None
+    mean = sum(logs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
+    half = t975(n - 1) * sd / math.sqrt(n)
+    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n)
+
+
+def geomean(ratios: list[Ratio]) -> Ratio | None:
+    """Over the cases: the geometric mean of the ratios, with an interval from each case's (their
+    log half-widths as t-scaled standard errors, added in quadrature)."""
+    if not ratios:
+        return None
+    logs = [math.log(r.ratio) for r in ratios]
+    ses = [(math.log(r.hi) - math.log(r.lo)) / 2 / t975(r.n - 1) for r in ratios]
+    mean = sum(logs) / len(logs)
+    se = math.sqrt(sum(s * s for s in ses)) / len(ses)
+    half = t975(sum(r.n - 1 for r in ratios)) * se
+    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), min(r.n for r in ratios))
+
+
+def geomeans(done: list["CaseAB"]) -> dict[str, Ratio | None]:
+    """Each version after the first: the geometric mean of its ratios over the cases that have one."""
+    names = done[0].versions if done else []
+    return {name: geomean([ab.ratios()[v] for ab in done if ab.ratios()[v] is not None])
+            for v, name in enumerate(names) if v}
+
+
+@dataclass
+class CaseAB:
+    """One case's rounds: every version's results, round by round (None where a round failed)."""
+
+    case: str
+    versions: list[str]
+    results: list[list[Result]] = field(default_factory=list)  # [version][round]
+    stopped: str = ""
+
+    def times(self, v: int) -> list[float]:
+        return [r.time_us for r in self.results[v] if r.status == "ok" and r.time_us]
+
+    def ratios(self) -> list[Ratio | None]:
+        """Each version against the first, over the rounds where both measured."""
+        out = []
+        for v in range(len(self.versions)):
+            pairs = [(a.time_us, b.time_us) for a, b in zip(self.results[0], self.results[v])
+                     if a.status == b.status == "ok" and a.time_us and b.time_us]
+            out.append(ratio([p[0] for p in pairs], [p[1] for p in pairs]) if v else None)
+        return out
+
+    def failed(self) -> Result | None:
+        """The first failed result (wrong, an error, a crash): the A/B of this case ends there."""
+        return next((r for results in self.results for r in results if r.status != "ok"), None)
+
+
+def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: float, timeout_s: float | None = None,
+        seed: int = 0, on_case: Callable[[CaseAB, bool], None] | None = None) -> list[CaseAB]:
+    """Each case's versions (its rows, the first the base) in rounds, a random order each round,
+    all in one pool (a worker a version, kept across cases and rounds); a case stops once every
+    ratio is decided after MIN_ROUNDS, at `max_rounds`, on a failure, or when its share of the
+    budget is spent. `on_case(ab, done)` as each case starts (done False) and ends (True)."""
+    order = random.Random(seed)
+    out = []
+    with procs.Pool(timeout_s, preload=("nvgg.datapath",)) as pool:
+        for i, versions in enumerate(case_rows):
+            ab = CaseAB(versions[0].case.id, [r.label if r.submission else r.name.split(" ", 1)[1] for r in versions],
+                        [[] for _ in versions])
+            deadline = time.monotonic() + budget_s / (len(case_rows) - i) if budget_s else math.inf
+            started = time.monotonic()
+            if on_case:
+                on_case(ab, False)
+            for n in range(max_rounds):
+                turn = list(range(len(versions)))
+                order.shuffle(turn)
+                for v in turn:
+                    ab.results[v].append(rows.run_in(pool, versions[v], rounds=True))
+                ab.stopped = _stop(ab, n + 1, floor, deadline)
+                if ab.stopped:
+                    break
+            else:
+                ab.stopped = f"{max_rounds} rounds"
+            budget_s = max(0.0, budget_s - (time.monotonic() - started)) if budget_s else budget_s
+            out.append(ab)
+            if on_case:
+                on_case(ab, True)
+    return out
+
+
+def _stop(ab: CaseAB, rounds_done: int, floor: float, deadline: float) -> str:
+    """Why the case's rounds end now ("" to go on)."""
+    bad = ab.failed()
+    if bad is not None:
+        return f"a round failed ({bad.status})"
+    if rounds_done >= MIN_ROUNDS and all(r is not None and r.classify(floor) != "unsure" for r in ab.ratios()[1:]):
+        return f"decided after {rounds_done} rounds"
+    if time.monotonic() >= deadline:
+        return f"time budget spent after {rounds_done} rounds"
+    return ""

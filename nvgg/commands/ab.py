@@ -1,0 +1,58 @@
+"""`nvgg ab`: is my change faster? Versions of a submission (files, or PATH@REV) measured in
+alternating rounds on each case, each version's time against the first's with a 95% interval and a
+class, and the geometric mean over the cases (nvgg/ab.py)."""
+
+from __future__ import annotations
+
+from typing import Annotated, List, Optional
+
+import typer
+
+from .. import ab as abmod, rows, selection
+from ..errors import NvggError
+from ..report import ab_document, ab_table
+from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, check_outputs, check_profile, command,
+                     emit_json, pick_cases, submissions)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("ab")
+    @command
+    def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="A version: a submission.py, or PATH@REV for the file at a git revision; two or more, the first the base.")] = None,
+               case: Annotated[str, typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
+               floor: Annotated[float, typer.Option("--floor", metavar="PCT", min=0.1, max=50.0, help="The change that matters, in percent: an interval inside ±PCT is same, one wholly beyond it faster or slower.")] = 2.0,
+               rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=abmod.MIN_ROUNDS, max=1000, help="The most rounds a case (each a leaderboard measurement of every version).")] = 30,
+               budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", min=1.0, help="Time for the rounds of all cases together.")] = 120.0,
+               shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, timeout: RowTimeout = None,
+               json_out: JsonOut = None) -> None:
+        """A fair A/B of versions of a submission: alternating rounds until each ratio's 95% interval is decided."""
+        picked = pick_cases(None if shape else case, shape, cases_file)
+        if len(submission or []) < 2:
+            raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
+        check_outputs(json_out)
+        check_profile(profile)
+        device = selection.default_device()
+        with submissions(submission) as versions:
+            todo = [[r for r in rows.rows_of([c], [], [], submissions=versions.items, device=str(device), profile=profile)]
+                    for c in picked]
+            for row in (r for case_rows in todo for r in case_rows):
+                rows.precheck(row)
+            with Progress(len(picked), "A/B") as progress:
+                def on_case(ab, finished: bool) -> None:
+                    if finished:
+                        progress.finish(f"case {ab.case}", ab.stopped)
+                    else:
+                        progress.start(f"case {ab.case}")
+                done = abmod.run(todo, floor=floor / 100, max_rounds=rounds, budget_s=budget, timeout_s=timeout,
+                                 on_case=on_case)
+        env = next((r.env for ab in done for results in ab.results for r in results if r.env), {})
+        means = abmod.geomeans(done)
+        if not emit_json(json_out, ab_document(done, means, floor / 100, env)):
+            typer.echo(ab_table(done, means, floor / 100, env))
+        failed = [ab for ab in done if ab.failed() is not None]
+        for ab in failed:
+            bad = ab.failed()
+            typer.secho(f"failed: case {ab.case}: {bad.source or bad.strategy}: {bad.status}: {bad.message}", err=True,
+                        fg=typer.colors.RED)
+        if failed:
+            raise typer.Exit(1)

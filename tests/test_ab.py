@@ -1,0 +1,112 @@
+"""A fair A/B (nvgg/ab.py, `nvgg ab`): the interval and the classes, the rounds in kept sessions on
+new values, the command with its rows faked (conftest: fake_gpu, fake_rows), and for real on the CPU."""
+
+import json
+import math
+import random
+import shutil
+
+import jsonschema
+import pytest
+import torch
+from conftest import made_result, submission_path
+
+from nvgg import ab, cases, datapath
+from nvgg.result import SCHEMA, Row
+
+
+def test_t_quantiles_and_the_interval_of_a_ratio():
+    assert ab.t975(1) == 12.706 and ab.t975(9) == 2.262 and ab.t975(22) == 2.086 and ab.t975(500) == 1.96
+    assert ab.ratio([10.0], [11.0]) is None  # one round: no interval
+    same = ab.ratio([10.0] * 6, [10.0] * 6)
+    assert (same.ratio, same.lo, same.hi, same.n) == (1.0, 1.0, 1.0, 6) and same.classify(0.02) == "same"
+    # paired: a drift shared by both versions of a round cancels
+    base = [10.0, 12.0, 9.0, 11.0, 10.5]
+    r = ab.ratio(base, [t * 1.03 for t in base])
+    assert math.isclose(r.ratio, 1.03) and math.isclose(r.lo, 1.03) and r.classify(0.02) == "slower"
+    assert ab.ratio(base, [t / 1.05 for t in base]).classify(0.02) == "faster"
+
+
+@pytest.mark.parametrize("lo, hi, klass", [
+    (1.025, 1.04, "slower"), (0.95, 0.97, "faster"), (0.99, 1.015, "same"), (0.99, 1.03, "unsure"), (0.9, 1.1, "unsure"),
+])
+def test_classes_against_the_floor(lo, hi, klass):
+    assert ab.Ratio(math.sqrt(lo * hi), lo, hi, 8).classify(0.02) == klass
+
+
+def test_a_noisy_equal_pair_is_same_and_a_3_percent_slower_one_slower():
+    rng = random.Random(7)
+    base = [100 * (1 + rng.gauss(0, 0.004)) for _ in range(12)]
+    assert ab.ratio(base, [100 * (1 + rng.gauss(0, 0.004)) for _ in range(12)]).classify(0.02) == "same"
+    assert ab.ratio(base, [103 * (1 + rng.gauss(0, 0.004)) for _ in range(12)]).classify(0.02) == "slower"
+    g = ab.geomean([ab.Ratio(1.02, 1.01, 1.03, 10), ab.Ratio(1.04, 1.03, 1.05, 10)])
+    assert math.isclose(g.ratio, math.sqrt(1.02 * 1.04)) and g.lo < g.ratio < g.hi and g.hi - g.lo < 0.02
+
+
+def test_a_round_times_the_kept_session_again_on_new_values():
+    row = Row(cases.get("test-1"), "sequential", "torch", device="cpu")
+    datapath._ROUNDS.clear()
+    first = datapath.run_round(row)
+    assert first.status == "ok" and len(datapath._ROUNDS) == 1
+    (session,) = datapath._ROUNDS.values()
+    values = session.batch[0][0][0][0].view(torch.uint8).clone()
+    second = datapath.run_round(row)
+    assert second.status == "ok" and session.rounds == 2 and second.stats is not None
+    assert not torch.equal(values, session.batch[0][0][0][0].view(torch.uint8))  # each round times values of its own
+    datapath._ROUNDS.clear()
+
+
+def _two_versions(tmp_path, names=("v1", "v2")):
+    paths = []
+    for v in names:
+        (tmp_path / v).mkdir()
+        shutil.copy(submission_path("honest"), tmp_path / v / "submission.py")
+        shutil.copy(submission_path("slowdown"), tmp_path / v / "slowdown.py")
+        paths.append(str(tmp_path / v / "submission.py"))
+    return paths
+
+
+def test_ab_alternates_rounds_until_decided_and_writes_its_file(cli, fake_gpu, fake_rows, tmp_path):
+    rng = random.Random(3)
+
+    def answer(row):  # v2 3% slower; both drift together from round to round
+        drift = 1 + 0.05 * math.sin(len(fake_rows.seen) / 3)
+        t = (103.0 if "v2" in row.source else 100.0) * drift * (1 + rng.gauss(0, 0.002))
+        return made_result(row.case.id, "submission", "submission", t, source=row.source, revision=row.revision)
+
+    fake_rows.answer = answer
+    doc = tmp_path / "ab.json"
+    v1, v2 = _two_versions(tmp_path)
+    out = cli("ab", "--case", "3,4", "--submission", v1, "--submission", v2, "--json", str(doc))
+    assert out.exit_code == 0, out.output
+    raw = json.loads(doc.read_text())
+    jsonschema.validate(raw, json.loads(SCHEMA.read_text()))
+    for case in raw["cases"]:
+        base, other = case["versions"]
+        assert (base["name"], other["name"]) == ("v1/submission.py", "v2/submission.py")
+        assert other["vs_base"]["class"] == "slower" and 1.02 < other["vs_base"]["ratio"] < 1.04
+        assert len(base["rounds"]) == len(other["rounds"]) >= ab.MIN_ROUNDS and case["stopped"].startswith("decided")
+    assert raw["geomean"]["v2/submission.py"]["class"] == "slower"
+    # every round asked both versions, in a random order each round
+    firsts = [fake_rows.seen[i].source for i in range(0, len(fake_rows.seen), 2)]
+    assert set(firsts) == {"v1/submission.py", "v2/submission.py"}
+
+
+def test_ab_tells_what_it_needs(cli, fake_gpu, fake_rows, tmp_path):
+    v1, _ = _two_versions(tmp_path)
+    out = cli("ab", "--submission", v1)
+    assert out.exit_code == 2 and "pass --submission at least twice" in out.stderr and fake_rows.seen == []
+    assert cli("ab", "--submission", v1, "--submission", v1).exit_code == 2  # the same file twice
+    assert cli("ab", "--submission", v1, "--submission", _, "--rounds", "2").exit_code == 2
+
+
+def test_ab_for_real_on_the_cpu_and_a_kept_result_ends_it(cli, tmp_path):
+    v1, v2 = _two_versions(tmp_path)
+    doc = tmp_path / "ab.json"
+    out = cli("ab", "--case", "test-1", "--submission", v1, "--submission", v2, "--rounds", "5", "--json", str(doc))
+    assert out.exit_code == 0, out.output
+    (case,) = json.loads(doc.read_text())["cases"]
+    assert [len(v["rounds"]) for v in case["versions"]] == [5, 5]
+    assert all(r["status"] == "ok" for v in case["versions"] for r in v["rounds"])
+    out = cli("ab", "--case", "test-1", "--submission", v1, "--submission", submission_path("kept"), "--rounds", "5")
+    assert out.exit_code == 1 and "failed: case test-1: kept.py: wrong" in out.stderr, out.output
