@@ -258,6 +258,8 @@ def run_round(row: Row) -> Result:
     key = (row.case.id, row.submission, row.strategy, row.backend, row.tensormaps, row.timer, row.device)
     session = _ROUNDS.get(key)
     if session is None:
+        for other in [k for k in _ROUNDS if k[0] != row.case.id]:  # an A/B goes case by case: free the last case's
+            del _ROUNDS[other]
         return _run(row, keep=key)
     t0 = time.perf_counter()
     try:

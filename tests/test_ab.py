@@ -53,6 +53,8 @@ def test_a_round_times_the_kept_session_again_on_new_values():
     second = datapath.run_round(row)
     assert second.status == "ok" and session.rounds == 2 and second.stats is not None
     assert not torch.equal(values, session.batch[0][0][0][0].view(torch.uint8))  # each round times values of its own
+    assert datapath.run_round(Row(cases.get("test-2"), "sequential", "torch", device="cpu")).status == "ok"
+    assert [k[0] for k in datapath._ROUNDS] == ["test-2"]  # the case before let go: an A/B goes case by case
     datapath._ROUNDS.clear()
 
 
