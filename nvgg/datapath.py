@@ -152,7 +152,7 @@ def _launch_error(session: Session, exc: Exception) -> str:
     return f"{type(exc).__name__}: {first}"
 
 
-def measure(session: Session, timer: str = "leaderboard") -> None:
+def measure(session: Session, timer: str = "leaderboard", l2: str = "nvgg") -> None:
     """Time the prepared launches (checked before) with the chosen timer, on new inputs: each
     input is overwritten in place with new values and its outputs poisoned before the timed
     repetitions, and what the last repetition's calls returned is checked against the reference
@@ -164,7 +164,9 @@ def measure(session: Session, timer: str = "leaderboard") -> None:
     for i, data in enumerate(session.batch):
         inputs.refill(session.case, data, i, session.rounds)
     session.rounds += 1
-    clock = timing.make_timer(device, "leaderboard" if timer == "cupti" else timer)
+    clock = timing.make_timer(device, "leaderboard" if timer == "cupti" else timer, l2=l2)
+    if device.type == "cuda":
+        result.l2_clear = l2
     with clocks.Sampler(device) as sampler:
         result.stats = clock.per_call(launches) if timer == "per-call" else clock.batch(launches)
     result.clocks = sampler.summary()
@@ -233,7 +235,7 @@ def _run(row: Row, keep: tuple | None = None) -> Result:
             session = setup(row.case, strategy=row.strategy, backend=row.backend, device=device, profile=row.profile,
                             batch=row.batch, tensormaps=row.tensormaps)
         if check(session):
-            measure(session, row.timer)
+            measure(session, row.timer, row.l2)
         result = session.result
         if keep is not None and result.status == "ok":
             _ROUNDS[keep] = session
@@ -255,7 +257,7 @@ def run_round(row: Row) -> Result:
     (setup, the checked run, the timed run) with the session kept; each later round times the kept
     session again, on new input values (refilled in place and checked after, as every timed run
     is): one leaderboard measurement a round, without setting up again."""
-    key = (row.case.id, row.submission, row.strategy, row.backend, row.tensormaps, row.timer, row.device)
+    key = (row.case.id, row.submission, row.strategy, row.backend, row.tensormaps, row.timer, row.l2, row.device)
     session = _ROUNDS.get(key)
     if session is None:
         for other in [k for k in _ROUNDS if k[0] != row.case.id]:  # an A/B goes case by case: free the last case's
@@ -263,7 +265,7 @@ def run_round(row: Row) -> Result:
         return _run(row, keep=key)
     t0 = time.perf_counter()
     try:
-        measure(session, row.timer)
+        measure(session, row.timer, row.l2)
     except Exception as exc:  # a submission's call that raised on new inputs
         if not row.submission:
             raise
@@ -305,11 +307,15 @@ def cupti_per_call(launches, device: torch.device, event_us: float) -> dict:
     return cupti.per_call(calls, event_us)
 
 
-def check_memory(case: Case, device: torch.device, count: int) -> None:
-    """Refuse a case whose inputs (and the reference's copies) cannot fit in the device's free
-    memory, with the size it needs, before anything is generated."""
+def check_memory(case: Case, device: torch.device, count: int, l2: str = "nvgg") -> None:
+    """Refuse a case whose inputs (and the reference's copies, and the evaluator's L2 clear where
+    asked for) cannot fit in the device's free memory, with the size it needs, before anything is
+    generated."""
     need, free = inputs.memory_needed(case, count, 8 if device.type == "cuda" else 4), inputs.memory_free(device)
-    if free is not None and need > free:
+    clear = timing.EVALUATOR_L2_BYTES if l2 == "evaluator" and device.type == "cuda" else 0
+    if free is not None and need + clear > free:
         where = "GPU" if device.type == "cuda" else "host"
-        raise NvggError(f"case {case.id} needs about {need / 1e9:.1f} GB ({count} inputs of {case.bytes / 1e9:.2f} GB and "
-                        f"the reference's copies) and the {where} has {free / 1e9:.1f} GB free: pass a smaller case")
+        also = f" and the evaluator's L2 clear of {clear / 2**30:.1f} GiB" if clear else ""
+        raise NvggError(f"case {case.id} needs about {(need + clear) / 1e9:.1f} GB ({count} inputs of "
+                        f"{case.bytes / 1e9:.2f} GB, the reference's copies{also}) and the {where} has "
+                        f"{free / 1e9:.1f} GB free: pass a smaller case" + (", or clear L2 nvgg's way" if clear else ""))

@@ -96,6 +96,7 @@ class Result:
     tensormaps: str = ""           # the persistent cute kernel's tensor maps: device or host ("" otherwise)
     source: str = ""               # a submission's name: its file's, or the shortest end of its path that tells it apart
     revision: str = ""             # the git commit a submission was taken from (PATH@REV), "" for the working copy
+    l2_clear: str = ""             # how L2 was cleared before each timed repetition (timing.L2_CLEARS), "" on a CPU
     checked_inputs: int = 0
     stats: timing.Stats | None = None
     sol: Sol | None = None
@@ -180,6 +181,7 @@ class Row:
     batch: int | None = None
     device: str | None = None
     source: str = ""                # a submission's name in tables (versions.names): its file's where empty
+    l2: str = "nvgg"                # how the timer clears L2 before each repetition (timing.L2_CLEARS)
     revision: str = ""              # the commit a submission's file was taken from (PATH@REV)
 
     @property

@@ -38,7 +38,7 @@ def precheck(row: Row) -> None:
     device = torch.device(row.device) if row.device else default_device()
     if not row.submission:
         select(row.case, row.strategy, row.backend, row.tensormaps, device)
-    datapath.check_memory(row.case, device, datapath.batch_size(device, row.batch))
+    datapath.check_memory(row.case, device, datapath.batch_size(device, row.batch), row.l2)
 
 
 def run_in(pool: procs.Pool, row: Row, rounds: bool = False) -> Result:

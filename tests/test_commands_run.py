@@ -3,6 +3,8 @@ for real on the CPU, and on a fake GPU with the row faked (conftest: fake_gpu, f
 
 import json
 
+import pytest
+import torch
 from conftest import made_result
 
 
@@ -68,3 +70,24 @@ def test_the_table_fits_100_columns_with_its_verdict_under_it(cli, fake_gpu, fak
     table = [line for line in out.stdout.splitlines() if line.startswith("|")]
     assert len(table) == 3 and max(map(len, table)) <= 100, table
     assert "host-bound [1]" in table[2] and "[1] launches take 31.0 µs a call against 28.0 µs of kernels" in out.stdout
+
+
+def test_the_evaluators_l2_clear_is_asked_for_checked_for_memory_and_refused_on_a_cpu(cli, fake_gpu, fake_rows, monkeypatch):
+    from nvgg import cases, datapath, inputs, timing
+    from nvgg.errors import NvggError
+    assert cli("run", "--case", "3", "--l2", "evaluator").exit_code == 0
+    assert cli("run", "--case", "3").exit_code == 0
+    assert [r.l2 for r in fake_rows.seen] == ["evaluator", "nvgg"]
+    assert timing.EVALUATOR_L2_BYTES == 62.5 * 2**30 and set(timing.L2_CLEARS) == {"nvgg", "evaluator"}
+    # 62.5 GiB of randn beside the inputs: refused up front where the GPU has less free
+    monkeypatch.setattr(inputs, "memory_free", lambda device: int(60e9))
+    gpu = torch.device("cuda")
+    datapath.check_memory(cases.get("3"), gpu, 15)  # nvgg's clear: the inputs fit
+    with pytest.raises(NvggError, match=r"the evaluator's L2 clear of 62\.5 GiB\) and the GPU has 60\.0 GB free"):
+        datapath.check_memory(cases.get("3"), gpu, 15, "evaluator")
+
+
+def test_the_evaluators_l2_clear_needs_a_gpu(cli):
+    out = cli("run", "--case", "test-1", "--l2", "evaluator")
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.exit_code == 3 and len(lines) == 1 and "--l2 evaluator clears a GPU's L2" in lines[0], out.output

@@ -279,6 +279,23 @@ TimerOpt = Annotated[Timer, typer.Option("--timer", case_sensitive=False,
                                               "CUPTI kernel records per call (kernel time, span, gaps, host overhead).")]
 
 
+class L2(str, Enum):
+    nvgg = "nvgg"
+    evaluator = "evaluator"
+
+
+L2Opt = Annotated[L2, typer.Option("--l2", case_sensitive=False,
+                                   help="How L2 is cleared before each timed repetition: nvgg (a buffer twice the L2, written) or "
+                                        "evaluator (as the competition's evaluator: a new 62.5 GiB fp32 randn tensor each "
+                                        "repetition; needs that much free GPU memory).")]
+
+
+def check_l2(l2: L2, device) -> None:
+    """The evaluator's L2 clear is a GPU's; a CPU run has no L2 to clear."""
+    if device.type != "cuda" and l2 is not L2.nvgg:
+        raise no_gpu(f"--l2 {l2.value} clears a GPU's L2 and no GPU is visible: drop --l2 on a CPU run")
+
+
 def pick_cases(case: str | None, shape: str | None, cases_file: str | None, default: str | None = None) -> list[casesmod.Case]:
     if shape and case:
         raise NvggError("give either --case or --shape, not both")

@@ -12,8 +12,8 @@ from ..datapath import CPU_BATCH
 from ..errors import NvggError
 from ..report import compare_outcome, label, run_text
 from ..result import Row
-from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, Timer, TimerOpt,
-                     check_outputs, check_profile, check_timer, command, finish_files, mode_value,
+from .common import (L2, CasesFile, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, TensorMaps, Timer, TimerOpt,
+                     check_l2, check_outputs, check_profile, check_timer, command, finish_files, mode_value,
                      pick_cases, submissions)
 
 
@@ -26,7 +26,8 @@ def register(app: typer.Typer) -> None:
                 submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Run a competition-format submission.py instead, or PATH@REV for the file at a git revision (repeat for several).")] = None,
                 tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
                 cases_file: CasesFile = None,
-                profile: Profile = None, timer: TimerOpt = Timer.leaderboard, json_out: JsonOut = None) -> None:
+                profile: Profile = None, timer: TimerOpt = Timer.leaderboard, l2: L2Opt = L2.nvgg,
+                json_out: JsonOut = None) -> None:
         """Check and time one strategy on one case (default: the best strategy and backend here)."""
         picked = pick_cases(case, shape, cases_file)
         if len(picked) != 1:
@@ -37,7 +38,8 @@ def register(app: typer.Typer) -> None:
         check_profile(profile)
         device = selection.default_device()
         check_timer(timer, device)
-        common = dict(device=str(device), profile=profile, timer=timer.value)
+        check_l2(l2, device)
+        common = dict(device=str(device), profile=profile, timer=timer.value, l2=l2.value)
         with submissions(submission) as versions:
             todo = (rows.rows_of(picked, [], [], submissions=versions.items, **common) if submission else
                     [Row(picked[0], *selection.choose(strategy, backend, mode_value(tensormaps), device),
