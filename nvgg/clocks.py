@@ -54,6 +54,36 @@ def _reasons(pynvml, h) -> int:
     return 0
 
 
+def _energy(pynvml, h) -> int | None:
+    """The card's energy counter in mJ since the driver loaded (Volta and later), None where the
+    driver does not keep it."""
+    try:
+        return int(pynvml.nvmlDeviceGetTotalEnergyConsumption(h))
+    except Exception:
+        return None
+
+
+MIN_ENERGY_UPDATES = 5  # counter changes a timed window needs before its energy is quoted
+
+
+def energy_per_call(clocks: dict, calls: int) -> dict:
+    """The energy a call from the counter's change over the timed window (the samples at its ends):
+    mJ a call where the counter changed at least MIN_ENERGY_UPDATES times within it (each end can
+    miss up to one step of it: about 2/updates of the figure), else why there is no figure. The
+    window holds the L2 clears between repetitions too: their energy is in the figure."""
+    if clocks.get("energy_mj") is None or not calls:
+        return {}
+    updates, seconds = clocks.get("energy_updates", 0), clocks.get("seconds", 0.0)
+    out = {"mj": clocks["energy_mj"], "seconds": seconds, "updates": updates, "calls": calls, "mj_per_call": None}
+    if updates < MIN_ENERGY_UPDATES:
+        out["note"] = (f"too short for NVML's energy counter: it changed {updates} time(s) in the {seconds:.2f} s "
+                       f"timed, {MIN_ENERGY_UPDATES} needed")
+    else:
+        out["mj_per_call"] = clocks["energy_mj"] / calls
+        out["note"] = f"within about {2 / updates:.0%}; the L2 clears between repetitions included"
+    return out
+
+
 class Sampler:
     """`with Sampler(device) as s:` samples every PERIOD_S until the block ends (and once at each
     end, so the shortest row has two samples); `s.summary()` is what the row keeps. Where NVML
@@ -106,6 +136,7 @@ class Sampler:
                 "temp_c": nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
                 "power_w": nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
                 "reasons": _reasons(nv, h),
+                "energy_mj": _energy(nv, h),
             })
         except Exception as exc:  # a reading the driver refuses ends the sampling, not the row
             self.error = f"NVML read failed: {type(exc).__name__}: {exc}"
@@ -138,6 +169,10 @@ def summarise(samples: list[dict], error: str = "") -> dict:
         "throttled_share": round(hits / len(samples), 3),
         "error": error,
     }
+    energy = [s.get("energy_mj") for s in samples]
+    if len(samples) >= 2 and None not in energy:
+        out["energy_mj"] = energy[-1] - energy[0]
+        out["energy_updates"] = sum(b != a for a, b in zip(energy, energy[1:]))
     out["throttled"] = throttled_text(out)
     return out
 

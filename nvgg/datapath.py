@@ -170,6 +170,7 @@ def measure(session: Session, timer: str = "leaderboard", l2: str = "nvgg") -> N
     with clocks.Sampler(device) as sampler:
         result.stats = clock.per_call(launches) if timer == "per-call" else clock.batch(launches)
     result.clocks = sampler.summary()
+    result.energy = clocks.energy_per_call(result.clocks, result.stats.runs * result.stats.batch)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     if not check_timed(session, clock.outputs):

@@ -351,7 +351,18 @@ def run_text(results, env: dict) -> str:
         if r.setup_us:
             lines.append("setup: " + ", ".join(f"{k} {v / 1e3:.2f} ms" for k, v in r.setup_us.items()))
         lines.append(clocks_line(r.clocks))
+        lines.append(energy_line(r.energy))
     return "\n".join(line for line in lines if line)
+
+
+def energy_line(energy: dict) -> str:
+    """The energy a call (clocks.energy_per_call), or why there is no figure; "" without NVML."""
+    if not energy:
+        return ""
+    if energy.get("mj_per_call") is None:
+        return f"energy: no figure ({energy['note']})"
+    return (f"energy: {energy['mj_per_call']:.3f} mJ a call (NVML's counter over {energy['seconds']:.2f} s, "
+            f"{energy['calls']} calls, {energy['updates']} updates; {energy['note']})")
 
 
 def clocks_line(clocks: dict) -> str:

@@ -80,6 +80,8 @@ class Clocks(TypedDict, total=False):
     throttled_share: float
     throttled: str           # a sentence, "" when the card ran as set
     error: str
+    energy_mj: int           # NVML's energy counter, last sample minus first
+    energy_updates: int      # times it changed between samples
 
 
 Env = dict[str, Any]          # env.collect: versions, the GPU, its driver and clocks
@@ -114,6 +116,7 @@ class Result:
     verdict: Verdict | None = None
     flags: list[Flag] = field(default_factory=list)
     clocks: Clocks = field(default_factory=dict)
+    energy: dict = field(default_factory=dict)  # clocks.energy_per_call: mJ a call, or why none ({} without NVML)
     gate: Compared | None = None   # against the baseline's row, where a baseline was given
     wall_s: float = 0.0            # the row's wall time, setup to result
 
