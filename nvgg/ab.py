@@ -98,20 +98,24 @@ class CaseAB:
     stopped: str = ""
 
     def times(self, v: int) -> list[float]:
-        return [r.time_us for r in self.results[v] if r.status == "ok" and r.time_us]
+        return [r.time_us for r in self.results[v] if _good(r)]
 
     def ratios(self) -> list[Ratio | None]:
         """Each version against the first, over the rounds where both measured."""
         out = []
         for v in range(len(self.versions)):
-            pairs = [(a.time_us, b.time_us) for a, b in zip(self.results[0], self.results[v])
-                     if a.status == b.status == "ok" and a.time_us and b.time_us]
+            pairs = [(a.time_us, b.time_us) for a, b in zip(self.results[0], self.results[v]) if _good(a) and _good(b)]
             out.append(ratio([p[0] for p in pairs], [p[1] for p in pairs]) if v else None)
         return out
 
     def failed(self) -> Result | None:
-        """The first failed result (wrong, an error, a crash): the A/B of this case ends there."""
-        return next((r for results in self.results for r in results if r.status != "ok"), None)
+        """The first failed result (wrong, an error, a crash) or suspect one (a time that cannot be
+        the work's: below the speed of light, work escaping the events): the case's A/B ends there."""
+        return next((r for results in self.results for r in results if r.status != "ok" or r.suspect), None)
+
+
+def _good(r: Result) -> bool:
+    return r.status == "ok" and not r.suspect and bool(r.time_us)
 
 
 def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: float, timeout_s: float | None = None,
@@ -151,7 +155,7 @@ def _stop(ab: CaseAB, rounds_done: int, floor: float, deadline: float) -> str:
     """Why the case's rounds end now ("" to go on)."""
     bad = ab.failed()
     if bad is not None:
-        return f"a round failed ({bad.status})"
+        return f"a round failed ({bad.status if bad.status != 'ok' else 'suspect: ' + ', '.join(f.kind for f in bad.flags)})"
     if rounds_done >= MIN_ROUNDS and all(r is not None and r.classify(floor) != "unsure" for r in ab.ratios()[1:]):
         return f"decided after {rounds_done} rounds"
     if time.monotonic() >= deadline:

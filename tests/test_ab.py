@@ -111,4 +111,13 @@ def test_ab_for_real_on_the_cpu_and_a_kept_result_ends_it(cli, tmp_path):
     assert [len(v["rounds"]) for v in case["versions"]] == [5, 5]
     assert all(r["status"] == "ok" for v in case["versions"] for r in v["rounds"])
     out = cli("ab", "--case", "test-1", "--submission", v1, "--submission", submission_path("kept"), "--rounds", "5")
-    assert out.exit_code == 1 and "failed: case test-1: kept.py: wrong" in out.stderr, out.output
+    assert out.exit_code == 1 and "failed: case test-1: kept.py: WRONG: right when checked, wrong when timed" in out.stderr, out.output
+
+
+def test_a_suspect_round_ends_the_case_like_a_failed_one():
+    from nvgg.result import Flag
+    ok = made_result("3", "submission", "submission", 40.0)
+    fast = made_result("3", "submission", "submission", 0.1, flags=[Flag("below-sol", "below the floor")])
+    case = ab.CaseAB("3", ["a", "b"], [[ok, ok], [ok, fast]])
+    assert case.failed() is fast and case.times(1) == [40.0]
+    assert ab._stop(case, 2, 0.02, math.inf) == "a round failed (suspect: below-sol)"

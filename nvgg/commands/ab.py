@@ -10,7 +10,7 @@ import typer
 
 from .. import ab as abmod, rows, selection
 from ..errors import NvggError
-from ..report import ab_document, ab_table
+from ..report import ab_document, ab_table, check_text
 from .common import (L2, CasesFile, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, check_l2, check_outputs,
                      check_profile, command, emit_json, pick_cases, submissions)
 
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
         failed = [ab for ab in done if ab.failed() is not None]
         for ab in failed:
             bad = ab.failed()
-            typer.secho(f"failed: case {ab.case}: {bad.source or bad.strategy}: {bad.status}: {bad.message}", err=True,
+            typer.secho(f"failed: case {ab.case}: {bad.source or bad.strategy}: {check_text(bad)}", err=True,
                         fg=typer.colors.RED)
         if failed:
             raise typer.Exit(1)
