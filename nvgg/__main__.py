@@ -3,6 +3,7 @@ worker starts here, before this process imports torch and the commands (procs.pr
 start (torch, the CUDA context, the data path's modules) overlaps them; then the app runs."""
 
 import os
+import signal
 import sys
 
 # torch.cuda.is_available() through NVML: nvgg's own process only schedules rows, and asking the
@@ -20,7 +21,14 @@ def runs_rows(argv: list[str]) -> bool:
     return argv[0] == "profile" and ("--cupti" in argv or ("--phases" in argv and "--submission" not in argv))
 
 
+def _terminated(signum, frame) -> None:
+    """SIGTERM (CI's timeout, `kill`): leave as an exit does, so the rows' workers are killed, the
+    temporary folders removed and the result files keep the rows done; exit code 128 + 15."""
+    raise SystemExit(128 + signum)
+
+
 def main() -> None:
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         rows = runs_rows(sys.argv[1:])
         if rows:

@@ -57,7 +57,9 @@ def _descendants(pid: int) -> set[int]:
 
 def test_a_killed_compare_leaves_valid_json_of_the_rows_done_and_no_worker(tmp_path):
     out_json = tmp_path / "c.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(temp))
     proc = subprocess.Popen([sys.executable, "-m", "nvgg", "compare", "--case", "test-1,test-4,test-2", "--strategy",
                              "sequential", "--backend", "torch", "--submission", submission_path("hang"), "--timeout", "120",
                              "--json", str(out_json)], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
@@ -72,7 +74,8 @@ def test_a_killed_compare_leaves_valid_json_of_the_rows_done_and_no_worker(tmp_p
     time.sleep(2)  # the hang's worker is in its sleep now
     workers = _descendants(proc.pid)
     proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=30)
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM  # left as an exit does: its folders removed
+    assert not list(temp.glob("nvgg-workers-*")), list(temp.iterdir())
     found = json.loads(out_json.read_text())["results"]
     assert [(r["case"], r["status"]) for r in found] == [("test-1", "ok"), ("test-1", "ok"), ("test-4", "ok")]
     time.sleep(1)
