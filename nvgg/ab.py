@@ -130,7 +130,7 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
         for i, versions in enumerate(case_rows):
             ab = CaseAB(versions[0].case.id, [r.label if r.submission else r.name.split(" ", 1)[1] for r in versions],
                         [[] for _ in versions])
-            deadline = time.monotonic() + budget_s / (len(case_rows) - i) if budget_s else math.inf
+            deadline = time.monotonic() + budget_s / (len(case_rows) - i)  # spent: one round a case
             started = time.monotonic()
             if on_case:
                 on_case(ab, False)
@@ -144,7 +144,7 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
                     break
             else:
                 ab.stopped = f"{max_rounds} rounds"
-            budget_s = max(0.0, budget_s - (time.monotonic() - started)) if budget_s else budget_s
+            budget_s = max(0.0, budget_s - (time.monotonic() - started))
             out.append(ab)
             if on_case:
                 on_case(ab, True)

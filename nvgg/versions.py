@@ -114,8 +114,9 @@ class Versions:
             else:
                 key, top, inside, commit = (check_file(path), ""), None, "", ""
             if key in seen:
-                again = f" at {commit[:12]}" if commit else ""
-                raise NvggError(f"submission {spec} is {seen[key]}{again} again: give each file and revision once")
+                at = f" at {commit[:12]}" if commit else ""
+                raise NvggError(f"submission {spec} and {seen[key]} name one file{at} again: give each file and "
+                                "revision once")
             seen[key] = spec
             located.append((spec, path, rev, top, inside, commit, key[0]))
         labels = names([f"{file}@{rev}" if rev else file for _, _, rev, _, _, _, file in located])

@@ -121,3 +121,14 @@ def test_a_suspect_round_ends_the_case_like_a_failed_one():
     case = ab.CaseAB("3", ["a", "b"], [[ok, ok], [ok, fast]])
     assert case.failed() is fast and case.times(1) == [40.0]
     assert ab._stop(case, 2, 0.02, math.inf) == "a round failed (suspect: below-sol)"
+
+
+def test_a_spent_budget_leaves_one_round_a_case(monkeypatch):
+    """Past the budget each later case still gets its one round, then stops (no budget is no limit)."""
+    from nvgg import rows
+    monkeypatch.setattr(rows, "run_in", lambda pool, row, rounds=False: made_result(row.case.id, "submission",
+                                                                                 "submission", 10.0, source=row.source))
+    versions = [[Row(cases.get(c), submission=f"/w/{v}/s.py", source=v) for v in ("a", "b")] for c in ("3", "4")]
+    done = ab.run(versions, floor=0.02, max_rounds=30, budget_s=1e-9)
+    assert [len(case.results[0]) for case in done] == [1, 1]
+    assert all(case.stopped == "time budget spent after 1 rounds" for case in done)

@@ -12,7 +12,7 @@ from .. import ab as abmod, rows, selection
 from ..errors import NvggError
 from ..report import ab_document, ab_table, check_text
 from .common import (L2, CasesFile, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, check_l2, check_outputs,
-                     check_profile, command, emit_json, pick_cases, submissions)
+                     check_profile, command, emit_json, pick_cases, submissions, warn_if_slow_on_cpu)
 
 
 def register(app: typer.Typer) -> None:
@@ -38,11 +38,13 @@ def register(app: typer.Typer) -> None:
                     for c in picked]
             for row in (r for case_rows in todo for r in case_rows):
                 rows.precheck(row)
+            by_id = {c.id: c for c in picked}
             with Progress(len(picked), "A/B") as progress:
                 def on_case(ab, finished: bool) -> None:
                     if finished:
                         progress.finish(f"case {ab.case}", ab.stopped)
                     else:
+                        warn_if_slow_on_cpu(by_id[ab.case], device)
                         progress.start(f"case {ab.case}")
                 done = abmod.run(todo, floor=floor / 100, max_rounds=rounds, budget_s=budget, timeout_s=timeout,
                                  on_case=on_case)

@@ -290,6 +290,14 @@ L2Opt = Annotated[L2, typer.Option("--l2", case_sensitive=False,
                                         "repetition; needs that much free GPU memory).")]
 
 
+def warn_if_slow_on_cpu(case, device) -> None:
+    """A case of over a GFLOP a call run on a CPU: say on stderr that it takes a while."""
+    if case.flops > 1e9 and device.type != "cuda":
+        from ..datapath import CPU_BATCH
+        typer.echo(f"case {case.id} on the CPU: {case.flops / 1e9:.0f} GFLOP a call, checked and timed on "
+                   f"{CPU_BATCH} inputs: this takes a while", err=True)
+
+
 def check_l2(l2: L2, device) -> None:
     """The evaluator's L2 clear is a GPU's; a CPU run has no L2 to clear."""
     if device.type != "cuda" and l2 is not L2.nvgg:

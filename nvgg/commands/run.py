@@ -8,13 +8,12 @@ from typing import Annotated, List, Optional
 import typer
 
 from .. import cases as casesmod, rows, selection
-from ..datapath import CPU_BATCH
 from ..errors import NvggError
 from ..report import compare_outcome, label, run_text
 from ..result import Row
 from .common import (L2, CasesFile, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, TensorMaps, Timer, TimerOpt,
                      check_l2, check_outputs, check_profile, check_timer, command, finish_files, mode_value,
-                     pick_cases, submissions)
+                     pick_cases, submissions, warn_if_slow_on_cpu)
 
 
 def register(app: typer.Typer) -> None:
@@ -60,7 +59,5 @@ def register(app: typer.Typer) -> None:
 
 
 def _starting(row: Row, device, progress: Progress) -> None:
-    if row.case.flops > 1e9 and device.type != "cuda":
-        typer.echo(f"case {row.case.id} on the CPU: {row.case.flops / 1e9:.0f} GFLOP a call, checked and timed on "
-                   f"{CPU_BATCH} inputs: this takes a while", err=True)
+    warn_if_slow_on_cpu(row.case, device)
     progress.start(row.name)
