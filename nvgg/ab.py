@@ -19,21 +19,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import procs, rows
+from .timing import t975
 from .result import Result, Row
 
 MIN_ROUNDS = 5
-# Student's t, two-sided 95%, by degrees of freedom (any statistics table); 1.96 past the last
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-         20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
-
-
-def t975(df: int) -> float:
-    """The two-sided 95% quantile of Student's t with `df` degrees of freedom (the table's entry
-    at or below df, which errs wide)."""
-    if df < 1:
-        return math.inf
-    return _T975[max(k for k in _T975 if k <= df)] if df <= 120 else 1.960
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import statistics
 import threading
 import time
+from typing import Callable
 
 PERIOD_S = 0.05
 
@@ -63,25 +64,90 @@ def _energy(pynvml, h) -> int | None:
         return None
 
 
-MIN_ENERGY_UPDATES = 5  # counter changes a timed window needs before its energy is quoted
+MIN_ENERGY_UPDATES = 5  # counter changes the power window spans (NVML's updates every 100 ms: H100, 2026-11-27)
+ENERGY_BUDGET_S = 2.0  # the most the power window runs
 
 
-def energy_per_call(clocks: dict, calls: int) -> dict:
-    """The energy a call from the counter's change over the timed window (the samples at its ends):
-    mJ a call where the counter changed at least MIN_ENERGY_UPDATES times within it (each end can
-    miss up to one step of it: about 2/updates of the figure), else why there is no figure. The
-    window holds the L2 clears between repetitions too: their energy is in the figure."""
-    if clocks.get("energy_mj") is None or not calls:
+def power_window(read_mj: Callable[[], int | None], work: Callable[[], None], *, updates: int = MIN_ENERGY_UPDATES,
+                 budget_s: float = ENERGY_BUDGET_S) -> dict:
+    """The card's mean power while `work()` runs again and again, from NVML's energy counter
+    (`read_mj`), which moves in steps (every 100 ms on an H100): a thread reads it without pause
+    and notes when it changes; the window runs from the second change seen (the first may hold
+    time before the work began) to the `updates`-th after it, so its energy is the counter's exact
+    difference and only the two ends' times are uncertain, each by the read before the change.
+    {} where the counter cannot be read; {"note": why} where it did not change often enough."""
+    if read_mj() is None:
         return {}
-    updates, seconds = clocks.get("energy_updates", 0), clocks.get("seconds", 0.0)
-    out = {"mj": clocks["energy_mj"], "seconds": seconds, "updates": updates, "calls": calls, "mj_per_call": None}
-    if updates < MIN_ENERGY_UPDATES:
-        out["note"] = (f"too short for NVML's energy counter: it changed {updates} time(s) in the {seconds:.2f} s "
-                       f"timed, {MIN_ENERGY_UPDATES} needed")
-    else:
-        out["mj_per_call"] = clocks["energy_mj"] / calls
-        out["note"] = f"within about {2 / updates:.0%}; the L2 clears between repetitions included"
-    return out
+    edges: list[tuple[float, int, float]] = []  # (time, value, time since the read before)
+    stop = threading.Event()
+
+    def poll() -> None:
+        last, before = read_mj(), time.monotonic()
+        while not stop.is_set() and len(edges) < updates + 2:
+            value, now = read_mj(), time.monotonic()
+            if value is None:
+                return
+            if value != last:
+                edges.append((now, value, now - before))
+                last = value
+            before = now
+
+    thread = threading.Thread(target=poll, name="nvgg-energy", daemon=True)
+    thread.start()
+    deadline = time.monotonic() + budget_s
+    while thread.is_alive() and time.monotonic() < deadline:
+        work()
+    stop.set()
+    thread.join()
+    if len(edges) < updates + 2:
+        return {"note": f"NVML's energy counter changed {len(edges)} time(s) in {budget_s:.1f} s, "
+                        f"{updates + 2} needed"}
+    (t0, e0, d0), (t1, e1, d1) = edges[1], edges[-1]
+    seconds = t1 - t0
+    return {"watts": (e1 - e0) / 1000 / seconds, "seconds": round(seconds, 3), "updates": updates,
+            "within": (d0 + d1) / seconds}
+
+
+def energy_per_call(power: dict, call_us: float) -> dict:
+    """mJ a call: the mean power while the calls ran back to back (`power_window`) times the
+    call's measured time; or why there is no figure. {} without the counter."""
+    if not power:
+        return {}
+    if "watts" not in power or not call_us:
+        return {"mj_per_call": None, "note": power.get("note", "no time to multiply by")}
+    return {**power, "mj_per_call": power["watts"] * call_us / 1000,
+            "note": f"the card's mean power while the calls ran back to back, times the call's time; "
+                    f"within about {power['within']:.1%}"}
+
+
+def energy(device, launches, call_us: float) -> dict:
+    """The energy a call of `launches` on `device` (energy_per_call over power_window: the batch
+    run back to back, two batches in flight, no L2 clears between them); {} without NVML."""
+    import torch
+
+    from .profiles import nvml
+    nv = nvml() if getattr(device, "type", "cpu") == "cuda" else None
+    if nv is None:
+        return {}
+    try:
+        h = _handle(nv, device)
+    except Exception:
+        return {}
+    stream = torch.cuda.current_stream(device)
+    pending: list = []
+
+    def work() -> None:
+        for launch in launches:
+            launch()
+        done = torch.cuda.Event()
+        done.record(stream)
+        pending.append(done)
+        if len(pending) > 2:
+            pending.pop(0).synchronize()
+
+    power = power_window(lambda: _energy(nv, h), work)
+    torch.cuda.synchronize(device)
+    return energy_per_call(power, call_us)
 
 
 class Sampler:

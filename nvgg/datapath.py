@@ -152,31 +152,35 @@ def _launch_error(session: Session, exc: Exception) -> str:
     return f"{type(exc).__name__}: {first}"
 
 
-def measure(session: Session, timer: str = "leaderboard", l2: str = "nvgg") -> None:
+def measure(session: Session, timer: str = "leaderboard", l2: str = "nvgg", energy: bool = True,
+            span: bool = True) -> None:
     """Time the prepared launches (checked before) with the chosen timer, on new inputs: each
     input is overwritten in place with new values and its outputs poisoned before the timed
     repetitions, and what the last repetition's calls returned is checked against the reference
     of those values after (a call that returns kept results is wrong). The card's clocks are
     sampled while timed; the row is flagged where its time cannot be the work's (below the speed
-    of light, work escaping the events) or the card throttled."""
+    of light, work escaping the events) or the card throttled. Then, with `energy`, the energy a
+    call (clocks.energy: the calls run back to back for about half a second more)."""
     result, device, launches = session.result, session.device, session.launches
     result.setup_us["launch_host"] = launch_host_us(launches, device)
     for i, data in enumerate(session.batch):
         inputs.refill(session.case, data, i, session.rounds)
     session.rounds += 1
-    clock = timing.make_timer(device, "leaderboard" if timer == "cupti" else timer, l2=l2)
+    clock = timing.make_timer(device, "leaderboard" if timer == "cupti" else timer, l2=l2,
+                              **({} if span else {"min_span_s": 0.0}))
     if device.type == "cuda":
         result.l2_clear = l2
     with clocks.Sampler(device) as sampler:
         result.stats = clock.per_call(launches) if timer == "per-call" else clock.batch(launches)
     result.clocks = sampler.summary()
-    result.energy = clocks.energy_per_call(result.clocks, result.stats.runs * result.stats.batch)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     if not check_timed(session, clock.outputs):
         return
     if timer == "cupti" and device.type == "cuda":
         result.cupti = cupti_per_call(launches, device, result.stats.mean_us)
+    if energy:
+        result.energy = clocks.energy(device, launches, result.stats.mean_us)
     result.flags = flags_of(result)
     result.verdict = verdictmod.judge(result)
 
@@ -266,7 +270,8 @@ def run_round(row: Row) -> Result:
         return _run(row, keep=key)
     t0 = time.perf_counter()
     try:
-        measure(session, row.timer, row.l2)
+        # an A/B's later rounds: one window each (the rounds are its blocks), times only
+        measure(session, row.timer, row.l2, energy=False, span=False)
     except Exception as exc:  # a submission's call that raised on new inputs
         if not row.submission:
             raise

@@ -3,7 +3,8 @@ from both runs' own errors, and failed only on a slowdown beyond the allowed one
 does not explain.
 
 A row's noise band is the widest of:
-- three standard errors of the difference of the two means (each run's err = std/√runs),
+- three standard errors of the difference of the two means (each run's error the wider of
+  std/√runs and the spread of its 0.1-s blocks' means: timing.Stats),
 - the spread of either run's repetitions (its std over its mean): a repetition of the batch is
   the unit the timer measures, and a mean that moved by less than one repetition's scatter has
   not moved,
@@ -48,9 +49,11 @@ class Compared:
 
 
 def _noise(stats: dict) -> tuple[float, float, float]:
-    """(mean, relative standard error, relative spread) of a Stats dict."""
+    """(mean, relative standard error, relative spread) of a Stats dict; the error the wider of
+    the repetitions' and the blocks' (timing.Stats: a host-bound row's time wanders
+    over tenths of a second, which consecutive repetitions do not show)."""
     mean = stats["mean_us"]
-    return mean, stats["err_us"] / mean, stats["std_us"] / mean
+    return mean, max(stats["err_us"], stats.get("block_err_us") or 0.0) / mean, stats["std_us"] / mean
 
 
 def _clock_reason(new_clocks: dict, old_clocks: dict) -> str:

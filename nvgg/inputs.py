@@ -150,7 +150,10 @@ def memory_free(device: torch.device) -> int | None:
         from .profiles import nvml_query, visible_index
         index = visible_index(device.index or 0)
         free = None if index is None else nvml_query(lambda nvml, handle: nvml.nvmlDeviceGetMemoryInfo(handle).free, index)
-        return int(free) if free is not None else torch.cuda.mem_get_info(device)[0]
+        free = int(free) if free is not None else torch.cuda.mem_get_info(device)[0]
+        if torch.cuda.is_initialized():  # what this process's caching allocator holds unused is free to it
+            free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        return free
     try:
         with open("/proc/meminfo") as fh:
             for line in fh:

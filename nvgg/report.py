@@ -108,7 +108,7 @@ def results_table(results, fmt: str = "github", *, markdown: bool = False) -> st
         row = [
             r.case, label(r),
             fmt_us(r.time_us if timed else None) + ("" if not timed or st.clock == "cuda events" else " (CPU)"),
-            fmt_us(st.err_us) if timed else "—",
+            spread_cell(st, footnotes) if timed else "—",
         ]
         if with_cupti:
             cu = r.cupti or {}
@@ -124,7 +124,7 @@ def results_table(results, fmt: str = "github", *, markdown: bool = False) -> st
         if with_verdict:  # in a terminal the kind, the phrase a note (a table that fits 100 columns)
             row.append("—" if not r.verdict else r.verdict.phrase if markdown else note(r.verdict.phrase, r.verdict.kind))
         rows.append(row)
-    headers = ["case", "strategy/backend", "time µs", "± err"]
+    headers = ["case", "strategy/backend", "time µs", "± rerun"]
     if with_cupti:
         headers += ["kernel µs", "launches", "gaps µs", "host µs"]
     headers += ["vs seq", "SOL gap", "check"] + (["vs baseline"] if with_gate else []) + (
@@ -138,6 +138,24 @@ def results_table(results, fmt: str = "github", *, markdown: bool = False) -> st
     if markdown:
         return table + ("\n\n" + "\n".join(f"- {n}" for n in notes) if notes else "")
     return table + "".join("\n" + n for n in notes)
+
+
+TELL_APART = 0.02  # a rerun interval wider than this share of the mean cannot tell versions 2% apart
+
+
+def spread_cell(st, footnotes: dict[str, int]) -> str:
+    """Where a rerun's mean will fall (95%, timing.Stats.rerun_us); a note where the run was too
+    short to measure that, or where it is too wide to tell versions apart."""
+    def noted(value: float, text: str) -> str:
+        return f"{fmt_us(value)} [{footnotes.setdefault(text, len(footnotes) + 1)}]"
+
+    if st.rerun_us is None:
+        return noted(st.err_us, "± is the repetitions' standard error only: too few 0.1-s blocks to tell what a "
+                                "rerun will show")
+    if st.rerun_us > TELL_APART * st.mean_us:
+        return noted(st.rerun_us, f"too noisy to tell versions {TELL_APART:.0%} apart: a rerun's mean may move by "
+                                  f"more (the time wanders between 0.1-s blocks); `nvgg ab` alternates versions")
+    return fmt_us(st.rerun_us)
 
 
 def compare_outcome(r) -> str:
@@ -361,8 +379,9 @@ def energy_line(energy: dict) -> str:
         return ""
     if energy.get("mj_per_call") is None:
         return f"energy: no figure ({energy['note']})"
-    return (f"energy: {energy['mj_per_call']:.3f} mJ a call (NVML's counter over {energy['seconds']:.2f} s, "
-            f"{energy['calls']} calls, {energy['updates']} updates; {energy['note']})")
+    return (f"energy: {energy['mj_per_call']:.3f} mJ a call ({energy['watts']:.0f} W over {energy['seconds']:.2f} s "
+            f"of the calls back to back, NVML's counter, {energy['updates']} updates, times the call's time; "
+            f"within about {energy['within']:.1%})")
 
 
 def clocks_line(clocks: dict) -> str:

@@ -116,7 +116,7 @@ class Result:
     verdict: Verdict | None = None
     flags: list[Flag] = field(default_factory=list)
     clocks: Clocks = field(default_factory=dict)
-    energy: dict = field(default_factory=dict)  # clocks.energy_per_call: mJ a call, or why none ({} without NVML)
+    energy: dict = field(default_factory=dict)  # clocks.energy: mJ a call, or why none ({} without NVML)
     gate: Compared | None = None   # against the baseline's row, where a baseline was given
     wall_s: float = 0.0            # the row's wall time, setup to result
 

@@ -28,6 +28,26 @@ MIN_REPS = 3
 MAX_REPS = 100
 TARGET_REL_ERR = 1e-3
 BUDGET_S = 10.0
+# A host-bound row's time wanders: windows of one batch correlate with their neighbours for about
+# 0.1 s and not past 0.2 s, between two levels (multistream/cute on case 3: 55 and 92 µs a call;
+# H100, benchmarks/host_spread.py --modes, 2026-11-27). So repetitions are grouped into blocks of
+# BLOCK_S, the spread between blocks is what a rerun sees, and a GPU run is timed for at least
+# MIN_SPAN_S to have blocks enough to measure it.
+BLOCK_S = 0.1
+MIN_SPAN_S = 0.5
+MIN_BLOCKS = 3
+# Student's t, two-sided 95%, by degrees of freedom (any statistics table); 1.96 past the last
+_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
+         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
+         20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
+
+
+def t975(df: int) -> float:
+    """The two-sided 95% quantile of Student's t with `df` degrees of freedom (the table's entry
+    at or below df, which errs wide)."""
+    if df < 1:
+        return math.inf
+    return _T975[max(k for k in _T975 if k <= df)] if df <= 120 else 1.960
 
 
 @dataclass(frozen=True)
@@ -47,31 +67,66 @@ class Stats:
     # a call's share of how long the device stayed busy after the end event had completed (the
     # median over repetitions): work the calls left on another stream, which the events miss
     escaped_us: float | None = None
+    # the repetitions grouped into blocks of BLOCK_S: how many, the standard error of the mean from
+    # the spread of their means, and the 95% half-width of where a rerun's mean will fall (None
+    # under MIN_BLOCKS blocks: a run too short to tell)
+    blocks: int = 0
+    block_err_us: float | None = None
+    rerun_us: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
 def reduce(samples_us: Sequence[float], *, batch: int, method: str, clock: str,
-           escaped_us: Sequence[float] = ()) -> Stats:
+           escaped_us: Sequence[float] = (), ends_s: Sequence[float] = ()) -> Stats:
     """Samples -> statistics, as the competition's calculate_stats (sample std, err = std/√n);
-    `escaped_us` the per-call busy time after each repetition's end event (median kept)."""
+    `escaped_us` the per-call busy time after each repetition's end event (median kept); `ends_s`
+    when each repetition ended (perf_counter), for the blocks (`blocks_of`) and the rerun interval."""
     n = len(samples_us)
     if n == 0:
         raise ValueError("no samples to reduce")
     mean = sum(samples_us) / n
     std = math.sqrt(sum((x - mean) ** 2 for x in samples_us) / (n - 1)) if n > 1 else 0.0
-    return Stats(runs=n, batch=batch, mean_us=mean, std_us=std, err_us=std / math.sqrt(n),
+    err = std / math.sqrt(n)
+    means = [sum(b) / len(b) for b in blocks_of(samples_us, ends_s)] if ends_s else []
+    block_err = rerun = None
+    if len(means) >= MIN_BLOCKS:
+        m = sum(means) / len(means)
+        block_err = math.sqrt(sum((x - m) ** 2 for x in means) / (len(means) - 1) / len(means))
+        # a rerun's mean and this one each carry the error: their difference √2 times it
+        rerun = t975(len(means) - 1) * math.sqrt(2) * max(err, block_err)
+    return Stats(runs=n, batch=batch, mean_us=mean, std_us=std, err_us=err,
                  best_us=min(samples_us), worst_us=max(samples_us),
                  median_us=statistics.median(samples_us), method=method, clock=clock,
-                 escaped_us=statistics.median(escaped_us) if escaped_us else None)
+                 escaped_us=statistics.median(escaped_us) if escaped_us else None,
+                 blocks=len(means), block_err_us=block_err, rerun_us=rerun)
 
 
-def _done(samples: list[float], started: float, min_reps: int, max_reps: int, target: float, budget_s: float) -> bool:
+def blocks_of(samples: Sequence[float], ends_s: Sequence[float], block_s: float = BLOCK_S) -> list[list[float]]:
+    """Consecutive samples in blocks of `block_s` on a grid from the first one's end; a last block
+    spanning under half of one (from the block before's last end) joins the block before."""
+    grid: dict[int, list[int]] = {}
+    for i, end in enumerate(ends_s):
+        grid.setdefault(int((end - ends_s[0]) / block_s + 1e-9), []).append(i)
+    blocks = list(grid.values())
+    if len(blocks) > 1 and ends_s[blocks[-1][-1]] - ends_s[blocks[-2][-1]] < block_s / 2:
+        tail = blocks.pop()
+        blocks[-1] += tail
+    return [[samples[i] for i in block] for block in blocks]
+
+
+def _done(samples: list[float], started: float, min_reps: int, max_reps: int, target: float, budget_s: float,
+          min_span_s: float = 0.0) -> bool:
     n = len(samples)
+    elapsed = time.perf_counter() - started
     if n < min_reps:
         return False
-    if n >= max_reps or time.perf_counter() - started > budget_s:
+    if elapsed > budget_s:
+        return True
+    if elapsed < min_span_s:
+        return False
+    if n >= max_reps:
         return True
     stats = reduce(samples, batch=1, method="", clock="")
     return stats.mean_us > 0 and stats.err_us / stats.mean_us < target
@@ -110,6 +165,11 @@ class EvaluatorL2Clear:
     def __call__(self) -> None:
         torch.randn(EVALUATOR_L2_SHAPE, device=self.device)
 
+    def release(self) -> None:
+        """Give the kept block back to the device once timed: another worker's row (a version of
+        the same case in its own process) needs it next."""
+        torch.cuda.empty_cache()
+
 
 L2_CLEARS = {"nvgg": L2Flush, "evaluator": EvaluatorL2Clear}  # what clears L2 before each repetition
 
@@ -143,9 +203,10 @@ class EventTimer:
 
     def __init__(self, device: torch.device | str = "cuda", *, min_reps: int = MIN_REPS, max_reps: int = MAX_REPS,
                  target_rel_err: float = TARGET_REL_ERR, budget_s: float = BUDGET_S, flush: bool = True,
-                 queue_ahead: bool = False, l2: str = "nvgg"):
+                 queue_ahead: bool = False, l2: str = "nvgg", min_span_s: float = MIN_SPAN_S):
         self.device = torch.device(device)
         self.min_reps, self.max_reps = min_reps, max_reps
+        self.min_span_s = min_span_s
         self.target, self.budget_s = target_rel_err, budget_s
         self.flush = L2_CLEARS[l2](self.device) if flush else (lambda: None)
         self.queue_ahead = queue_ahead
@@ -169,8 +230,10 @@ class EventTimer:
         stream = torch.cuda.current_stream(self.device)
         samples: list[float] = []
         escaped: list[float] = []
+        baseline = self._sync_baseline_us(stream)
+        ends: list[float] = []
         started = time.perf_counter()
-        while not _done(samples, started, self.min_reps, self.max_reps, self.target, self.budget_s):
+        while not _done(samples, started, self.min_reps, self.max_reps, self.target, self.budget_s, self.min_span_s):
             torch.cuda.synchronize(self.device)
             self.flush()
             if self.queue_ahead:
@@ -182,21 +245,48 @@ class EventTimer:
             end.synchronize()
             t0 = time.perf_counter()
             torch.cuda.synchronize(self.device)
-            escaped.append((time.perf_counter() - t0) * 1e6 / len(launches))
+            escaped.append(max(0.0, (time.perf_counter() - t0) * 1e6 - baseline) / len(launches))
             samples.append(start.elapsed_time(end) * 1e3 / len(launches))
+            ends.append(time.perf_counter())
         self.outputs = outputs
+        self._release()
         method = "queue-ahead" if self.queue_ahead else "leaderboard"
-        return reduce(samples, batch=len(launches), method=method, clock="cuda events", escaped_us=escaped)
+        return reduce(samples, batch=len(launches), method=method, clock="cuda events", escaped_us=escaped,
+                      ends_s=ends)
+
+    def _sync_baseline_us(self, stream, reps: int = 3) -> float:
+        """What the synchronise after a completed end event takes with no calls between the events,
+        after this timer's L2 clear (the median of `reps`): the escape check counts only the time
+        beyond it. After the evaluator's clear it is 30-100 µs, against 6-9 µs after nvgg's (H100,
+        2026-11-27), with nothing left running."""
+        times = []
+        for _ in range(reps):
+            torch.cuda.synchronize(self.device)
+            self.flush()
+            start, end = torch.cuda.Event(), torch.cuda.Event()
+            start.record(stream)
+            end.record(stream)
+            end.synchronize()
+            t0 = time.perf_counter()
+            torch.cuda.synchronize(self.device)
+            times.append((time.perf_counter() - t0) * 1e6)
+        return statistics.median(times)
+
+    def _release(self) -> None:
+        release = getattr(self.flush, "release", None)
+        if release is not None:
+            release()
 
     def per_call(self, launches: Sequence[Launch]) -> Stats:
         """Each call timed on its own (L2 flushed before each), over all launches of the batch."""
         stream = torch.cuda.current_stream(self.device)
         samples: list[float] = []
         self.outputs = [None] * len(launches)
+        ends: list[float] = []
         started = time.perf_counter()
         i = 0
         while not _done(samples, started, max(self.min_reps, len(launches)), self.max_reps * len(launches),
-                        self.target, self.budget_s):
+                        self.target, self.budget_s, self.min_span_s):
             launch = launches[i % len(launches)]
             torch.cuda.synchronize(self.device)
             self.flush()
@@ -206,35 +296,41 @@ class EventTimer:
             end.record(stream)
             end.synchronize()
             samples.append(start.elapsed_time(end) * 1e3)
+            ends.append(time.perf_counter())
             i += 1
+        self._release()
         # no escape check here: one call's honest synchronise after its end event (9-82 µs,
         # flags.ESCAPE_FLOOR_US) is as large as the bound a batch is held to; the batch timers
         # catch work escaping the events
-        return reduce(samples, batch=1, method="per-call", clock="cuda events")
+        return reduce(samples, batch=1, method="per-call", clock="cuda events", ends_s=ends)
 
 
 class CpuTimer:
     """Host-clock timing for runs on the CPU (labelled as such everywhere it is shown)."""
 
     def __init__(self, *, min_reps: int = MIN_REPS, max_reps: int = MAX_REPS, target_rel_err: float = TARGET_REL_ERR,
-                 budget_s: float = 5.0):
+                 budget_s: float = 5.0, min_span_s: float = 0.0):
         self.min_reps, self.max_reps, self.target, self.budget_s = min_reps, max_reps, target_rel_err, budget_s
+        self.min_span_s = min_span_s  # a CPU run is slow enough already; its blocks come from its budget
         self.outputs: list = []
 
     def batch(self, launches: Sequence[Launch]) -> Stats:
         samples: list[float] = []
+        ends: list[float] = []
         started = time.perf_counter()
-        while not _done(samples, started, self.min_reps, self.max_reps, self.target, self.budget_s):
+        while not _done(samples, started, self.min_reps, self.max_reps, self.target, self.budget_s, self.min_span_s):
             t0 = time.perf_counter()
             self.outputs = [launch() for launch in launches]
-            samples.append((time.perf_counter() - t0) * 1e6 / len(launches))
-        return reduce(samples, batch=len(launches), method="cpu", clock="host clock (CPU run)")
+            ends.append(time.perf_counter())
+            samples.append((ends[-1] - t0) * 1e6 / len(launches))
+        return reduce(samples, batch=len(launches), method="cpu", clock="host clock (CPU run)", ends_s=ends)
 
     per_call = batch
 
 
 def make_timer(device: torch.device, mode: str = "leaderboard", l2: str = "nvgg", **kwargs):
-    """The timer of `mode` on `device`, clearing L2 before each repetition the `l2` way (L2_CLEARS)."""
+    """The timer of `mode` on `device`, clearing L2 before each repetition the `l2` way (L2_CLEARS);
+    `min_span_s=0` for one window only (an A/B's round: the rounds are its blocks)."""
     if device.type != "cuda":
         return CpuTimer()
     return EventTimer(device, queue_ahead=(mode == "queue-ahead"), l2=l2, **kwargs)

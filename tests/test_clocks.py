@@ -1,6 +1,9 @@
 """The card's clocks while a row is timed (nvgg/clocks.py): samples summarised, throttling read
 from the driver's reasons."""
 
+import time
+
+import pytest
 import torch
 
 from nvgg import clocks
@@ -19,21 +22,31 @@ def test_the_sampler_says_why_it_sampled_nothing_on_a_cpu():
     assert s.summary() == {"samples": 0, "error": "no CUDA device: clocks not sampled", "throttled": ""}
 
 
-def _samples(energy):
-    return [{"t": i * 0.05, "sm_mhz": 1980, "mem_mhz": 2619, "temp_c": 50, "power_w": 400.0, "reasons": 0,
-             "energy_mj": e} for i, e in enumerate(energy)]
+def _counter(watts: float, step_s: float):
+    """A simulated NVML energy counter: mJ since start, moving only every `step_s`."""
+    t0 = time.monotonic()
+    return lambda: int(watts * step_s * 1000 * int((time.monotonic() - t0) / step_s))
 
 
-def test_energy_a_call_only_where_the_counter_resolves_the_window():
-    long = clocks.summarise(_samples([1000, 1020, 1020, 1041, 1062, 1080, 1100, 1120]))
-    assert (long["energy_mj"], long["energy_updates"]) == (120, 6)
-    e = clocks.energy_per_call(long, calls=600)
-    assert e["mj_per_call"] == 0.2 and e["calls"] == 600 and "within about 33%" in e["note"]
-    short = clocks.summarise(_samples([1000, 1000, 1040]))
-    e = clocks.energy_per_call(short, calls=150)
-    assert e["mj_per_call"] is None and "changed 1 time(s) in the 0.10 s timed, 5 needed" in e["note"]
-    assert clocks.energy_per_call(clocks.summarise(_samples([None, 5])), calls=15) == {}  # a driver without the counter
+def test_power_from_the_counters_steps_and_the_energy_a_call():
+    calls = []
+    power = clocks.power_window(_counter(300.0, 0.02), lambda: (calls.append(1), time.sleep(0.001)), updates=5,
+                                budget_s=2.0)
+    assert power["updates"] == 5 and 0.07 < power["seconds"] < 0.2 and calls
+    # exact energy between two steps; the ends' times uncertain by the read before each change
+    assert abs(power["watts"] - 300.0) <= 300.0 * power["within"] + 1e-9, power
+    e = clocks.energy_per_call(power, call_us=140.0)
+    assert e["mj_per_call"] == pytest.approx(power["watts"] * 0.14)  # 300 W for 140 µs: 42 mJ
     from nvgg.report import energy_line
-    assert energy_line(clocks.energy_per_call(long, 600)).startswith("energy: 0.200 mJ a call (NVML's counter over 0.35 s")
-    assert energy_line(clocks.energy_per_call(short, 150)).startswith("energy: no figure (too short")
+    assert energy_line(e).startswith(f"energy: {e['mj_per_call']:.3f} mJ a call ({power['watts']:.0f} W over ")
+
+
+def test_no_energy_figure_where_the_counter_does_not_move_or_is_missing():
+    frozen = clocks.power_window(lambda: 1000, lambda: time.sleep(0.001), updates=5, budget_s=0.2)
+    assert frozen == {"note": "NVML's energy counter changed 0 time(s) in 0.2 s, 7 needed"}
+    e = clocks.energy_per_call(frozen, 140.0)
+    assert e["mj_per_call"] is None
+    from nvgg.report import energy_line
+    assert energy_line(e) == "energy: no figure (NVML's energy counter changed 0 time(s) in 0.2 s, 7 needed)"
+    assert clocks.power_window(lambda: None, lambda: None) == {} and clocks.energy_per_call({}, 1.0) == {}
     assert energy_line({}) == ""

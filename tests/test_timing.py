@@ -33,3 +33,39 @@ def test_cpu_timer_counts_calls_and_labels_the_clock():
     s = t.batch([lambda: calls.append(1)] * 4)
     assert s.clock == "host clock (CPU run)" and s.method == "cpu" and s.batch == 4
     assert 3 <= s.runs <= 5 and len(calls) == 4 * s.runs
+
+
+def test_repetitions_in_blocks_of_a_tenth_of_a_second():
+    ends = [i * 0.03 for i in range(10)]  # a repetition every 30 ms
+    assert timing.blocks_of(list(range(10)), ends) == [[0, 1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    assert timing.blocks_of([1.0, 2.0], [0.0, 0.01]) == [[1.0, 2.0]]
+    # a last block under half a block long joins the one before
+    assert timing.blocks_of([1, 2, 3], [0.0, 0.09, 0.11]) == [[1, 2, 3]]
+    assert timing.blocks_of([1, 2, 3], [0.0, 0.05, 0.11]) == [[1, 2], [3]]
+
+
+def test_a_time_that_wanders_between_blocks_widens_the_rerun_interval():
+    ends = [i * 0.01 for i in range(100)]  # 1 s in 10 blocks
+    steady = timing.reduce([50.0 + 0.1 * (i % 2) for i in range(100)], batch=15, method="leaderboard",
+                           clock="cuda events", ends_s=ends)
+    # two levels, 55 and 92 µs, a level a block: the repetitions' err hides it, the blocks do not
+    levels = [55.0 if (i // 10) % 2 else 92.0 for i in range(100)]
+    wandering = timing.reduce(levels, batch=15, method="leaderboard", clock="cuda events", ends_s=ends)
+    assert steady.blocks == wandering.blocks == 10
+    assert steady.rerun_us == pytest.approx(timing.t975(9) * math.sqrt(2) * steady.err_us)
+    means_sd = math.sqrt(sum((m - 73.5) ** 2 for m in [92.0, 55.0] * 5) / 9)
+    assert wandering.block_err_us == pytest.approx(means_sd / math.sqrt(10))
+    assert wandering.rerun_us == pytest.approx(2.262 * math.sqrt(2) * means_sd / math.sqrt(10))
+    assert wandering.rerun_us > 5 * wandering.err_us
+    short = timing.reduce([50.0] * 5, batch=15, method="leaderboard", clock="cuda events", ends_s=[0.0, 0.01, 0.02, 0.03, 0.04])
+    assert short.blocks == 1 and short.rerun_us is None and short.block_err_us is None
+
+
+def test_a_gpu_run_is_timed_for_its_minimum_span():
+    import time
+    now = time.perf_counter()
+    precise = [5.0] * 10
+    assert not timing._done(precise, now, 3, 100, 1e-3, 1e9, min_span_s=1.0)  # precise, but too short
+    assert timing._done(precise, now - 1.1, 3, 100, 1e-3, 1e9, min_span_s=1.0)
+    assert not timing._done(precise * 20, now, 3, 100, 1e-3, 1e9, min_span_s=1.0)  # past the cap, still too short
+    assert timing._done(precise, now - 11, 3, 100, 1e-3, 10.0, min_span_s=20.0)  # the budget ends it

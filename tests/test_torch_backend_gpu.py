@@ -85,7 +85,7 @@ def test_timer_adds_little_beyond_the_kernels():
     graph.replay()
     flush = {a.name for a in cupti.record(timing.L2Flush(CUDA))}  # the timer's own kernel, to leave out
     timed = []
-    timer = timing.EventTimer(CUDA, min_reps=5, max_reps=5, queue_ahead=True)
+    timer = timing.EventTimer(CUDA, min_reps=5, max_reps=5, queue_ahead=True, min_span_s=0.0)  # exactly 5
     acts = cupti.record(lambda: timed.append(timer.batch([graph.replay])))
     spins = [a for a in acts if a.name not in flush]
     typical = sorted(a.us for a in spins)[len(spins) // 2]
