@@ -2,6 +2,7 @@
 A/B'd several times on the benchmark cases; then the evaluator's L2 clear against nvgg's.
 
     python benchmarks/ab_trust.py [--tries 20] [--cases 1,2,3,4] [--slower 0.03] [--l2-table]
+        [--torch-tries N] [--torch-cases IDS] [--ab "--rounds 10"]
     python benchmarks/ab_trust.py --smoke     # on a CPU: the mechanics on test-1, two tries
 
 Versions (written into a temporary folder, each a folder of its own with the fixtures it imports):
@@ -22,6 +23,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 from tabulate import tabulate
@@ -42,21 +44,22 @@ def version(folder: Path, name: str, source: str, slowdown: float = 0.0) -> str:
     return str(where / "submission.py")
 
 
-def ab(a: str, b: str, cases: str, out: Path, extra: list[str]) -> dict:
-    cmd = [sys.executable, "-m", "nvgg", "ab", "--case", cases, "--submission", a, "--submission", b, "--json", str(out),
-           *extra]
+def ab(versions: list[str], cases: str, out: Path, extra: list[str]) -> dict:
+    cmd = [sys.executable, "-m", "nvgg", "ab", "--case", cases, *[x for v in versions for x in ("--submission", v)],
+           "--json", str(out), *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode not in (0, 1) or not out.exists():
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-600:]}")
     return json.loads(out.read_text())
 
 
-def classes(doc: dict) -> dict[str, tuple[str, float, str]]:
-    """case -> (class, ratio, why it stopped)."""
+def classes(doc: dict) -> dict[tuple[str, str], tuple[str, float]]:
+    """(version name, case) -> (class, ratio) for every version after the first."""
     out = {}
     for case in doc["cases"]:
-        r = case["versions"][1]["vs_base"]
-        out[case["case"]] = (r["class"] if r else "—", r["ratio"] if r else float("nan"), case["stopped"])
+        for v in case["versions"][1:]:
+            r = v["vs_base"]
+            out[(v["name"], case["case"])] = (r["class"], r["ratio"]) if r else ("—", float("nan"))
     return out
 
 
@@ -64,7 +67,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tries", type=int, default=20)
     parser.add_argument("--cases", default="1,2,3,4")
+    parser.add_argument("--torch-tries", type=int, default=None, help="tries of the torch pair (default --tries)")
+    parser.add_argument("--torch-cases", default=None, help="cases of the torch pair (default --cases)")
     parser.add_argument("--slower", type=float, default=0.03)
+    parser.add_argument("--ab", default="", help="options passed to nvgg ab, as one string")
     parser.add_argument("--l2-table", action="store_true", help="also time cases with --l2 nvgg and --l2 evaluator")
     parser.add_argument("--smoke", action="store_true", help="CPU: test-1, two tries, the torch versions only")
     args = parser.parse_args()
@@ -72,38 +78,52 @@ def main() -> None:
         args.tries, args.cases = 2, "test-1"
     with tempfile.TemporaryDirectory(prefix="nvgg-ab-trust-") as tmp:
         folder = Path(tmp)
-        pairs = {"torch same build": (version(folder, "torch", "honest.py"), version(folder, "torch-same", "honest.py"))}
+        torch_pair = [version(folder, "torch", "honest.py"), version(folder, "torch-same", "honest.py")]
+        # one A/B a try for our kernel: the base, the same build again, the copy made slower
+        groups = [(torch_pair, args.torch_cases or args.cases, args.torch_tries or args.tries)]
         if not args.smoke:
-            ours = version(folder, "ours", "ours.py")
-            pairs["ours same build"] = (ours, version(folder, "ours-same", "ours.py"))
-            pairs[f"ours {args.slower:.0%} slower"] = (ours, version(folder, "ours-slower", "ours.py", args.slower))
+            ours = [version(folder, "ours", "ours.py"), version(folder, "ours-same", "ours.py"),
+                    version(folder, f"ours-{args.slower:.0%}-slower", "ours.py", args.slower)]
+            groups.insert(0, (ours, args.cases, args.tries))
         counts: dict = collections.defaultdict(collections.Counter)
         ratios: dict = collections.defaultdict(list)
-        for label, (a, b) in pairs.items():
-            for t in range(args.tries):
-                doc = ab(a, b, args.cases, folder / f"{len(counts)}-{t}.json", [])
-                for case, (klass, ratio, stopped) in classes(doc).items():
-                    counts[(label, case)][klass] += 1
-                    ratios[(label, case)].append(ratio)
-                print(f"{label}: try {t + 1}/{args.tries} done", file=sys.stderr, flush=True)
-        gpu = doc["env"].get("gpu")
+        walls: list[float] = []
+        gpu = None
+        for g, (versions, cases, tries) in enumerate(groups):
+            for t in range(tries):
+                t0 = time.monotonic()
+                doc = ab(versions, cases, folder / f"{g}-{t}.json", args.ab.split())
+                walls.append(time.monotonic() - t0)
+                gpu = doc["env"].get("gpu")
+                for key, (klass, ratio) in classes(doc).items():
+                    counts[key][klass] += 1
+                    ratios[key].append(ratio)
+                said = " ".join(f"{c}:{Path(n).parent.name.split('-', 1)[-1]}={k}/{r:.3f}"
+                                for (n, c), (k, r) in classes(doc).items())
+                print(f"{Path(versions[0]).parent.name}: try {t + 1}/{tries} in {walls[-1]:.0f} s: {said}",
+                      file=sys.stderr, flush=True)
         rows = []
-        for (label, case), counter in counts.items():
-            rs = sorted(ratios[(label, case)])
-            rows.append([label, case, counter["same"], counter["slower"], counter["faster"], counter["unsure"],
-                         f"{rs[0]:.3f}-{rs[-1]:.3f}"])
-        print(f"card: {gpu}; {args.tries} tries a pair and case (nvgg ab, default floor ±2%)")
-        print(tabulate(rows, headers=["pair", "case", "same", "slower", "faster", "unsure", "ratios"], tablefmt="github"))
+        for (name, case), counter in counts.items():
+            rs = sorted(ratios[(name, case)])
+            rows.append([name, case, sum(counter.values()), counter["same"], counter["slower"], counter["faster"],
+                         counter["unsure"], f"{rs[0]:.3f}-{rs[-1]:.3f}"])
+        print(f"card: {gpu}; nvgg ab {args.ab or '(defaults: floor 2%, 30 rounds, 120 s)'}; "
+              f"an A/B took {min(walls):.0f}-{max(walls):.0f} s")
+        print(tabulate(rows, headers=["version vs base", "case", "tries", "same", "slower", "faster", "unsure",
+                                      "ratios"], tablefmt="github"))
         if args.l2_table and not args.smoke:
             l2_rows = []
             for clear in ("nvgg", "evaluator"):
                 out = folder / f"l2-{clear}.json"
                 cmd = [sys.executable, "-m", "nvgg", "compare", "--case", args.cases, "--strategy", "persistent",
-                       "--backend", "cute", "--submission", pairs["torch same build"][0], "--l2", clear, "--json", str(out)]
+                       "--backend", "cute", "--submission", torch_pair[0], "--l2", clear, "--json", str(out)]
                 subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
                 for r in json.loads(out.read_text())["results"]:
-                    l2_rows.append([clear, r["case"], r["source"] or f"{r['strategy']}/{r['backend']}", r["time_us"]])
-            print(tabulate(l2_rows, headers=["L2 clear", "case", "row", "µs"], tablefmt="github"))
+                    l2_rows.append([clear, r["case"], r["source"] or f"{r['strategy']}/{r['backend']}", r["time_us"],
+                                    r["stats"]["std_us"] if r.get("stats") else None, r["status"],
+                                    ",".join(f["kind"] for f in r.get("flags", []))])
+            print(tabulate(l2_rows, headers=["L2 clear", "case", "row", "µs", "std µs", "status", "flags"],
+                           tablefmt="github"))
 
 
 if __name__ == "__main__":
