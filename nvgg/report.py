@@ -394,32 +394,48 @@ def clocks_line(clocks: dict) -> str:
             f"up to {clocks['temp_c_max']} °C and {clocks['power_w_max']} W, {clocks['samples']} samples; {state}")
 
 
-def profile_document(profiled, env: dict, benchmark_ids: set[str]) -> dict:
-    """`nvgg profile --json`: the CUPTI rows as a result file's, and each observer's findings."""
-    more = {"cases": [c.id for c in profiled.request.cases]}
-    if profiled.ncu:
-        more["ncu"] = {cid: r.to_dict() for cid, r in profiled.ncu.items()}
-    if profiled.occupancy:
-        more["occupancy"] = profiled.occupancy
-    if profiled.phases:
-        more["phases"] = {cid: run.to_dict() for cid, run in profiled.phases.items()}
-    if profiled.failures:
-        more["failures"] = list(profiled.failures)
-    return results_document(list(profiled.results.values()), env, benchmark_ids, kind="profile", **more)
+def profile_document(done: list, env: dict, benchmark_ids: set[str]) -> dict:
+    """`nvgg profile --json`: the CUPTI rows as a result file's, and each observer's findings by
+    case; with several versions (one Profiled each) every version's rows in `results` (each row
+    names its version) and its observers' findings under `versions`, by the version's name."""
+    def findings(profiled) -> dict:
+        more = {}
+        if profiled.ncu:
+            more["ncu"] = {cid: r.to_dict() for cid, r in profiled.ncu.items()}
+        if profiled.occupancy:
+            more["occupancy"] = profiled.occupancy
+        if profiled.phases:
+            more["phases"] = {cid: run.to_dict() for cid, run in profiled.phases.items()}
+        if profiled.failures:
+            more["failures"] = list(profiled.failures)
+        return more
+
+    more = {"cases": [c.id for c in done[0].request.cases]}
+    if len(done) == 1:
+        more.update(findings(done[0]))
+    else:
+        more["versions"] = {d.request.source: {"revision": d.request.revision, **findings(d)} for d in done}
+    results = [r for d in done for r in d.results.values()]
+    return results_document(results, env, benchmark_ids, kind="profile", **more)
 
 
-def profile_text(profiled, card: str) -> str:
+def profile_text(done: list, card: str) -> str:
     """One table an observer across the cases: CUPTI rows with their verdicts, setup phases and
-    kernels; ncu's counters; occupancy; the phases of each case."""
-    shown: list[str] = []
-    results = list(profiled.results.values())
-    if results:
-        shown += [f"card: {card}", results_table(results), setup_table(results), _kernels_table(profiled.results)]
-    if profiled.ncu:
-        shown.append(ncu_table(profiled.ncu))
-    if profiled.occupancy:
-        shown.append(occupancy_table(profiled.occupancy))
-    shown += [f"\ncase {cid}:\n{run.table()}" for cid, run in profiled.phases.items()]
+    kernels; ncu's counters; occupancy; the phases of each case. Several versions: each one's
+    tables under its name."""
+    shown = [f"card: {card}"]
+    for profiled in done:
+        if len(done) > 1:
+            at = f" at {profiled.request.revision[:12]}" if profiled.request.revision else ""
+            shown.append(f"\n== {profiled.request.source}{at}")
+        results = list(profiled.results.values())
+        if results:
+            shown += [results_table(results), setup_table(results), _kernels_table(profiled.results)]
+        if profiled.ncu:
+            shown.append(ncu_table(profiled.ncu))
+        if profiled.occupancy:
+            shown.append(occupancy_table(profiled.occupancy))
+        shown += [f"\ncase {cid}:\n{run.table()}" for cid, run in profiled.phases.items()]
     return "\n".join(line for line in shown if line)
 
 

@@ -118,6 +118,45 @@ def test_run_takes_a_revision_beside_the_working_copy(cli, fake_gpu, fake_rows, 
     assert [r["revision"] for r in json.loads(doc.read_text())["results"]] == [head, ""]
 
 
+def test_profile_takes_versions_each_under_its_name(cli, fake_gpu, fake_rows, repo, tmp_path):
+    """Profile's CUPTI rows of a revision and the working copy, each row named by its version, the
+    tables under each version's name, the JSON one results file with the versions' findings."""
+    import jsonschema
+
+    from nvgg.result import SCHEMA
+    file = repo / "sub" / "submission.py"
+
+    def answer(row):
+        return made_result(row.case.id, "submission", "submission", 40.0 if row.revision else 50.0, source=row.source,
+                           revision=row.revision, cupti={"calls": 15, "activities": 1, "kernel_us": 36.0, "sum_us": 36.0,
+                                                          "span_us": 36.0, "gaps_us": 0.0, "event_us": 40.0,
+                                                          "host_overhead_us": 4.0, "gaps_shown": True, "gaps_note": "",
+                                                          "kernels": [{"name": "k", "per_call": 1, "mean_us": 36.0}]})
+
+    fake_rows.answer = answer
+    doc = tmp_path / "p.json"
+    out = cli("profile", "--cupti", "--case", "3,4", "--submission", f"{file}@v1", "--submission", str(file),
+              "--json", str(doc))
+    assert out.exit_code == 0, out.output
+    assert [(r.case.id, r.source, r.timer) for r in fake_rows.seen] == [
+        ("3", "submission.py@v1", "cupti"), ("4", "submission.py@v1", "cupti"), ("3", "submission.py", "cupti"),
+        ("4", "submission.py", "cupti")]
+    raw = json.loads(doc.read_text())
+    jsonschema.validate(raw, json.loads(SCHEMA.read_text()))
+    head = _git(repo, "rev-parse", "HEAD")
+    assert [(r["source"], r["revision"], r["time_us"]) for r in raw["results"]] == [
+        ("submission.py@v1", head, 40.0), ("submission.py@v1", head, 40.0), ("submission.py", "", 50.0),
+        ("submission.py", "", 50.0)]
+    assert raw["versions"] == {"submission.py@v1": {"revision": head}, "submission.py": {"revision": ""}}
+    out = cli("profile", "--cupti", "--case", "3", "--submission", f"{file}@v1", "--submission", str(file))
+    assert out.stdout.index("== submission.py@v1 at " + head[:12]) < out.stdout.index("== submission.py\n")
+    out = cli("profile", "--phases", "--case", "3", "--submission", f"{file}@v1", "--submission", str(file),
+              "--trace", str(tmp_path / "t.json"))
+    assert out.exit_code == 2 and "--trace holds one version's phases" in out.stderr
+    out = cli("profile", "--cupti", "--case", "3", "--submission", f"{file}@nope")
+    assert out.exit_code == 2 and "no revision 'nope'" in out.stderr
+
+
 def test_a_bad_revision_on_the_command_line_is_one_line_and_exit_2(cli, fake_gpu, fake_rows, repo):
     out = cli("compare", "--case", "3", "--submission", f"{repo / 'sub' / 'submission.py'}@nope")
     lines = [line for line in out.stderr.splitlines() if line.strip()]

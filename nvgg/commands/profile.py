@@ -2,12 +2,14 @@
 Compute (--ncu), occupancy (--occupancy), timestamps inside the kernel (--phases); on the benchmark
 cases unless --case narrows it, one table across the cases for each observer, and a verdict a row
 from what was measured. `--submission FILE` profiles a user's submission.py in its own process
-(CUPTI, Nsight Compute, and --phases: the marks its kernels write through nvgg.probe). The work is
+(CUPTI, Nsight Compute, and --phases: the marks its kernels write through nvgg.probe); given
+several times (files or PATH@REV), each version in turn, its tables under its name. The work is
 profiling/session.py's; this module checks the options and renders."""
 
 from __future__ import annotations
 
-from typing import Annotated, Optional
+import dataclasses
+from typing import Annotated, List, Optional
 
 import typer
 
@@ -17,7 +19,7 @@ from ..profiling.phases import chrome_trace_cases
 from ..profiling.session import Request, profile as run_profile
 from ..report import profile_document, profile_text, write_json
 from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_distinct, check_folder,
-                     check_profile, check_submission, check_writable, command, emit_json, mode_value, pick_cases)
+                     check_profile, check_writable, command, emit_json, mode_value, pick_cases, submissions)
 
 
 def register(app: typer.Typer) -> None:
@@ -26,7 +28,7 @@ def register(app: typer.Typer) -> None:
     def profile_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="IDS", help="Case id(s); default: the benchmarks.")] = None,
                     strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = None,
                     backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute or torch.")] = None,
-                    submission: Annotated[Optional[str], typer.Option("--submission", metavar="FILE", help="Profile a competition-format submission.py (with --cupti, --ncu and/or --phases).")] = None,
+                    submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Profile a competition-format submission.py (with --cupti, --ncu and/or --phases); PATH@REV for the file at a git revision; several: each version in turn.")] = None,
                     cupti: Annotated[bool, typer.Option("--cupti", help="CUPTI kernel records beside the event time.")] = False,
                     ncu: Annotated[bool, typer.Option("--ncu", help="Nsight Compute on the kernels of one call.")] = False,
                     phases: Annotated[bool, typer.Option("--phases", help="Timestamps inside the kernel: our persistent kernel's instrumented build, or a submission's probe marks.")] = False,
@@ -40,22 +42,30 @@ def register(app: typer.Typer) -> None:
         request = _request(pick_cases(case, shape, cases_file, default="benchmarks"), strategy, backend, submission,
                            cupti, ncu, phases, occupancy, trace, clock_control, out_dir, mode_value(tensormaps), timeout,
                            profile, json_out)
-        device = selection.default_device()
-        if device.type != "cuda":
-            raise no_gpu("profiling needs a CUDA GPU and none is visible: run nvgg profile on a GPU machine")
-        with Progress(len(request.cases), "profiling") as progress:
-            done = run_profile(request, device, on_start=lambda cid: progress.start(f"case {cid} ({', '.join(request.observers)})"),
-                               on_finish=lambda cid, bad: progress.finish(f"case {cid}", "failed" if bad else "done"))
-        env = next((r.env for r in done.results.values() if r.env), None) or envmod.collect(device)
-        if trace and done.phases:
-            write_json(trace, chrome_trace_cases(done.phases))
+        with submissions(submission) as versions:  # bad files and revisions refused before the GPU is asked for
+            device = selection.default_device()
+            if device.type != "cuda":
+                raise no_gpu("profiling needs a CUDA GPU and none is visible: run nvgg profile on a GPU machine")
+            asked = [dataclasses.replace(request, submission=v.path, source=v.name, revision=v.revision)
+                     for v in versions.items] or [request]
+            done = []
+            with Progress(len(request.cases) * len(asked), "profiling") as progress:
+                for one in asked:
+                    named = f"{one.source}: " if len(asked) > 1 else ""
+                    done.append(run_profile(one, device, on_start=lambda cid: progress.start(
+                        f"{named}case {cid} ({', '.join(one.observers)})"), on_finish=lambda cid, bad: progress.finish(
+                        f"{named}case {cid}", "failed" if bad else "done")))
+        env = next((r.env for d in done for r in d.results.values() if r.env), None) or envmod.collect(device)
+        if trace and done[0].phases:
+            write_json(trace, chrome_trace_cases(done[0].phases))
             typer.echo(f"wrote {trace} (a trace: open it in Perfetto or chrome://tracing)", err=True)
         if not emit_json(json_out, profile_document(done, env, {c.id for c in casesmod.benchmarks()})):
             typer.echo(profile_text(done, envmod.card(env)))
-        for line in done.failures[:-1]:
+        failures = [f"{d.request.source}: {line}" if len(done) > 1 else line for d in done for line in d.failures]
+        for line in failures[:-1]:
             typer.secho(f"nvgg: {line}", err=True, fg=typer.colors.RED)
-        if done.failures:  # everything measured is out (tables, JSON, trace); the last failure ends it
-            raise NvggError(done.failures[-1])
+        if failures:  # everything measured is out (tables, JSON, trace); the last failure ends it
+            raise NvggError(failures[-1])
 
 
 def _request(cases, strategy, backend, submission, cupti, ncu, phases, occupancy, trace, clock_control, out_dir,
@@ -72,6 +82,8 @@ def _request(cases, strategy, backend, submission, cupti, ncu, phases, occupancy
         raise NvggError(f"--clock-control {clock_control!r}: choose none or base")
     if trace and not phases:
         raise NvggError("--trace writes the phases inside the kernel: add --phases")
+    if trace and len(submission or []) > 1:
+        raise NvggError("--trace holds one version's phases: pass one --submission with --trace, or drop --trace")
     if phases and not submission and (strategy not in (None, "persistent") or backend not in (None, "cute")):
         raise NvggError("--phases instruments the persistent cute kernel: drop --strategy/--backend, or profile "
                         "the other strategy without --phases")
@@ -82,6 +94,6 @@ def _request(cases, strategy, backend, submission, cupti, ncu, phases, occupancy
     check_distinct(("--trace", trace), ("--json", json_out))
     check_profile(profile)
     return Request(tuple(cases), cupti=cupti, ncu=ncu, phases=phases, occupancy=occupancy, strategy=strategy,
-                   backend=backend, tensormaps=tensormaps, submission=check_submission(submission) if submission else None,
+                   backend=backend, tensormaps=tensormaps, submission=None,
                    profile=profile, timeout_s=timeout, clock_control=clock_control or "none",
                    out_dir=out_dir or "nvgg-results")

@@ -34,6 +34,8 @@ class Request:
     backend: str | None = None
     tensormaps: str | None = None
     submission: str | None = None
+    source: str = ""      # the submission's name in tables (versions.names)
+    revision: str = ""    # the commit its file was taken from (PATH@REV)
     profile: str | None = None
     timeout_s: float | None = None
     clock_control: str = "none"
@@ -75,7 +77,8 @@ def profile(request: Request, device, *, on_start: Callable[[str], None] | None 
                 on_start(case.id)
             before = len(out.failures)
             if request.cupti:
-                row = (Row(case, submission=request.submission, profile=request.profile, timer="cupti")
+                row = (Row(case, submission=request.submission, source=request.source, revision=request.revision,
+                           profile=request.profile, timer="cupti")
                        if request.submission else
                        Row(case, st_name, be_name, request.tensormaps, profile=request.profile, timer="cupti"))
                 out.results[case.id] = rows.run_in(pool, row)
