@@ -36,7 +36,7 @@ from ..kernels.sm100 import host
 from ..kernels.sm100 import config as gemm
 from ..profiles import get as get_profile
 from .base import KernelInfo, Launch, checked_group, group_problem, kernel_info
-from .family import KernelFamily
+from .family import KernelFamily, Knob
 
 ARCH = "sm_100a"
 TENSORMAP_MODES = gemm.TENSORMAP_MODES
@@ -85,6 +85,27 @@ class Sm100Kernels(KernelFamily):
             return [info]
         builds = dict.fromkeys(group_config(shape, sms) for shape in case.groups)
         return [self._info(host.compile_gemm(config, arch, need_callable=False), None) for config in builds]
+
+    def knobs(self) -> tuple[Knob, ...]:
+        return (Knob("mma_n", gemm.MMA_N), Knob("cta_group", gemm.CTA_GROUPS), Knob("tensormaps", TENSORMAP_MODES))
+
+    def point_build(self, case: Case, point: dict, sms: int | None = None):
+        config = host.with_mode(gemm.Sm100Config(mma_n=point["mma_n"], cta_group=point["cta_group"]),
+                                point["tensormaps"])
+        why = config.problems() or group_problem(case, config.is_valid, "the sm_100a cute kernel")
+        return (None, why) if why else (config, None)
+
+    def default_point(self, case: Case, sms: int | None = None) -> dict:
+        config = grouped_config(case.groups, sms, self.default_mode)
+        return {"mma_n": config.mma_n, "cta_group": config.cta_group, "tensormaps": config.tensormaps}
+
+    def point_estimate(self, case: Case, point: dict, sms: int | None = None) -> float | None:
+        """The B200 model's time (host.estimate), the one `host.choose` ranks the tiles by."""
+        config = gemm.Sm100Config(mma_n=point["mma_n"], cta_group=point["cta_group"])
+        return host.estimate(case.groups, config, *_model_inputs(sms)).makespan_us
+
+    def _compile_config(self, config, arch: str) -> list[KernelInfo]:
+        return [self._info(host.compile_gemm(config, arch, need_callable=False), None)]
 
     @staticmethod
     def _info(entry: kcache.Entry, estimate) -> KernelInfo:

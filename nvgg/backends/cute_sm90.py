@@ -28,7 +28,7 @@ from ..kernels.sm90 import host
 from ..kernels.sm90 import config as gemm
 from ..kernels.phase_slots import SM90
 from .base import KernelInfo, Launch, checked_group, group_problem, kernel_info
-from .family import KernelFamily
+from .family import KernelFamily, Knob
 
 ARCH = "sm_90a"
 # where the persistent kernel's tensor maps come from: its producer rewrites one pair in the kernel
@@ -113,6 +113,28 @@ class Sm90Kernels(KernelFamily):
         if grouped:  # how its timed launches are made
             infos[0].extra["launch"] = "programmatic" if self.programmatic else "stream order"
         return infos
+
+    def knobs(self) -> tuple[Knob, ...]:
+        """tile_m 32 holds no benchmark's m (40 and up); stages up to what fits (stages_for stops at 6)."""
+        return (Knob("tile_m", (64, 128)), Knob("stages", (2, 3, 4, 5, 6)), Knob("slots", (WIDE_SLOTS, gemm.A16_SLOTS)),
+                Knob("half_tiles", (True, False)), Knob("wide_tiles", (False, True)),
+                Knob("tensormaps", TENSORMAP_MODES))
+
+    def point_build(self, case: Case, point: dict, sms: int | None = None):
+        config = gemm.GemmConfig(persistent=True, readiness=self.readiness, **point)
+        why = config.problems()
+        if not why and case.g > gemm.MAX_GROUPS:
+            why = f"the persistent sm_90a cute kernel takes at most {gemm.MAX_GROUPS} groups, got {case.g}"
+        why = why or _shape_problem(case, config)
+        return (None, why) if why else (config, None)
+
+    def default_point(self, case: Case, sms: int | None = None) -> dict:
+        c = persistent_config(case.m, case.n, sms or NOMINAL_SMS)
+        return {"tile_m": c.tile_m, "stages": c.stages, "slots": c.slots, "half_tiles": c.half_tiles,
+                "wide_tiles": c.wide_tiles, "tensormaps": self.default_mode}
+
+    def _compile_config(self, config, arch: str) -> list[KernelInfo]:
+        return [self._info(host.compile_gemm(config, None, arch, need_callable=False))]
 
     @staticmethod
     def _info(entry) -> KernelInfo:

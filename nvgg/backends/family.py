@@ -17,6 +17,7 @@ family's `default_mode` (`mode`), and an instrumented launch is made in stream o
 from __future__ import annotations
 
 import abc
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ..cases import Case
@@ -27,6 +28,14 @@ if TYPE_CHECKING:
     import torch
 
     from ..kernels.phase_slots import SlotLayout
+
+
+@dataclass(frozen=True)
+class Knob:
+    """One choice of a family's persistent build and the values a sweep of it tries (nvgg/space.py)."""
+
+    name: str
+    values: tuple
 
 
 class KernelFamily(abc.ABC):
@@ -100,3 +109,33 @@ class KernelFamily(abc.ABC):
     @abc.abstractmethod
     def phase_layout(self, tensormaps: str | None = None) -> SlotLayout:
         """The slots of the instrumented build's buffer in that tensor-map mode."""
+
+    # ---- the persistent build's space (nvgg/space.py): its knobs, the build a point names, the
+    # family's own choice. A family without knobs declares none; its space is its one build.
+
+    def knobs(self) -> tuple[Knob, ...]:
+        """The persistent build's choices a sweep may make, each with the values it tries."""
+        return ()
+
+    def point_build(self, case: Case, point: dict, sms: int | None = None) -> tuple[object | None, str | None]:
+        """(the persistent build's configuration `point` names for `case`, None), or (None, why the
+        family refuses it: the configuration's own checks, or a group it cannot take)."""
+        raise NvggError(f"the {self.arch} kernels declare no choices to sweep")
+
+    def default_point(self, case: Case, sms: int | None = None) -> dict:
+        """The point the family picks itself for `case` (a heuristic, a model): what runs by default."""
+        return {}
+
+    def point_estimate(self, case: Case, point: dict, sms: int | None = None) -> float | None:
+        """The family's model of a point's time in µs, where it has one (None)."""
+        return None
+
+    def compile_point(self, case: Case, arch: str, point: dict, sms: int | None = None) -> list[KernelInfo]:
+        """The build `point` names, compiled for `arch` without a GPU (cached); NvggError if refused."""
+        config, why = self.point_build(case, point, sms)
+        if why:
+            raise NvggError(why)
+        return self._compile_config(config, arch)
+
+    def _compile_config(self, config, arch: str) -> list[KernelInfo]:
+        raise NvggError(f"the {self.arch} kernels declare no choices to sweep")

@@ -11,7 +11,9 @@ from tabulate import tabulate
 from .. import profiles, selection
 from ..profiling import occupancy
 from ..result import document
-from .common import CasesFile, JsonOut, Shape, TensorMaps, check_writable, command, emit_json, mode_value, pick_cases
+from ..errors import NvggError
+from .common import (CasesFile, JsonOut, Progress, Shape, TensorMaps, check_writable, command, emit_json,
+                     mode_value, pick_cases)
 
 # the table's columns: a kernel's field and its heading
 COLUMNS = {"case": "case", "name": "kernel", "registers": "registers", "smem_bytes": "shared memory B",
@@ -27,13 +29,20 @@ def register(app: typer.Typer) -> None:
                     strategy: Annotated[str, typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = "persistent",
                     backend: Annotated[str, typer.Option("--backend", metavar="NAME", help="The backend whose kernels to build.")] = "cute",
                     tensormaps: TensorMaps = None, shape: Shape = None, cases_file: CasesFile = None,
+                    space: Annotated[bool, typer.Option("--space", help="Every point of the persistent kernel's choices (its knobs), each built or refused with the family's reason; the family's own choice marked.")] = False,
                     json_out: JsonOut = None) -> None:
         """Compile only (no GPU needed): resources, tensor memory, cluster, stages, occupancy per kernel."""
         check_writable("--json", json_out, stdout_ok=True)
         os.environ.setdefault("CUTE_DSL_ARCH", arch)
         picked = pick_cases(case, shape, cases_file)
+        if space and (strategy != "persistent" or tensormaps):
+            raise NvggError("--space sweeps the persistent kernel's choices, the tensor-map mode among them: drop "
+                            "--strategy and --tensormaps")
         be, st = selection.for_arch(strategy, backend, mode_value(tensormaps), arch)
         limits = profiles.for_arch(arch)
+        if space:
+            _space(be.kernels(arch), picked, arch, limits, json_out)
+            return
         kernels = []
         for c in picked:
             for info in be.compile(c, arch, grouped=st.grouped, sms=limits.sm_count):
@@ -49,6 +58,50 @@ def register(app: typer.Typer) -> None:
                             disable_numparse=True))
         typer.echo(f"target {arch}, occupancy against the {limits.name} profile ({limits.sm_count} SMs); "
                    "--json FILE (or -) for the PTX and SASS paths and the rest")
+
+
+def _space(family, picked, arch: str, limits, json_out) -> None:
+    """`--space`: every case's points, the accepted ones built; a table of the built points (a
+    column a knob) and the refusals counted by reason under it; every point in the JSON."""
+    from .. import space as spacemod
+    from ..report import tabulate as table
+    knobs = [k.name for k in family.knobs()]
+    with Progress(len(picked), "building the space") as progress:
+        built = []
+        for c in picked:
+            progress.start(f"case {c.id}")
+            done = spacemod.compile_all(family, [c], arch, limits.sm_count)
+            built += done
+            progress.finish(f"case {c.id}", f"{sum(1 for b in done if b.kernels)} built, "
+                                            f"{sum(1 for b in done if b.point.refused)} refused")
+    if emit_json(json_out, document("compile", arch=arch, kernels=[], space=[b.to_dict() for b in built])):
+        return
+    rows = []
+    for b in built:
+        if b.point.refused:
+            continue
+        k = b.kernels[0] if b.kernels else {}
+        est = b.point.estimate_us
+        rows.append([b.point.case, *(_cell(b.point.values[n]) for n in knobs), "*" if b.point.default else "",
+                     "—" if est is None else f"{est:.2f}", k.get("registers", "—"), k.get("smem_bytes", "—"),
+                     k.get("tmem_columns") or "—", _cell(k.get("stages")) if k.get("stages") is not None else "—",
+                     "built" if b.kernels else f"failed: {b.error}"[:40]])
+    typer.echo(table(rows, headers=["case", *knobs, "default", "model µs", "regs", "smem B", "tmem", "stages",
+                                    "status"]))
+    refused: dict[str, int] = {}
+    for b in built:
+        if b.point.refused:
+            refused[b.point.refused] = refused.get(b.point.refused, 0) + 1
+    for reason, count in sorted(refused.items(), key=lambda kv: -kv[1]):
+        typer.echo(f"refused {count}: {reason}")
+    defaults = [b for b in built if b.point.default]
+    typer.echo(f"target {arch}; * the kernel family's own choice for the case"
+               + ("; model µs: the B200 model that choice follows (not a measurement)"
+                  if any(b.point.estimate_us is not None for b in built) else "")
+               + f"; {sum(1 for b in built if b.kernels)} points built, {sum(1 for b in built if b.point.refused)} "
+                 f"refused, {sum(1 for b in built if b.error)} failed to compile, over {len(picked)} case(s)")
+    if any(d.point.refused for d in defaults):
+        typer.echo("the family's own choice is refused on: " + ", ".join(d.point.case for d in defaults if d.point.refused))
 
 
 def _cell(value):

@@ -1,0 +1,96 @@
+"""A kernel family's space (nvgg/space.py, family.py knobs): every point of the persistent build's
+knobs a case, refused with the family's own reason or built, the family's choice marked; `nvgg
+compile --space` builds them on the CPU."""
+
+import json
+
+import jsonschema
+import pytest
+
+from nvgg import cases, space
+from nvgg.backends import cute
+from nvgg.backends.cute_sm100 import _model_inputs
+from nvgg.cases import make_case
+from nvgg.errors import NvggError
+from nvgg.kernels.sm100 import host as sm100_host
+from nvgg.result import SCHEMA
+
+
+@pytest.mark.parametrize("case_id", ["1", "2", "3", "4"])
+def test_sm100_space_holds_the_models_choice_with_the_models_times(case_id):
+    case = cases.get(case_id)
+    points = space.points(cute.family("sm_100a"), case)
+    assert len(points) == 2 * 2 * 2 and not any(p.refused for p in points)  # mma_n x cta_group x tensor maps
+    (default,) = [p for p in points if p.default]
+    chosen = sm100_host.choose(case.groups, *_model_inputs(None)).config
+    assert default.values == {"mma_n": chosen.mma_n, "cta_group": chosen.cta_group, "tensormaps": "host"}
+    for p in points:  # the model's time is the one host.choose ranks by, and the choice is its fastest
+        config = sm100_host.gemm.Sm100Config(mma_n=p.values["mma_n"], cta_group=p.values["cta_group"])
+        assert p.estimate_us == sm100_host.estimate(case.groups, config, *_model_inputs(None)).makespan_us
+        assert default.estimate_us <= p.estimate_us
+
+
+def test_sm90_space_refuses_with_the_configs_own_reasons_and_holds_the_default():
+    fam = cute.family("sm_90a")
+    for cid in ("1", "2", "3", "4"):
+        points = space.points(fam, cases.get(cid))
+        (default,) = [p for p in points if p.default]
+        assert not default.refused and default.values == fam.default_point(cases.get(cid))
+        built = [p for p in points if not p.refused]
+        assert 40 <= len(built) < len(points)
+    narrow_wide = next(p for p in points if p.values["tile_m"] == 64 and p.values["wide_tiles"])
+    assert narrow_wide.refused == "wide_tiles needs the persistent kernel with tile_m 128 and half tiles"
+    deep = next(p for p in points if p.values["tile_m"] == 128 and p.values["stages"] == 6 and p.values["slots"] == 8
+                and not p.values["wide_tiles"])
+    assert "bytes of shared memory, over sm_90's" in deep.refused and deep.estimate_us is None
+    # a shape the kernel cannot take: every point refused, saying which group
+    bad = make_case("bad", [64, 64], [256, 200], [512, 512])
+    reasons = {p.refused for p in space.points(fam, bad)}
+    assert all(reasons) and any(r.startswith("group 1: n=200 is not a multiple of") for r in reasons)
+
+
+def test_a_build_the_compiler_refuses_is_that_points_error():
+    class Flaky(type(cute.family("sm_100a"))):
+        def compile_point(self, case, arch, point, sms=None):
+            if point["mma_n"] == 256:
+                raise RuntimeError("ptxas: out of registers\nmore")
+            return []
+
+    built = space.compile_all(Flaky(), [cases.get("4")], "sm_100a")
+    assert len(built) == 8
+    assert {b.error for b in built if b.point.values["mma_n"] == 256} == {"RuntimeError: ptxas: out of registers"}
+    assert all(b.error == "" for b in built if b.point.values["mma_n"] == 128)
+
+
+def test_a_family_without_knobs_has_no_space():
+    class Bare(type(cute.family("sm_100a"))):
+        def knobs(self):
+            return ()
+
+    with pytest.raises(NvggError, match="declare no choices to sweep"):
+        space.points(Bare(), cases.get("4"))
+
+
+def test_compile_space_builds_every_sm100_point_on_the_cpu(cli, tmp_path):
+    doc = tmp_path / "s.json"
+    out = cli("compile", "--arch", "sm_100a", "--case", "4", "--space", "--json", str(doc))
+    assert out.exit_code == 0, out.output
+    raw = json.loads(doc.read_text())
+    jsonschema.validate(raw, json.loads(SCHEMA.read_text()))
+    got = raw["space"]
+    assert len(got) == 8 and all(p["kernels"] and not p["refused"] and not p["error"] for p in got)
+    assert [p["name"] for p in got if p["default"]] == ["mma_n=256 cta_group=2 tensormaps=host"]
+    assert len({p["kernels"][0]["name"] for p in got}) == 8  # a build a point: tiles, clusters and maps differ
+    out = cli("compile", "--arch", "sm_100a", "--case", "4", "--space")
+    assert out.exit_code == 0 and "| 4    | 256   | 2         | host       | *" in out.stdout
+    assert "8 points built, 0 refused, 0 failed to compile" in out.stdout
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--strategy", "graph"], "--space sweeps the persistent kernel's choices"),
+    (["--tensormaps", "host"], "--space sweeps the persistent kernel's choices"),
+    (["--backend", "torch"], "the torch backend runs library kernels nvgg does not compile"),
+])
+def test_compile_space_refusals(cli, args, says):
+    out = cli("compile", "--arch", "sm_100a", "--case", "4", "--space", *args)
+    assert out.exit_code == 2 and says in out.stderr, out.output
