@@ -108,35 +108,40 @@ def _good(r: Result) -> bool:
 
 
 def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: float, timeout_s: float | None = None,
-        seed: int = 0, on_case: Callable[[CaseAB, bool], None] | None = None) -> list[CaseAB]:
+        seed: int = 0, on_case: Callable[[CaseAB, bool], None] | None = None,
+        pool: procs.Pool | None = None) -> list[CaseAB]:
     """Each case's versions (its rows, the first the base) in rounds, a random order each round,
-    all in one pool (a worker a version, kept across cases and rounds); a case stops once every
-    ratio is decided after MIN_ROUNDS, at `max_rounds`, on a failure, or when its share of the
-    budget is spent. `on_case(ab, done)` as each case starts (done False) and ends (True)."""
+    all in one pool (a worker a version, kept across cases and rounds; `pool`: one the caller
+    holds); a case stops once every ratio is decided after MIN_ROUNDS, at `max_rounds`, on a
+    failure, or when its share of the budget is spent. `on_case(ab, done)` as each case starts
+    (done False) and ends (True)."""
+    if pool is None:
+        with procs.Pool(timeout_s, preload=("nvgg.datapath",)) as own:
+            return run(case_rows, floor=floor, max_rounds=max_rounds, budget_s=budget_s, timeout_s=timeout_s,
+                       seed=seed, on_case=on_case, pool=own)
     order = random.Random(seed)
     out = []
-    with procs.Pool(timeout_s, preload=("nvgg.datapath",)) as pool:
-        for i, versions in enumerate(case_rows):
-            ab = CaseAB(versions[0].case.id, [r.label if r.submission else r.name.split(" ", 1)[1] for r in versions],
-                        [[] for _ in versions])
-            deadline = time.monotonic() + budget_s / (len(case_rows) - i)  # spent: one round a case
-            started = time.monotonic()
-            if on_case:
-                on_case(ab, False)
-            for n in range(max_rounds):
-                turn = list(range(len(versions)))
-                order.shuffle(turn)
-                for v in turn:
-                    ab.results[v].append(rows.run_in(pool, versions[v], rounds=True))
-                ab.stopped = _stop(ab, n + 1, floor, deadline)
-                if ab.stopped:
-                    break
-            else:
-                ab.stopped = f"{max_rounds} rounds"
-            budget_s = max(0.0, budget_s - (time.monotonic() - started))
-            out.append(ab)
-            if on_case:
-                on_case(ab, True)
+    for i, versions in enumerate(case_rows):
+        ab = CaseAB(versions[0].case.id, [r.label if r.submission else r.name.split(" ", 1)[1] for r in versions],
+                    [[] for _ in versions])
+        deadline = time.monotonic() + budget_s / (len(case_rows) - i)  # spent: one round a case
+        started = time.monotonic()
+        if on_case:
+            on_case(ab, False)
+        for n in range(max_rounds):
+            turn = list(range(len(versions)))
+            order.shuffle(turn)
+            for v in turn:
+                ab.results[v].append(rows.run_in(pool, versions[v], rounds=True))
+            ab.stopped = _stop(ab, n + 1, floor, deadline)
+            if ab.stopped:
+                break
+        else:
+            ab.stopped = f"{max_rounds} rounds"
+        budget_s = max(0.0, budget_s - (time.monotonic() - started))
+        out.append(ab)
+        if on_case:
+            on_case(ab, True)
     return out
 
 

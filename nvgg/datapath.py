@@ -214,9 +214,6 @@ def run_one(case: Case, *, strategy=None, backend=None, device: torch.device | N
     return session.result
 
 
-_SUBMISSIONS: dict[str, object] = {}
-
-
 def run_row(row: Row) -> Result:
     """A row's Result, whatever happens in it short of a lost CUDA context: unsupported pairs, a
     submission that fails to import, an exception in user code or a kernel become the row's status
@@ -231,11 +228,12 @@ def _run(row: Row, keep: tuple | None = None) -> Result:
     t0 = time.perf_counter()
     try:
         if row.submission:
-            module = _SUBMISSIONS.get(row.submission) or sub.load(row.submission, row.case.id)
-            _SUBMISSIONS[row.submission] = module  # imported once a process, as the competition does
+            module = sub.loaded(row.submission, row.case.id)  # imported once a process, as the competition does
+            sub.give_point(module, row.point)
             session = setup(row.case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), device=device,
                             profile=row.profile, batch=row.batch)
             session.result.source, session.result.revision = row.label, row.revision
+            session.result.point = dict(row.point)
         else:
             session = setup(row.case, strategy=row.strategy, backend=row.backend, device=device, profile=row.profile,
                             batch=row.batch, tensormaps=row.tensormaps)
@@ -262,8 +260,12 @@ def run_round(row: Row) -> Result:
     (setup, the checked run, the timed run) with the session kept; each later round times the kept
     session again, on new input values (refilled in place and checked after, as every timed run
     is): one leaderboard measurement a round, without setting up again."""
-    key = (row.case.id, row.submission, row.strategy, row.backend, row.tensormaps, row.timer, row.l2, row.device)
+    key = (row.case.id, row.submission, row.point, row.strategy, row.backend, row.tensormaps, row.timer, row.l2,
+           row.device)
     session = _ROUNDS.get(key)
+    if session is not None and row.submission:  # points of one file share its module: this round's CONFIG
+        from .backends import submission as sub
+        sub.give_point(sub.loaded(row.submission), row.point)
     if session is None:
         for other in [k for k in _ROUNDS if k[0] != row.case.id]:  # an A/B goes case by case: free the last case's
             del _ROUNDS[other]

@@ -13,7 +13,7 @@ import tabulate as tabulate_module
 
 from . import result as resultmod
 from .cases import Case
-from .result import row_key
+from .result import point_name, row_key
 from .sol import Sol
 
 
@@ -493,3 +493,83 @@ def ab_document(done, means: dict, floor: float, env: dict) -> dict:
             {"name": name, "vs_base": ratio_dict(ratios[v]), "times_us": ab.times(v),
              "rounds": [r.to_dict() for r in ab.results[v]]} for v, name in enumerate(ab.versions)]})
     return document("ab", env=env, floor=floor, cases=cases, geomean={k: ratio_dict(g) for k, g in means.items()})
+
+
+# ---------------------------------------------------------------- a sweep (nvgg tune)
+
+def tune_table(done, space: dict, floor: float, env: dict) -> str:
+    """`nvgg tune`'s output: a table a case (a column a knob; the first pass's time and its ±, then
+    the finalists' standing against the winner from the rounds), and a line a case with the
+    winner, the points not told apart from it, where the default stands and the gain over it."""
+    from .env import card
+    knobs = list(space)
+    lines = [f"card: {card(env)}   floor ±{floor:.1%}   finalists measured again in interleaved rounds (95% intervals)"]
+    for ct in done:
+        order = ct.good() + [p for p in ct.points if p in ct.first and p not in ct.good()]
+        rows = []
+        for p in order:
+            r = ct.first[p]
+            timed = r.status == "ok" and r.stats is not None
+            vs = ct.against_winner(p)
+            standing = ("winner" if p == ct.winner else
+                        f"{vs.ratio:.3f}x {vs.classify(floor)}" if vs is not None else
+                        "—" if timed else status_text(r))
+            rows.append([*(str(v) for _, v in p), "*" if p == ct.default else "",
+                         fmt_us(r.time_us) if timed else "—", fmt_us(r.stats.rerun_us if timed and r.stats.rerun_us
+                                                                      is not None else r.stats.err_us if timed else None),
+                         standing])
+        lines += [f"\ncase {ct.case}" + (f" ({ct.stopped})" if ct.stopped else ""),
+                  tabulate(rows, headers=[*knobs, "default", "µs", "±", "vs winner"])]
+        lines.append(tune_summary(ct, floor))
+    lines.append("* the file's default (each knob's first value); µs and ± from the first pass, 'vs winner' from the "
+                 "rounds")
+    return "\n".join(lines)
+
+
+def tune_summary(ct, floor: float) -> str:
+    """A case's answer in a line."""
+    if ct.winner is None:
+        return f"case {ct.case}: no winner ({ct.stopped or 'no point ran right'})"
+    good = ct.good()
+    text = f"case {ct.case}: winner {point_name(ct.winner)} ({fmt_us(ct.first[ct.winner].time_us)} µs)"
+    if ct.not_apart:
+        text += "; not told apart from it: " + ", ".join(point_name(p) for p in ct.not_apart)
+    if ct.default == ct.winner:
+        text += "; the default wins"
+    elif ct.default in good:
+        gain = ct.gain()
+        text += f"; the default is {good.index(ct.default) + 1} of {len(good)} in the first pass"
+        if gain is not None:
+            text += f", {_ratio_text(gain)} the winner's time ({gain.classify(floor)})"
+    else:
+        text += "; the default did not run right"
+    return text
+
+
+def tune_document(done, version, space: dict, floor: float, env: dict) -> dict:
+    """`nvgg tune --json`: the space, and a case: every point's first-pass result, the finalists'
+    rounds and ratios to the winner, the winner, the points not told apart, the default's gain."""
+    from .result import document
+
+    def ratio_dict(r):
+        return None if r is None else {"ratio": r.ratio, "lo": r.lo, "hi": r.hi, "rounds": r.n, "class": r.classify(floor)}
+
+    cases = []
+    for ct in done:
+        finals = []
+        for v, p in enumerate(ct.final_points):
+            finals.append({"point": dict(p), "rounds": [r.to_dict() for r in ct.final.results[v]],
+                           "vs_winner": ratio_dict(ct.against_winner(p))})
+        cases.append({"case": ct.case, "stopped": ct.stopped, "default": dict(ct.default),
+                      "winner": dict(ct.winner) if ct.winner is not None else None,
+                      "not_apart": [dict(p) for p in ct.not_apart], "gain": ratio_dict(ct.gain()),
+                      "points": [r.to_dict() for r in ct.first.values()], "finalists": finals})
+    return document("tune", submission=version.name, revision=version.revision, space=space, floor=floor, env=env,
+                    cases=cases)
+
+
+def config_map(done, version, space: dict) -> dict:
+    """The winners as a config map (`--out`): case -> point, for `run`, `compare` and `ab` (`--config`)."""
+    from .result import document
+    return document("config", submission=version.name, space=space,
+                    cases={ct.case: dict(ct.winner) for ct in done if ct.winner is not None})

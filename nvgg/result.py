@@ -30,7 +30,7 @@ from .sol import Sol
 from .verdict import Verdict
 
 FORMAT = 1
-KINDS = ("results", "profile", "cases", "sol", "compile", "trace", "ab")
+KINDS = ("results", "profile", "cases", "sol", "compile", "trace", "ab", "tune", "config")
 SCHEMA = resources.files("nvgg") / "schema" / "nvgg.schema.json"
 STATUSES = ("ok", "wrong", "error", "unsupported")
 
@@ -98,6 +98,7 @@ class Result:
     tensormaps: str = ""           # the persistent cute kernel's tensor maps: device or host ("" otherwise)
     source: str = ""               # a submission's name: its file's, or the shortest end of its path that tells it apart
     revision: str = ""             # the git commit a submission was taken from (PATH@REV), "" for the working copy
+    point: dict = field(default_factory=dict)  # the knobs' values the row ran with (a sweep's point: nvgg tune)
     l2_clear: str = ""             # how L2 was cleared before each timed repetition (timing.L2_CLEARS), "" on a CPU
     checked_inputs: int = 0
     stats: timing.Stats | None = None
@@ -169,6 +170,11 @@ class Result:
         return cls(**kwargs)
 
 
+def point_name(point: tuple) -> str:
+    """A point ((knob, value), ...) as tables and progress name it: "work=1 split=2"."""
+    return " ".join(f"{k}={v}" for k, v in point) or "(no knobs)"
+
+
 @dataclass(frozen=True)
 class Row:
     """One row of a run: a case under a strategy and backend (or a user's submission), as the
@@ -186,6 +192,7 @@ class Row:
     source: str = ""                # a submission's name in tables (versions.names): its file's where empty
     l2: str = "nvgg"                # how the timer clears L2 before each repetition (timing.L2_CLEARS)
     revision: str = ""              # the commit a submission's file was taken from (PATH@REV)
+    point: tuple = ()               # ((knob, value), ...): what a submission's CONFIG holds for this row
 
     @property
     def label(self) -> str:
@@ -208,7 +215,7 @@ class Row:
     def failed(self, status: str, message: str) -> Result:
         if self.submission:
             return Result(case=self.case.id, strategy="submission", backend="submission", status=status,
-                          message=message, source=self.label, revision=self.revision)
+                          message=message, source=self.label, revision=self.revision, point=dict(self.point))
         return Result(case=self.case.id, strategy=self.strategy or "", backend=self.backend or "", status=status,
                       message=message, tensormaps=self.tensormaps or "")
 

@@ -21,14 +21,18 @@ from .selection import default_device, select
 
 
 def rows_of(cases: list[Case], strategy_names: list[str], backend_names: list[str], *,
-            submissions: list = (), tensormaps: list[str] | None = None, **common) -> list[Row]:
+            submissions: list = (), tensormaps: list[str] | None = None, points: dict | None = None,
+            **common) -> list[Row]:
     """cases x strategies x backends (the persistent strategy once per tensor-map mode listed,
-    None: once in the default mode), then each submission (versions.Version), case by case."""
+    None: once in the default mode), then each submission (versions.Version), case by case;
+    `points`: a config map's point by case id (result.read_config), each submission's CONFIG."""
     rows = []
     for case in cases:
         rows += [Row(case, s, b, m, **common) for b in backend_names for s in strategy_names
                  for m in (tensormaps if tensormaps and s == "persistent" else [None])]
-        rows += [Row(case, submission=v.path, source=v.name, revision=v.revision, **common) for v in submissions]
+        point = (points or {}).get(case.id, ())
+        rows += [Row(case, submission=v.path, source=v.name, revision=v.revision, point=point, **common)
+                 for v in submissions]
     return rows
 
 

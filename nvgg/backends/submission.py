@@ -74,6 +74,69 @@ def load(path: str | Path, case: str | None = None):
     return module
 
 
+_LOADED: dict[str, object] = {}
+
+
+def loaded(path: str, case: str | None = None):
+    """`load`, once a process for each file (as the competition imports a submission once)."""
+    if path not in _LOADED:
+        _LOADED[path] = load(path, case)
+    return _LOADED[path]
+
+
+# --- a submission's space (nvgg tune) ------------------------------------------------------
+# A submission declares what nvgg may sweep as a module-level TUNE = {"knob": [values, ...]} (its
+# own default first in each list) and reads the point it is given from a module-level CONFIG
+# dict, which nvgg sets before each row; without nvgg, CONFIG is whatever the file sets itself.
+
+KNOB_VALUE_TYPES = (bool, int, float, str)
+
+
+def give_point(module, point: tuple) -> None:
+    """Set the submission's CONFIG to `point` ((knob, value) pairs) for the calls that follow; an
+    empty point gives the file its own CONFIG back (or none, where it set none)."""
+    if not hasattr(module, "__nvgg_own_config__"):
+        module.__nvgg_own_config__ = getattr(module, "CONFIG", _NONE)
+    if point:
+        module.CONFIG = dict(point)
+    elif module.__nvgg_own_config__ is _NONE:
+        module.__dict__.pop("CONFIG", None)
+    else:
+        module.CONFIG = module.__nvgg_own_config__
+
+
+_NONE = object()
+
+
+def declared_space(path: str) -> dict[str, list]:
+    """The submission's TUNE, checked: knob names to non-empty lists of plain values (what a JSON
+    file and a worker's pipe carry). Imported in the worker that runs the file's rows; NvggError
+    in one line where there is no space to sweep."""
+    module = loaded(path)
+    name = Path(path).name
+    example = "for example TUNE = {'stages': [3, 4, 5], 'cluster': [1, 2]}, your default first in each list"
+    tune = getattr(module, "TUNE", None)
+    if tune is None:
+        raise NvggError(f"submission {name} declares no TUNE to sweep: add a module-level TUNE dict ({example}) and "
+                        "read the point from CONFIG in custom_kernel")
+    if not isinstance(tune, dict) or not tune:
+        raise NvggError(f"submission {name}: TUNE must be a non-empty dict of knob -> list of values ({example})")
+    out = {}
+    for knob, values in tune.items():
+        if not isinstance(knob, str) or not knob.isidentifier():
+            raise NvggError(f"submission {name}: TUNE's knob {knob!r} must be a name like 'stages'")
+        if not isinstance(values, (list, tuple)) or not values:
+            raise NvggError(f"submission {name}: TUNE[{knob!r}] must be a non-empty list of values ({example})")
+        bad = [v for v in values if not isinstance(v, KNOB_VALUE_TYPES)]
+        if bad:
+            raise NvggError(f"submission {name}: TUNE[{knob!r}] holds {bad[0]!r}: values are numbers, strings or "
+                            "booleans")
+        if len(set(map(repr, values))) < len(values):
+            raise NvggError(f"submission {name}: TUNE[{knob!r}] names a value twice")
+        out[knob] = list(values)
+    return out
+
+
 # --- a submission's own errors --------------------------------------------------------------
 
 EXCERPT_LINES = 8   # lines of a build's compiler output shown (the log holds the rest)

@@ -6,6 +6,6 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from . import ab, cases, compare, compile, profile, report, run, sol
-    for module in (cases, run, compare, ab, sol, compile, profile, report):
+    from . import ab, cases, compare, compile, profile, report, run, sol, tune
+    for module in (cases, run, compare, ab, tune, sol, compile, profile, report):
         module.register(app)

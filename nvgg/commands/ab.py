@@ -11,8 +11,9 @@ import typer
 from .. import ab as abmod, rows, selection
 from ..errors import NvggError
 from ..report import ab_document, ab_table, check_text
-from .common import (L2, CasesFile, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, check_l2, check_outputs,
-                     check_profile, command, emit_json, pick_cases, submissions, warn_if_slow_on_cpu)
+from .common import (L2, CasesFile, ConfigMap, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, check_l2, check_outputs,
+                     check_profile, command, config_points, emit_json, pick_cases, submissions,
+                     warn_if_slow_on_cpu)
 
 
 def register(app: typer.Typer) -> None:
@@ -24,18 +25,19 @@ def register(app: typer.Typer) -> None:
                rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=abmod.MIN_ROUNDS, max=1000, help="The most rounds a case (each a leaderboard measurement of every version).")] = 30,
                budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", min=1.0, help="Time for the rounds of all cases together.")] = 120.0,
                shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, timeout: RowTimeout = None,
-               l2: L2Opt = L2.nvgg, json_out: JsonOut = None) -> None:
+               l2: L2Opt = L2.nvgg, config: ConfigMap = None, json_out: JsonOut = None) -> None:
         """A fair A/B of versions of a submission: alternating rounds until each ratio's 95% interval is decided."""
         picked = pick_cases(None if shape else case, shape, cases_file)
         if len(submission or []) < 2:
             raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
         check_outputs(json_out)
         check_profile(profile)
+        points = config_points(config, picked, submission)
         device = selection.default_device()
         check_l2(l2, device)
         with submissions(submission) as versions:
-            todo = [rows.rows_of([c], [], [], submissions=versions.items, device=str(device), profile=profile, l2=l2.value)
-                    for c in picked]
+            todo = [rows.rows_of([c], [], [], submissions=versions.items, points=points, device=str(device),
+                                 profile=profile, l2=l2.value) for c in picked]
             for row in (r for case_rows in todo for r in case_rows):
                 rows.precheck(row)
             by_id = {c.id: c for c in picked}

@@ -153,6 +153,45 @@ def submissions(specs: list[str] | None):
     return Versions(list(specs or []), check_submission)
 
 
+ConfigMap = Annotated[Optional[str], typer.Option("--config", metavar="FILE", help="A config map (nvgg tune --out): each case's point given to the --submission rows as CONFIG.")]
+
+
+def config_points(path: str | None, picked, submission) -> dict | None:
+    """--config read for the cases asked (result.read_config), before any row; it gives points to
+    submissions, so it needs one."""
+    if path is None:
+        return None
+    if not submission:
+        raise NvggError("--config gives a config map's points to a submission's CONFIG: add --submission, or drop "
+                        "--config")
+    return _read_config(path, [c.id for c in picked])
+
+
+def _read_config(path: str | Path, case_ids: list[str]) -> dict[str, tuple]:
+    """A config map (`nvgg tune --out`): the point of each case asked for, as ((knob, value), ...);
+    one NvggError where the file is no config map or lacks a case."""
+    from ..errors import read_text
+    from ..result import migrate
+    what = "config map"
+    text = read_text(path, what, "pass the file nvgg tune --out wrote")
+    try:
+        raw = json.loads(text)
+    except ValueError:
+        raise NvggError(f"{what} {path} is not JSON: pass the file nvgg tune --out wrote") from None
+    doc = migrate(raw, path, what)
+    cases = doc.get("cases")
+    if doc["kind"] != "config" or not isinstance(cases, dict) or not all(isinstance(v, dict) for v in cases.values()):
+        raise NvggError(f"{what} {path} is an nvgg {doc['kind']} file, not a config map: pass the file nvgg tune "
+                        "--out wrote")
+    missing = [c for c in case_ids if c not in cases]
+    if missing:
+        held = ", ".join(cases) or "none"
+        raise NvggError(f"{what} {path} has no point for case {', '.join(missing)} (it holds {held}): tune those "
+                        "cases, or leave them out")
+    return {c: tuple(cases[c].items()) for c in case_ids}
+
+
+
 def emit_json(path: str | None, payload: dict) -> bool:
     """--json: "-" prints the document (result.document) on stdout (True: it stands in for the
     table); a file is written (atomically) and announced on stderr."""

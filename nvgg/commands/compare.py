@@ -13,9 +13,9 @@ from ..env import card
 from ..errors import NvggError
 from ..report import (check_text, compare_outcome, gate, geomean_table, in_baseline, label, load_baseline,
                       results_table)
-from .common import (L2, CasesFile, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, Timer, TimerOpt, check_outputs,
-                     check_l2, check_profile, check_timer, command, finish_files, names, pick_cases, submissions,
-                     tensormaps_option)
+from .common import (L2, CasesFile, ConfigMap, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, Timer, TimerOpt, check_outputs,
+                     check_l2, check_profile, check_timer, command, config_points, finish_files, names, pick_cases,
+                     submissions, tensormaps_option)
 
 
 class What(str, Enum):
@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
                     tensormaps: Annotated[Optional[str], typer.Option("--tensormaps", metavar="MODES", help="The persistent cute kernel's tensor maps: device, host, or both (device,host or all), a row each.")] = None,
                     shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
                     timer: TimerOpt = Timer.leaderboard, l2: L2Opt = L2.nvgg, json_out: JsonOut = None,
-                    timeout: RowTimeout = None,
+                    timeout: RowTimeout = None, config: ConfigMap = None,
                     markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
                     baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="An earlier --json file to gate against.")] = None,
                     max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", min=0.0, help="Allowed slowdown in percent with --baseline (default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
@@ -51,8 +51,9 @@ def register(app: typer.Typer) -> None:
         check_profile(profile)
         check_timer(timer, device)
         check_l2(l2, device)
+        points = config_points(config, picked, submission)
         with submissions(submission) as versions:
-            todo = rows.rows_of(picked, st_names, be_names, submissions=versions.items, tensormaps=modes,
+            todo = rows.rows_of(picked, st_names, be_names, submissions=versions.items, tensormaps=modes, points=points,
                                 device=str(device), profile=profile, timer=timer.value, l2=l2.value)
             _run(todo, json_out, markdown, baseline, max_regression, timeout, device)
 

@@ -11,9 +11,9 @@ from .. import cases as casesmod, rows, selection
 from ..errors import NvggError
 from ..report import compare_outcome, label, run_text
 from ..result import Row
-from .common import (L2, CasesFile, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, TensorMaps, Timer, TimerOpt,
-                     check_l2, check_outputs, check_profile, check_timer, command, finish_files, mode_value,
-                     pick_cases, submissions, warn_if_slow_on_cpu)
+from .common import (L2, CasesFile, ConfigMap, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, TensorMaps, Timer,
+                     TimerOpt, check_l2, check_outputs, check_profile, check_timer, command, config_points, finish_files,
+                     mode_value, pick_cases, submissions, warn_if_slow_on_cpu)
 
 
 def register(app: typer.Typer) -> None:
@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
                 tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
                 cases_file: CasesFile = None,
                 profile: Profile = None, timer: TimerOpt = Timer.leaderboard, l2: L2Opt = L2.nvgg,
-                json_out: JsonOut = None) -> None:
+                config: ConfigMap = None, json_out: JsonOut = None) -> None:
         """Check and time one strategy on one case (default: the best strategy and backend here)."""
         picked = pick_cases(case, shape, cases_file)
         if len(picked) != 1:
@@ -35,12 +35,13 @@ def register(app: typer.Typer) -> None:
             raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
         check_outputs(json_out)
         check_profile(profile)
+        points = config_points(config, picked, submission)
         device = selection.default_device()
         check_timer(timer, device)
         check_l2(l2, device)
         common = dict(device=str(device), profile=profile, timer=timer.value, l2=l2.value)
         with submissions(submission) as versions:
-            todo = (rows.rows_of(picked, [], [], submissions=versions.items, **common) if submission else
+            todo = (rows.rows_of(picked, [], [], submissions=versions.items, points=points, **common) if submission else
                     [Row(picked[0], *selection.choose(strategy, backend, mode_value(tensormaps), device),
                          mode_value(tensormaps), **common)])
             files = rows.LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})

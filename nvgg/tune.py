@@ -1,0 +1,152 @@
+"""`nvgg tune`'s sweep: a submission's declared space (its TUNE, backends/submission.py), case by
+case. Every point is a row of its own (the file's CONFIG set to the point before the row, in the
+worker that runs the file), checked against the reference and timed as `run` times; then the
+finalists (the fastest point, the file's default, and up to FINALISTS - 2 more whose first times
+the gate cannot tell from the fastest) are measured again in interleaved rounds (ab.py) before
+anything is called a winner. Per case: the winner, the points not told apart from it, where the
+default stands and what the winner gains over it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from dataclasses import dataclass, field
+from typing import Callable
+
+from . import ab, gate, procs, rows
+from .cases import Case
+from .errors import NvggError
+from .result import Result, Row, point_name as name_of
+
+FINALISTS = 4      # points measured again in interleaved rounds, a case
+SAME_PCT = 5.0     # the gate's allowed change when picking finalists from the first pass
+
+
+def points_of(space: dict[str, list]) -> list[tuple]:
+    """Every combination of the knobs' values, as ((knob, value), ...), the default (each knob's
+    first value) first."""
+    names = list(space)
+    return [tuple(zip(names, values)) for values in itertools.product(*(space[n] for n in names))]
+
+
+@dataclass
+class CaseTune:
+    """One case's sweep: the first pass over every point, the finalists' rounds, the answer."""
+
+    case: str
+    points: list[tuple]
+    default: tuple
+    first: dict[tuple, Result] = field(default_factory=dict)   # point -> its first-pass result
+    final: ab.CaseAB | None = None                              # the finalists' rounds (the first the base)
+    final_points: list[tuple] = field(default_factory=list)
+    winner: tuple | None = None
+    not_apart: list[tuple] = field(default_factory=list)        # finalists the rounds cannot tell from the winner
+    stopped: str = ""
+
+    def good(self) -> list[tuple]:
+        """Points measured right, fastest first."""
+        ok = [p for p, r in self.first.items() if r.status == "ok" and r.stats is not None and not r.suspect]
+        return sorted(ok, key=lambda p: self.first[p].time_us)
+
+    def against_winner(self, point: tuple) -> ab.Ratio | None:
+        """A finalist's time over the winner's, from the rounds (None for the winner, or outside them)."""
+        if self.final is None or point not in self.final_points or point == self.winner:
+            return None
+        ratios = self.final.ratios()
+        base = self.final_points[0]
+        mine = ratios[self.final_points.index(point)]
+        if self.winner == base:
+            return mine
+        theirs = ratios[self.final_points.index(self.winner)]
+        if mine is None or theirs is None:
+            return None
+        # both against the same base: their quotient, its interval from the two (wider, not exact)
+        return ab.Ratio(mine.ratio / theirs.ratio, mine.lo / theirs.hi, mine.hi / theirs.lo, min(mine.n, theirs.n))
+
+    def gain(self) -> ab.Ratio | None:
+        """The default's time over the winner's (1.05: the winner is 5% faster)."""
+        return self.against_winner(self.default)
+
+
+def finalists(ct: CaseTune) -> list[tuple]:
+    """The fastest point first, then the default, then the next fastest the gate cannot tell from
+    the fastest (its 'same' against it), up to FINALISTS."""
+    good = ct.good()
+    if not good:
+        return []
+    best = good[0]
+    picked = [best] + ([ct.default] if ct.default in good and ct.default != best else [])
+    for p in good[1:]:
+        if len(picked) >= FINALISTS:
+            break
+        if p not in picked and gate.compare(ct.first[p].to_dict(), ct.first[best].to_dict(), SAME_PCT).kind == "same":
+            picked.append(p)
+    return picked
+
+
+def sweep(cases: list[Case], version, *, budget_s: float, floor: float, rounds: int, timeout_s: float | None = None,
+          on_space: Callable[[dict], None] | None = None, on_point: Callable[[CaseTune, Result], None] | None = None,
+          on_case: Callable[[CaseTune], None] | None = None) -> list[CaseTune]:
+    """The file's TUNE, read in the worker that runs its rows (`on_space(space)` then), and every
+    case's points (first pass), then its finalists in rounds; the budget covers both, shared
+    evenly by the cases left. `version` a versions.Version (the file, its name, revision).
+    NvggError where the file declares no space it can sweep (before any row)."""
+    from .backends import submission as sub
+    out: list[CaseTune] = []
+    budget_left = budget_s
+    with procs.Pool(timeout_s, preload=("nvgg.datapath",)) as pool:
+        try:
+            space = pool.call(f"submission:{version.path}", sub.declared_space, path=version.path)
+        except (procs.ChildFailure, procs.ChildError) as exc:
+            raise NvggError(f"submission {version.name}: reading its TUNE failed: {exc}") from None
+        if on_space:
+            on_space(space)
+        every = points_of(space)
+        for i, case in enumerate(cases):
+            started = time.monotonic()
+            share = budget_left / (len(cases) - i)
+            ct = CaseTune(case.id, every, every[0])
+            for point in every:
+                if ct.first and time.monotonic() - started > share * 0.7:  # keep some for the rounds
+                    ct.stopped = f"budget spent after {len(ct.first)} of {len(every)} points"
+                    break
+                res = rows.run_in(pool, row_of(case, version, point))
+                ct.first[point] = res
+                if on_point:
+                    on_point(ct, res)
+            _final_rounds(ct, case, version, floor, rounds, max(1.0, share - (time.monotonic() - started)), timeout_s,
+                          pool)
+            budget_left = max(0.0, budget_left - (time.monotonic() - started))
+            out.append(ct)
+            if on_case:
+                on_case(ct)
+    return out
+
+
+def row_of(case: Case, version, point: tuple) -> Row:
+    return Row(case, submission=version.path, source=version.name, revision=version.revision, point=point)
+
+
+def _final_rounds(ct: CaseTune, case: Case, version, floor: float, rounds: int, budget_s: float,
+                  timeout_s: float | None, pool: procs.Pool) -> None:
+    picked = finalists(ct)
+    if not picked:
+        ct.stopped = ct.stopped or "no point ran right"
+        return
+    ct.winner = picked[0]
+    if len(picked) == 1:
+        return
+    ct.final_points = picked
+    (ct.final,) = ab.run([[row_of(case, version, p) for p in picked]], floor=floor, max_rounds=rounds, budget_s=budget_s,
+                         timeout_s=timeout_s, pool=pool)
+    ratios = ct.final.ratios()
+    faster = [(r.ratio, p) for p, r in zip(picked, ratios) if r is not None and r.classify(floor) == "faster"]
+    if faster:  # the rounds overturn the first pass: the fastest of those decidedly faster wins
+        ct.winner = min(faster)[1]
+    for p in picked:
+        r = ct.against_winner(p)
+        if p != ct.winner and r is not None and r.classify(floor) in ("same", "unsure"):
+            ct.not_apart.append(p)
+    if ct.final.failed() is not None:
+        ct.stopped = ct.stopped or f"the rounds stopped: {ct.final.stopped}"

@@ -1,0 +1,171 @@
+"""`nvgg tune` on a submission's declared space (nvgg/tune.py, commands/tune.py): the points, the
+TUNE a file declares and the CONFIG it is given, the finalists and the winner (rows faked), and a
+sweep for real on the CPU."""
+
+import json
+import random
+
+import jsonschema
+import pytest
+from conftest import made_result, submission_path
+
+from nvgg import tune
+from nvgg.backends import submission as sub
+from nvgg.errors import NvggError
+from nvgg.result import SCHEMA
+
+
+def test_points_are_every_combination_the_default_first():
+    assert tune.points_of({"work": [2, 1], "split": [1, 2, 4]})[:3] == [
+        (("work", 2), ("split", 1)), (("work", 2), ("split", 2)), (("work", 2), ("split", 4))]
+    assert len(tune.points_of({"work": [2, 1], "split": [1, 2, 4]})) == 6
+    assert tune.name_of((("work", 2), ("split", 1))) == "work=2 split=1"
+
+
+@pytest.mark.parametrize("source, says", [
+    ("", "declares no TUNE to sweep: add a module-level TUNE dict"),
+    ("TUNE = {}", "TUNE must be a non-empty dict of knob -> list of values"),
+    ("TUNE = [1, 2]", "TUNE must be a non-empty dict of knob -> list of values"),
+    ("TUNE = {'stages': 3}", "TUNE['stages'] must be a non-empty list of values"),
+    ("TUNE = {'stages': []}", "TUNE['stages'] must be a non-empty list of values"),
+    ("TUNE = {'stages': [3, [4]]}", "TUNE['stages'] holds [4]: values are numbers, strings or booleans"),
+    ("TUNE = {'stages': [3, 3]}", "TUNE['stages'] names a value twice"),
+    ("TUNE = {'two words': [1]}", "TUNE's knob 'two words' must be a name like 'stages'"),
+])
+def test_a_space_that_cannot_be_swept_is_refused_in_one_line(tmp_path, source, says):
+    path = tmp_path / f"s{abs(hash(source))}.py"
+    path.write_text(f"{source}\ndef custom_kernel(data):\n    return None\n")
+    with pytest.raises(NvggError, match=".*") as info:
+        sub.declared_space(str(path))
+    assert says in str(info.value) and "\n" not in str(info.value)
+
+
+def test_the_point_is_the_files_config_for_its_row_and_taken_back_after(tmp_path):
+    path = tmp_path / "own.py"
+    path.write_text("TUNE = {'work': [2, 1]}\nCONFIG = {'work': 2}\ndef custom_kernel(data):\n    return None\n")
+    module = sub.load(path)
+    sub.give_point(module, (("work", 1),))
+    assert module.CONFIG == {"work": 1}
+    sub.give_point(module, ())
+    assert module.CONFIG == {"work": 2}  # the file's own again
+    bare = tmp_path / "bare.py"
+    bare.write_text("TUNE = {'work': [2, 1]}\ndef custom_kernel(data):\n    return None\n")
+    module = sub.load(bare)
+    sub.give_point(module, (("work", 1),))
+    sub.give_point(module, ())
+    assert not hasattr(module, "CONFIG")  # it set none of its own
+    assert sub.declared_space(str(path)) == {"work": [2, 1]}
+
+
+def _answers(times: dict, jitter: float = 0.0):
+    rng = random.Random(1)
+
+    def answer(row):
+        t = times[tuple(row.point)] * (1 + rng.gauss(0, jitter))
+        return made_result(row.case.id, "submission", "submission", t, source=row.source, point=dict(row.point))
+    return answer
+
+
+def test_finalists_are_measured_again_and_the_winner_named_with_what_is_not_told_apart(cli, fake_gpu, fake_rows,
+                                                                                          tmp_path):
+    fast, close, other, default = ((("work", 1), ("split", 2)), (("work", 1), ("split", 1)),
+                                   (("work", 2), ("split", 2)), (("work", 2), ("split", 1)))
+    fake_rows.answer = _answers({default: 130.0, other: 129.0, close: 100.5, fast: 100.0})
+    doc, cfg = tmp_path / "t.json", tmp_path / "c.json"
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", str(doc), "--out", str(cfg))
+    assert out.exit_code == 0, out.output
+    first = [tuple(r.point) for r in fake_rows.seen[:4]]
+    assert first == [default, other, close, fast]  # every point once, the default first
+    rounds = fake_rows.seen[4:]
+    assert {tuple(r.point) for r in rounds} == {fast, default, close} and len(rounds) >= 3 * 5  # finalists only
+    raw = json.loads(doc.read_text())
+    jsonschema.validate(raw, json.loads(SCHEMA.read_text()))
+    (case,) = raw["cases"]
+    assert case["winner"] == {"work": 1, "split": 2} and case["not_apart"] == [{"work": 1, "split": 1}]
+    assert case["gain"]["class"] == "slower" and case["gain"]["ratio"] == pytest.approx(1.3)
+    assert [f["point"] for f in case["finalists"]] == [{"work": 1, "split": 2}, {"work": 2, "split": 1},
+                                                       {"work": 1, "split": 1}]
+    config = json.loads(cfg.read_text())
+    jsonschema.validate(config, json.loads(SCHEMA.read_text()))
+    assert config["cases"] == {"3": {"work": 1, "split": 2}} and config["space"] == {"work": [2, 1], "split": [1, 2]}
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3")
+    assert ("case 3: winner work=1 split=2 (100.0 µs); not told apart from it: work=1 split=1; the default is 4 of 4 in "
+            "the first pass, 1.300x (1.300-1.300) the winner's time (slower)") in out.stdout
+
+
+def test_the_rounds_overturn_a_first_pass_that_was_luck(cli, fake_gpu, fake_rows):
+    lucky, truly, default = (("work", 1), ("split", 1)), (("work", 1), ("split", 2)), (("work", 2), ("split", 1))
+    times = {default: 200.0, (("work", 2), ("split", 2)): 210.0, lucky: 100.0, truly: 102.0}
+    seen = []
+
+    def answer(row):
+        seen.append(row)
+        t = times[tuple(row.point)]
+        if len(seen) > 4 and tuple(row.point) == lucky:  # in the rounds it shows its real time
+            t = 110.0
+        return made_result(row.case.id, "submission", "submission", t, source=row.source, point=dict(row.point))
+
+    fake_rows.answer = answer
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", "-")
+    assert out.exit_code == 0, out.output
+    (case,) = json.loads(out.stdout)["cases"]
+    assert case["winner"] == {"work": 1, "split": 2} and case["not_apart"] == []
+
+
+def test_tune_tells_what_it_needs_before_any_row(cli, fake_gpu, fake_rows, tmp_path):
+    out = cli("tune", "--case", "3")
+    assert out.exit_code == 2 and "pass --submission FILE" in out.stderr
+    out = cli("tune", "--case", "3", "--submission", submission_path("tunable"), "--submission", submission_path("honest"))
+    assert out.exit_code == 2 and "sweeps one submission" in out.stderr
+    out = cli("tune", "--case", "3", "--submission", submission_path("honest"))
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.exit_code == 2 and len(lines) == 1 and "declares no TUNE to sweep" in lines[0], out.output
+    (tmp_path / "file").write_text("")
+    out = cli("tune", "--case", "3", "--submission", submission_path("tunable"), "--out", str(tmp_path / "file" / "c.json"))
+    assert out.exit_code == 2 and "--out" in out.stderr and "cannot be written" in out.stderr, out.output
+    out = cli("tune", "--case", "3", "--submission", submission_path("tunable"), "--out", str(tmp_path / "same.json"),
+              "--json", str(tmp_path / "same.json"))
+    assert out.exit_code == 2 and "--json and --out name the same file" in out.stderr
+    assert fake_rows.seen == []
+
+
+def test_a_sweep_for_real_on_the_cpu(cli, tmp_path):
+    """Every point checked and timed in the file's own worker with its CONFIG, the finalists'
+    rounds run, the files written. (Which point wins on a shared CPU is noise: the choice itself
+    is tested above with its times given.)"""
+    doc, cfg = tmp_path / "t.json", tmp_path / "c.json"
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "test-1", "--rounds", "5",
+              "--json", str(doc), "--out", str(cfg))
+    assert out.exit_code == 0, out.output
+    raw = json.loads(doc.read_text())
+    jsonschema.validate(raw, json.loads(SCHEMA.read_text()))
+    (case,) = raw["cases"]
+    assert [p["point"] for p in case["points"]] == [{"work": 2, "split": 1}, {"work": 2, "split": 2},
+                                                    {"work": 1, "split": 1}, {"work": 1, "split": 2}]
+    assert all(p["status"] == "ok" and p["stats"]["mean_us"] > 0 and p["checked_inputs"] > 0 for p in case["points"])
+    assert case["winner"] in [p["point"] for p in case["points"]]
+    assert all(len(f["rounds"]) >= 5 and all(r["point"] == f["point"] for r in f["rounds"]) for f in case["finalists"])
+    assert json.loads(cfg.read_text())["cases"] == {"test-1": case["winner"]}
+
+
+def test_the_config_map_is_what_run_compare_and_ab_give_the_submission(cli, fake_gpu, fake_rows, tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"format": 1, "kind": "config", "submission": "tunable.py", "space": {"work": [2, 1]},
+                               "cases": {"3": {"work": 1}, "4": {"work": 2}}}))
+    assert cli("run", "--case", "3", "--submission", submission_path("tunable"), "--config", str(cfg)).exit_code == 0
+    assert cli("compare", "--case", "3,4", "--submission", submission_path("tunable"), "--config", str(cfg),
+               "--strategy", "persistent").exit_code == 0
+    assert [(r.case.id, r.point) for r in fake_rows.seen if r.submission] == [
+        ("3", (("work", 1),)), ("3", (("work", 1),)), ("4", (("work", 2),))]
+    assert all(r.point == () for r in fake_rows.seen if not r.submission)  # our kernels' rows take no point
+    out = cli("run", "--case", "1", "--submission", submission_path("tunable"), "--config", str(cfg))
+    assert out.exit_code == 2 and "has no point for case 1 (it holds 3, 4): tune those cases" in out.stderr
+    out = cli("run", "--case", "3", "--config", str(cfg))
+    assert out.exit_code == 2 and "--config gives a config map's points to a submission's CONFIG" in out.stderr
+    other = tmp_path / "r.json"
+    other.write_text(json.dumps({"format": 1, "kind": "results", "results": []}))
+    out = cli("ab", "--case", "3", "--submission", submission_path("tunable"), "--submission", submission_path("honest"),
+              "--config", str(other))
+    assert out.exit_code == 2 and "is an nvgg results file, not a config map" in out.stderr
+    out = cli("run", "--case", "3", "--submission", submission_path("tunable"), "--config", str(tmp_path / "none.json"))
+    assert out.exit_code == 2 and "config map" in out.stderr and "does not exist" in out.stderr
