@@ -257,15 +257,21 @@ def _from_format_0(raw: dict) -> dict:
     return dict(raw, results=rows, format=FORMAT, kind=kind)
 
 
-def read_results(path: str | Path, what: str = "result file") -> list[dict]:
-    """The result rows of a run, compare or profile file (any format this nvgg reads), each checked
-    to be a row; anything else is one NvggError naming `what`."""
-    text = read_text(path, what, "pass a JSON file of results nvgg wrote")
+def read_document(path: str | Path, what: str, fix: str) -> dict:
+    """A file nvgg wrote, parsed and brought to this FORMAT (`migrate`); one NvggError naming `what`
+    and ending in `fix` where it cannot be read or is no JSON."""
+    text = read_text(path, what, fix)
     try:
         raw = json.loads(text)
     except ValueError:
-        raise NvggError(f"{what} {path} is not JSON: pass a JSON file of results nvgg wrote") from None
-    doc = migrate(raw, path, what)
+        raise NvggError(f"{what} {path} is not JSON: {fix}") from None
+    return migrate(raw, path, what)
+
+
+def read_results(path: str | Path, what: str = "result file") -> list[dict]:
+    """The result rows of a run, compare or profile file (any format this nvgg reads), each checked
+    to be a row; anything else is one NvggError naming `what`."""
+    doc = read_document(path, what, "pass a JSON file of results nvgg wrote")
     if doc["kind"] not in ("results", "profile"):
         raise NvggError(f"{what} {path} is an nvgg {doc['kind']} file, not results: pass the JSON of a run, "
                         "compare or profile")

@@ -85,13 +85,37 @@ def finalists(ct: CaseTune) -> list[tuple]:
     return picked
 
 
+def kept_cases(doc: dict) -> dict[str, CaseTune]:
+    """What a sweep's JSON (report.tune_document) holds, to resume from: a case with a winner (or
+    none possible) whole, a case cut short its first-pass points."""
+    from .result import Result
+    out = {}
+    for case in doc.get("cases", []):
+        points = [tuple(p["point"].items()) for p in case["points"]]
+        ct = CaseTune(case["case"], points, tuple(case["default"].items()),
+                      {tuple(p["point"].items()): Result.from_dict(p) for p in case["points"]})
+        if case["winner"] is not None:
+            ct.winner, ct.stopped = tuple(case["winner"].items()), case["stopped"]
+            ct.not_apart = [tuple(p.items()) for p in case["not_apart"]]
+            ct.final_points = [tuple(f["point"].items()) for f in case["finalists"]]
+            if ct.final_points:
+                ct.final = ab.CaseAB(ct.case, [name_of(p) for p in ct.final_points],
+                                     [[Result.from_dict(r) for r in f["rounds"]] for f in case["finalists"]],
+                                     "as measured before the sweep was resumed")
+        out[ct.case] = ct
+    return out
+
+
 def sweep(cases: list[Case], version, *, budget_s: float, floor: float, rounds: int, timeout_s: float | None = None,
-          on_space: Callable[[dict], None] | None = None, on_point: Callable[[CaseTune, Result], None] | None = None,
+          resume: dict | None = None, on_space: Callable[[dict], None] | None = None,
+          on_point: Callable[[CaseTune, Result], None] | None = None,
           on_case: Callable[[CaseTune], None] | None = None) -> list[CaseTune]:
     """The file's TUNE, read in the worker that runs its rows (`on_space(space)` then), and every
     case's points (first pass), then its finalists in rounds; the budget covers both, shared
-    evenly by the cases left. `version` a versions.Version (the file, its name, revision).
-    NvggError where the file declares no space it can sweep (before any row)."""
+    evenly by the cases left. `version` a versions.Version (the file, its name, revision);
+    `resume` an earlier sweep's JSON of the same file and TUNE: its finished cases kept whole, its
+    measured points not run again. NvggError where the file declares no space it can sweep, or
+    the sweep to resume declared another (before any row)."""
     from .backends import submission as sub
     out: list[CaseTune] = []
     budget_left = budget_s
@@ -100,14 +124,27 @@ def sweep(cases: list[Case], version, *, budget_s: float, floor: float, rounds: 
             space = pool.call(f"submission:{version.path}", sub.declared_space, path=version.path)
         except (procs.ChildFailure, procs.ChildError) as exc:
             raise NvggError(f"submission {version.name}: reading its TUNE failed: {exc}") from None
+        if resume is not None and (resume.get("space") != space or resume.get("submission") != version.name):
+            raise NvggError(f"the sweep to resume was of {resume.get('submission')} with TUNE {resume.get('space')}, "
+                            f"not {version.name} with TUNE {space}: start a new sweep")
+        kept = kept_cases(resume) if resume is not None else {}
         if on_space:
             on_space(space)
         every = points_of(space)
         for i, case in enumerate(cases):
             started = time.monotonic()
             share = budget_left / (len(cases) - i)
+            before = kept.get(case.id)
+            if before is not None and before.winner is not None:
+                out.append(before)
+                if on_case:
+                    on_case(before)
+                continue
             ct = CaseTune(case.id, every, every[0])
             for point in every:
+                if before is not None and point in before.first:
+                    ct.first[point] = before.first[point]
+                    continue
                 if ct.first and time.monotonic() - started > share * 0.7:  # keep some for the rounds
                     ct.stopped = f"budget spent after {len(ct.first)} of {len(every)} points"
                     break

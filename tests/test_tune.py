@@ -169,3 +169,40 @@ def test_the_config_map_is_what_run_compare_and_ab_give_the_submission(cli, fake
     assert out.exit_code == 2 and "is an nvgg results file, not a config map" in out.stderr
     out = cli("run", "--case", "3", "--submission", submission_path("tunable"), "--config", str(tmp_path / "none.json"))
     assert out.exit_code == 2 and "config map" in out.stderr and "does not exist" in out.stderr
+
+
+def test_a_sweep_cut_short_resumes_without_running_again_what_it_measured(cli, fake_gpu, fake_rows, tmp_path):
+    fake_rows.answer = _answers({(("work", 2), ("split", 1)): 130.0, (("work", 2), ("split", 2)): 129.0,
+                                 (("work", 1), ("split", 1)): 100.5, (("work", 1), ("split", 2)): 100.0})
+    doc = tmp_path / "t.json"
+    assert cli("tune", "--submission", submission_path("tunable"), "--case", "3,4", "--json", str(doc)).exit_code == 0
+    whole = json.loads(doc.read_text())
+    cut = json.loads(doc.read_text())  # as a sweep stopped in case 4's first pass leaves it
+    cut["cases"][1].update(winner=None, not_apart=[], gain=None, finalists=[], points=cut["cases"][1]["points"][:2])
+    doc.write_text(json.dumps(cut))
+    fake_rows.seen.clear()
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3,4", "--json", str(doc), "--resume")
+    assert out.exit_code == 0, out.output
+    first_pass = [(r.case.id, r.point) for r in fake_rows.seen[:2]]
+    assert first_pass == [("4", (("work", 1), ("split", 1))), ("4", (("work", 1), ("split", 2)))]
+    assert {r.case.id for r in fake_rows.seen} == {"4"}  # case 3 kept whole
+    again = json.loads(doc.read_text())
+    jsonschema.validate(again, json.loads(SCHEMA.read_text()))
+    assert again["cases"][0] == whole["cases"][0]  # kept as it was measured, its rounds too
+    assert [c["winner"] for c in again["cases"]] == [{"work": 1, "split": 2}] * 2
+    assert len(again["cases"][1]["points"]) == 4
+
+
+def test_resume_refuses_what_it_cannot_go_on_from(cli, fake_gpu, fake_rows, tmp_path):
+    doc = tmp_path / "t.json"
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--resume")
+    assert out.exit_code == 2 and "name that file with --json" in out.stderr
+    doc.write_text(json.dumps({"format": 1, "kind": "config", "submission": "x", "space": {}, "cases": {}}))
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", str(doc), "--resume")
+    assert out.exit_code == 2 and "is an nvgg config file" in out.stderr
+    doc.write_text(json.dumps({"format": 1, "kind": "tune", "submission": "tunable.py", "revision": "", "floor": 0.02,
+                               "space": {"work": [1]}, "cases": []}))
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", str(doc), "--resume")
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.exit_code == 2 and len(lines) == 1 and "start a new sweep" in lines[0], out.output
+    assert fake_rows.seen == []

@@ -170,15 +170,9 @@ def config_points(path: str | None, picked, submission) -> dict | None:
 def _read_config(path: str | Path, case_ids: list[str]) -> dict[str, tuple]:
     """A config map (`nvgg tune --out`): the point of each case asked for, as ((knob, value), ...);
     one NvggError where the file is no config map or lacks a case."""
-    from ..errors import read_text
-    from ..result import migrate
+    from ..result import read_document
     what = "config map"
-    text = read_text(path, what, "pass the file nvgg tune --out wrote")
-    try:
-        raw = json.loads(text)
-    except ValueError:
-        raise NvggError(f"{what} {path} is not JSON: pass the file nvgg tune --out wrote") from None
-    doc = migrate(raw, path, what)
+    doc = read_document(path, what, "pass the file nvgg tune --out wrote")
     cases = doc.get("cases")
     if doc["kind"] != "config" or not isinstance(cases, dict) or not all(isinstance(v, dict) for v in cases.values()):
         raise NvggError(f"{what} {path} is an nvgg {doc['kind']} file, not a config map: pass the file nvgg tune "
@@ -189,7 +183,6 @@ def _read_config(path: str | Path, case_ids: list[str]) -> dict[str, tuple]:
         raise NvggError(f"{what} {path} has no point for case {', '.join(missing)} (it holds {held}): tune those "
                         "cases, or leave them out")
     return {c: tuple(cases[c].items()) for c in case_ids}
-
 
 
 def emit_json(path: str | None, payload: dict) -> bool:

@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
                  floor: Annotated[float, typer.Option("--floor", metavar="PCT", min=0.1, max=50.0, help="The change that matters between finalists, in percent.")] = 2.0,
                  rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=5, max=1000, help="The most interleaved rounds of the finalists a case.")] = 20,
                  out: Annotated[Optional[str], typer.Option("--out", metavar="FILE", help="Write the winners as a config map (case -> point) for --config.")] = None,
+                 resume: Annotated[bool, typer.Option("--resume", help="Go on from the sweep in --json FILE (one stopped or cut short): its measured points are not run again.")] = False,
                  shape: Shape = None, cases_file: CasesFile = None, timeout: RowTimeout = None,
                  json_out: JsonOut = None) -> None:
         """Sweep a submission's declared configurations per case: checked, timed, the winner told from noise."""
@@ -39,6 +40,7 @@ def register(app: typer.Typer) -> None:
         check_outputs(json_out)
         check_writable("--out", out)
         check_distinct(("--json", json_out), ("--out", out))
+        earlier = _earlier(json_out) if resume else None
         device = selection.default_device()
         with submissions(submission) as versions:
             version = versions.items[0]
@@ -66,7 +68,8 @@ def register(app: typer.Typer) -> None:
                     _write(json_out, state["done"], version, state["space"], floor)
 
                 done = tunemod.sweep(picked, version, budget_s=budget * 60, floor=floor / 100, rounds=rounds,
-                                     timeout_s=timeout, on_space=on_space, on_point=on_point, on_case=on_case)
+                                     timeout_s=timeout, resume=earlier, on_space=on_space, on_point=on_point,
+                                     on_case=on_case)
         env = next((r.env for ct in done for r in ct.first.values() if r.env), {})
         space = state["space"]
         if out:
@@ -76,6 +79,18 @@ def register(app: typer.Typer) -> None:
             typer.echo(tune_table(done, space, floor / 100, env))
         if any(ct.winner is None for ct in done):
             raise typer.Exit(1)
+
+
+def _earlier(json_out: str | None) -> dict:
+    """--resume: the sweep in --json FILE, read before any work."""
+    from ..result import read_document
+    if not json_out or json_out == "-":
+        raise NvggError("--resume goes on from the sweep in --json FILE: name that file with --json")
+    doc = read_document(json_out, "sweep to resume", "pass --json FILE of an earlier nvgg tune, or drop --resume")
+    if doc["kind"] != "tune":
+        raise NvggError(f"sweep to resume {json_out} is an nvgg {doc['kind']} file: pass --json FILE of an earlier "
+                        "nvgg tune, or drop --resume")
+    return doc
 
 
 def _write(json_out: str | None, done, version, space: dict, floor: float) -> None:
