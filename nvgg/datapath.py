@@ -59,17 +59,20 @@ class Session:
 
 
 def setup(case: Case, *, strategy=None, backend=None, device: torch.device | None = None,
-          profile: str | None = None, batch: int | None = None, tensormaps: str | None = None) -> Session:
+          profile: str | None = None, batch: int | None = None, tensormaps: str | None = None,
+          point: dict | None = None) -> Session:
     """Check support, compile, generate the inputs and prepare every launch (outside any timing).
     `strategy` and `backend` are names (None: the defaults for this machine) or objects;
-    `tensormaps` the persistent kernel's tensor-map mode (None: the kernel's default).
+    `tensormaps` the persistent kernel's tensor-map mode (None: the kernel's default); `point` a
+    point of the cute kernels' space its persistent build follows (nvgg/space.py).
     Unsupported -> NvggError."""
     device = device or default_device()
-    be, st = select(case, strategy, backend, tensormaps, device)
+    be, st = select(case, strategy, backend, tensormaps, device, point)
     count = batch_size(device, batch)
     check_memory(case, device, count)
     prof = device_profile(device, profile)
-    result = Result(case=case.id, strategy=st.name, backend=be.name, status="ok", env=envmod.collect(device))
+    result = Result(case=case.id, strategy=st.name, backend=be.name, status="ok", env=envmod.collect(device),
+                    point=dict(point or {}))
     if st.grouped and device.type == "cuda":
         result.tensormaps = be.mode(arch_of(device))
     result.inputs = ("competition-identical (CUDA generator)" if inputs.same_bits_as_competition(device)
@@ -236,7 +239,7 @@ def _run(row: Row, keep: tuple | None = None) -> Result:
             session.result.point = dict(row.point)
         else:
             session = setup(row.case, strategy=row.strategy, backend=row.backend, device=device, profile=row.profile,
-                            batch=row.batch, tensormaps=row.tensormaps)
+                            batch=row.batch, tensormaps=row.tensormaps, point=dict(row.point))
         if check(session):
             measure(session, row.timer, row.l2)
         result = session.result

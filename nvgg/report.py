@@ -520,6 +520,8 @@ def tune_table(done, space: dict, floor: float, env: dict) -> str:
                          standing])
         lines += [f"\ncase {ct.case}" + (f" ({ct.stopped})" if ct.stopped else ""),
                   tabulate(rows, headers=[*knobs, "default", "µs", "±", "vs winner"])]
+        if ct.refused:
+            lines.append(f"refused by the kernel's own checks, not run: {len(ct.refused)} points (their reasons in the JSON)")
         lines.append(tune_summary(ct, floor))
     lines.append("* the file's default (each knob's first value); µs and ± from the first pass, 'vs winner' from the "
                  "rounds")
@@ -546,7 +548,7 @@ def tune_summary(ct, floor: float) -> str:
     return text
 
 
-def tune_document(done, version, space: dict, floor: float, env: dict) -> dict:
+def tune_document(done, target, space: dict, floor: float, env: dict) -> dict:
     """`nvgg tune --json`: the space, and a case: every point's first-pass result, the finalists'
     rounds and ratios to the winner, the winner, the points not told apart, the default's gain."""
     from .result import document
@@ -563,13 +565,15 @@ def tune_document(done, version, space: dict, floor: float, env: dict) -> dict:
         cases.append({"case": ct.case, "stopped": ct.stopped, "default": dict(ct.default),
                       "winner": dict(ct.winner) if ct.winner is not None else None,
                       "not_apart": [dict(p) for p in ct.not_apart], "gain": ratio_dict(ct.gain()),
-                      "points": [r.to_dict() for r in ct.first.values()], "finalists": finals})
-    return document("tune", submission=version.name, revision=version.revision, space=space, floor=floor, env=env,
-                    cases=cases)
+                      "points": [r.to_dict() for r in ct.first.values()], "finalists": finals,
+                      "refused": [{"point": dict(p), "reason": why} for p, why in ct.refused.items()]})
+    return document("tune", target=target.name, revision=target.revision, arch=target.arch, space=space, floor=floor,
+                    env=env, cases=cases)
 
 
-def config_map(done, version, space: dict) -> dict:
-    """The winners as a config map (`--out`): case -> point, for `run`, `compare` and `ab` (`--config`)."""
+def config_map(done, target, space: dict) -> dict:
+    """The winners as a config map: case -> point, for `run`, `compare` and `ab`; `arch` set for
+    our kernel's points (they are that arch's builds), "" for a submission's."""
     from .result import document
-    return document("config", submission=version.name, space=space,
+    return document("config", target=target.name, arch=target.arch, space=space,
                     cases={ct.case: dict(ct.winner) for ct in done if ct.winner is not None})

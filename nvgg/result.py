@@ -217,7 +217,7 @@ class Row:
             return Result(case=self.case.id, strategy="submission", backend="submission", status=status,
                           message=message, source=self.label, revision=self.revision, point=dict(self.point))
         return Result(case=self.case.id, strategy=self.strategy or "", backend=self.backend or "", status=status,
-                      message=message, tensormaps=self.tensormaps or "")
+                      message=message, tensormaps=self.tensormaps or "", point=dict(self.point))
 
 
 # ---------------------------------------------------------------- the file

@@ -21,16 +21,18 @@ from .selection import default_device, select
 
 
 def rows_of(cases: list[Case], strategy_names: list[str], backend_names: list[str], *,
-            submissions: list = (), tensormaps: list[str] | None = None, points: dict | None = None,
+            submissions: list = (), tensormaps: list[str] | None = None, points=None,
             **common) -> list[Row]:
     """cases x strategies x backends (the persistent strategy once per tensor-map mode listed,
     None: once in the default mode), then each submission (versions.Version), case by case;
-    `points`: a config map's point by case id (result.read_config), each submission's CONFIG."""
+    `points` a config map's points (commands.common.Points): a submission's CONFIG, or our
+    persistent cute kernel's build."""
     rows = []
     for case in cases:
-        rows += [Row(case, s, b, m, **common) for b in backend_names for s in strategy_names
+        rows += [Row(case, s, b, m, point=points.ours(case.id, s, b) if points else (), **common)
+                 for b in backend_names for s in strategy_names
                  for m in (tensormaps if tensormaps and s == "persistent" else [None])]
-        point = (points or {}).get(case.id, ())
+        point = points.submission(case.id) if points else ()
         rows += [Row(case, submission=v.path, source=v.name, revision=v.revision, point=point, **common)
                  for v in submissions]
     return rows
@@ -41,7 +43,7 @@ def precheck(row: Row) -> None:
     inputs cannot fit) is answered without starting a worker. NvggError if unsupported."""
     device = torch.device(row.device) if row.device else default_device()
     if not row.submission:
-        select(row.case, row.strategy, row.backend, row.tensormaps, device)
+        select(row.case, row.strategy, row.backend, row.tensormaps, device, dict(row.point))
     datapath.check_memory(row.case, device, datapath.batch_size(device, row.batch), row.l2)
 
 

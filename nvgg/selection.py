@@ -73,16 +73,22 @@ def check_modes_apply(modes: list[str] | None, strategy_names: list[str]) -> Non
         raise NvggError("the tensor-map modes choose the persistent kernel's tensor maps: add the persistent strategy")
 
 
-def select(case: Case, strategy, backend, tensormaps: str | None, device: torch.device):
+def select(case: Case, strategy, backend, tensormaps: str | None, device: torch.device, point: dict | None = None):
     """The backend and strategy of a row (names, None for this machine's defaults, or objects),
-    checked for the case on the device. NvggError if unsupported."""
+    checked for the case on the device; `point` a point of the cute kernels' space (nvgg/space.py)
+    the persistent build follows. NvggError if unsupported."""
     if isinstance(backend, Backend):
-        if tensormaps is not None:
-            raise NvggError("pass the tensor-map mode with the backend's name, not with a backend object")
+        if tensormaps is not None or point:
+            raise NvggError("pass the tensor-map mode or a point with the backend's name, not with a backend object")
         be = backend
     else:
         be = backends.get(backend or default_backend(device))
     st = strategy if isinstance(strategy, strategies.Strategy) else strategies.get(strategy or default_strategy(be, device))
+    if point:
+        if tensormaps is not None or not st.grouped:
+            raise NvggError("a point fixes the persistent kernel's build, its tensor maps included: run it with the "
+                            "persistent strategy and no tensor-map mode of its own")
+        be = backends.get(be.name, point=point)
     if tensormaps is not None:
         check_tensormaps(tensormaps, strategy=st, backend=be.name, arch=_arch(device))
         be = backends.get(be.name, tensormaps=tensormaps)

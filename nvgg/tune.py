@@ -1,6 +1,8 @@
-"""`nvgg tune`'s sweep: a submission's declared space (its TUNE, backends/submission.py), case by
-case. Every point is a row of its own (the file's CONFIG set to the point before the row, in the
-worker that runs the file), checked against the reference and timed as `run` times; then the
+"""`nvgg tune`'s sweep, case by case, of a target's space: a submission's declared TUNE
+(backends/submission.py: the file's CONFIG set to the point before each row, in the worker that
+runs the file) or our persistent kernel's knobs (nvgg/space.py: the family's own refusals listed,
+never run). Every point is a row of its own, checked against the reference and timed as `run`
+times; then the
 finalists (the fastest point, the file's default, and up to FINALISTS - 2 more whose first times
 the gate cannot tell from the fastest) are measured again in interleaved rounds (ab.py) before
 anything is called a winner. Per case: the winner, the points not told apart from it, where the
@@ -30,6 +32,52 @@ def points_of(space: dict[str, list]) -> list[tuple]:
     return [tuple(zip(names, values)) for values in itertools.product(*(space[n] for n in names))]
 
 
+class SubmissionTarget:
+    """A submission's space: its TUNE, read in the worker that runs its rows; every point on every
+    case, each knob's first value the default."""
+
+    def __init__(self, version):
+        self.version, self.name, self.revision, self.arch = version, version.name, version.revision, ""
+
+    def space(self, pool: procs.Pool) -> dict[str, list]:
+        from .backends import submission as sub
+        try:
+            return pool.call(f"submission:{self.version.path}", sub.declared_space, path=self.version.path)
+        except (procs.ChildFailure, procs.ChildError) as exc:
+            raise NvggError(f"submission {self.name}: reading its TUNE failed: {exc}") from None
+
+    def points(self, case: Case, space: dict) -> tuple[list[tuple], tuple, dict]:
+        every = points_of(space)
+        return every, every[0], {}
+
+    def row(self, case: Case, point: tuple) -> Row:
+        v = self.version
+        return Row(case, submission=v.path, source=v.name, revision=v.revision, point=point)
+
+
+class KernelTarget:
+    """Our persistent kernel's space on `arch` (nvgg/space.py): the family's knobs, its refusals
+    by case, its own choice the default."""
+
+    def __init__(self, arch: str, sms: int | None, device: str | None = None):
+        from .backends import cute
+        self.family, self.arch, self.sms, self.device = cute.family(arch), arch, sms, device
+        self.name, self.revision = "persistent/cute", ""
+
+    def space(self, pool: procs.Pool) -> dict[str, list]:
+        return {k.name: list(k.values) for k in self.family.knobs()}
+
+    def points(self, case: Case, space: dict) -> tuple[list[tuple], tuple, dict]:
+        from . import space as spacemod
+        found = spacemod.points(self.family, case, self.sms)
+        default = next(p.knobs for p in found if p.default)
+        return ([p.knobs for p in found if not p.refused], default,
+                {p.knobs: p.refused for p in found if p.refused})
+
+    def row(self, case: Case, point: tuple) -> Row:
+        return Row(case, "persistent", "cute", point=point, device=self.device)
+
+
 @dataclass
 class CaseTune:
     """One case's sweep: the first pass over every point, the finalists' rounds, the answer."""
@@ -43,6 +91,7 @@ class CaseTune:
     winner: tuple | None = None
     not_apart: list[tuple] = field(default_factory=list)        # finalists the rounds cannot tell from the winner
     stopped: str = ""
+    refused: dict[tuple, str] = field(default_factory=dict)     # point -> the kernel family's reason (never run)
 
     def good(self) -> list[tuple]:
         """Points measured right, fastest first."""
@@ -93,7 +142,8 @@ def kept_cases(doc: dict) -> dict[str, CaseTune]:
     for case in doc.get("cases", []):
         points = [tuple(p["point"].items()) for p in case["points"]]
         ct = CaseTune(case["case"], points, tuple(case["default"].items()),
-                      {tuple(p["point"].items()): Result.from_dict(p) for p in case["points"]})
+                      {tuple(p["point"].items()): Result.from_dict(p) for p in case["points"]},
+                      refused={tuple(r["point"].items()): r["reason"] for r in case.get("refused", [])})
         if case["winner"] is not None:
             ct.winner, ct.stopped = tuple(case["winner"].items()), case["stopped"]
             ct.not_apart = [tuple(p.items()) for p in case["not_apart"]]
@@ -106,31 +156,25 @@ def kept_cases(doc: dict) -> dict[str, CaseTune]:
     return out
 
 
-def sweep(cases: list[Case], version, *, budget_s: float, floor: float, rounds: int, timeout_s: float | None = None,
+def sweep(cases: list[Case], target, *, budget_s: float, floor: float, rounds: int, timeout_s: float | None = None,
           resume: dict | None = None, on_space: Callable[[dict], None] | None = None,
           on_point: Callable[[CaseTune, Result], None] | None = None,
           on_case: Callable[[CaseTune], None] | None = None) -> list[CaseTune]:
-    """The file's TUNE, read in the worker that runs its rows (`on_space(space)` then), and every
-    case's points (first pass), then its finalists in rounds; the budget covers both, shared
-    evenly by the cases left. `version` a versions.Version (the file, its name, revision);
-    `resume` an earlier sweep's JSON of the same file and TUNE: its finished cases kept whole, its
-    measured points not run again. NvggError where the file declares no space it can sweep, or
-    the sweep to resume declared another (before any row)."""
-    from .backends import submission as sub
+    """The target's space (`on_space(space)` then), and every case's points (first pass), then its
+    finalists in rounds; the budget covers both, shared evenly by the cases left. `target` a
+    SubmissionTarget or a KernelTarget; `resume` an earlier sweep's JSON of the same target and
+    space: its finished cases kept whole, its measured points not run again. NvggError where the
+    target has no space to sweep, or the sweep to resume swept another (before any row)."""
     out: list[CaseTune] = []
     budget_left = budget_s
     with procs.Pool(timeout_s, preload=("nvgg.datapath",)) as pool:
-        try:
-            space = pool.call(f"submission:{version.path}", sub.declared_space, path=version.path)
-        except (procs.ChildFailure, procs.ChildError) as exc:
-            raise NvggError(f"submission {version.name}: reading its TUNE failed: {exc}") from None
-        if resume is not None and (resume.get("space") != space or resume.get("submission") != version.name):
-            raise NvggError(f"the sweep to resume was of {resume.get('submission')} with TUNE {resume.get('space')}, "
-                            f"not {version.name} with TUNE {space}: start a new sweep")
+        space = target.space(pool)
+        if resume is not None and (resume.get("space") != space or resume.get("target") != target.name):
+            raise NvggError(f"the sweep to resume was of {resume.get('target')} over {resume.get('space')}, not "
+                            f"{target.name} over {space}: start a new sweep")
         kept = kept_cases(resume) if resume is not None else {}
         if on_space:
             on_space(space)
-        every = points_of(space)
         for i, case in enumerate(cases):
             started = time.monotonic()
             share = budget_left / (len(cases) - i)
@@ -140,7 +184,8 @@ def sweep(cases: list[Case], version, *, budget_s: float, floor: float, rounds: 
                 if on_case:
                     on_case(before)
                 continue
-            ct = CaseTune(case.id, every, every[0])
+            every, default, refused = target.points(case, space)
+            ct = CaseTune(case.id, every, default, refused=refused)
             for point in every:
                 if before is not None and point in before.first:
                     ct.first[point] = before.first[point]
@@ -148,11 +193,11 @@ def sweep(cases: list[Case], version, *, budget_s: float, floor: float, rounds: 
                 if ct.first and time.monotonic() - started > share * 0.7:  # keep some for the rounds
                     ct.stopped = f"budget spent after {len(ct.first)} of {len(every)} points"
                     break
-                res = rows.run_in(pool, row_of(case, version, point))
+                res = rows.run_in(pool, target.row(case, point))
                 ct.first[point] = res
                 if on_point:
                     on_point(ct, res)
-            _final_rounds(ct, case, version, floor, rounds, max(1.0, share - (time.monotonic() - started)), timeout_s,
+            _final_rounds(ct, case, target, floor, rounds, max(1.0, share - (time.monotonic() - started)), timeout_s,
                           pool)
             budget_left = max(0.0, budget_left - (time.monotonic() - started))
             out.append(ct)
@@ -161,11 +206,7 @@ def sweep(cases: list[Case], version, *, budget_s: float, floor: float, rounds: 
     return out
 
 
-def row_of(case: Case, version, point: tuple) -> Row:
-    return Row(case, submission=version.path, source=version.name, revision=version.revision, point=point)
-
-
-def _final_rounds(ct: CaseTune, case: Case, version, floor: float, rounds: int, budget_s: float,
+def _final_rounds(ct: CaseTune, case: Case, target, floor: float, rounds: int, budget_s: float,
                   timeout_s: float | None, pool: procs.Pool) -> None:
     picked = finalists(ct)
     if not picked:
@@ -175,7 +216,7 @@ def _final_rounds(ct: CaseTune, case: Case, version, floor: float, rounds: int, 
     if len(picked) == 1:
         return
     ct.final_points = picked
-    (ct.final,) = ab.run([[row_of(case, version, p) for p in picked]], floor=floor, max_rounds=rounds, budget_s=budget_s,
+    (ct.final,) = ab.run([[target.row(case, p) for p in picked]], floor=floor, max_rounds=rounds, budget_s=budget_s,
                          timeout_s=timeout_s, pool=pool)
     ratios = ct.final.ratios()
     faster = [(r.ratio, p) for p, r in zip(picked, ratios) if r is not None and r.classify(floor) == "faster"]

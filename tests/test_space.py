@@ -94,3 +94,41 @@ def test_compile_space_builds_every_sm100_point_on_the_cpu(cli, tmp_path):
 def test_compile_space_refusals(cli, args, says):
     out = cli("compile", "--arch", "sm_100a", "--case", "4", "--space", *args)
     assert out.exit_code == 2 and says in out.stderr, out.output
+
+
+def test_a_point_is_the_build_the_backend_compiles_and_tiles_by():
+    from nvgg.backends import get
+    case = cases.get("4")
+    point = {"mma_n": 128, "cta_group": 1, "tensormaps": "device"}
+    fixed = get("cute", point=point)
+    (info,) = fixed.compile(case, "sm_100a", grouped=True)
+    assert info.to_dict()["mma_tile"] == [128, 128, 256] and info.to_dict()["tensormaps"] == "device"
+    assert info.to_dict()["cluster"] == [1, 1, 1] and info.to_dict()["model"]["model_us"] == pytest.approx(1.843, abs=0.01)
+    assert fixed.mode("sm_100a") == "device" and get("cute").mode("sm_100a") == "host"
+    (default,) = get("cute").compile(case, "sm_100a", grouped=True)
+    assert default.to_dict()["mma_tile"] == [256, 256, 256]  # no point: the model's choice, as before
+    # the point's tiles: 128-row tiles of A cover case 4's groups in more tiles than the model's 256
+    assert fixed.tiles(case, grouped=True, arch="sm_100a")[0] > get("cute").tiles(case, grouped=True, arch="sm_100a")[0]
+    sm90_point = {"tile_m": 64, "stages": 4, "slots": 8, "half_tiles": True, "wide_tiles": False, "tensormaps": "host"}
+    assert cute.family("sm_90a").with_point(sm90_point).tiles(case, grouped=True)[0] > \
+        cute.family("sm_90a").tiles(case, grouped=True)[0]
+    refused = dict(sm90_point, wide_tiles=True)
+    assert cute.family("sm_90a").with_point(refused).shape_problem(case, grouped=True) == \
+        "wide_tiles needs the persistent kernel with tile_m 128 and half tiles"
+    with pytest.raises(NvggError, match="sets mma_n, cta_group, tensormaps; got mma_n"):
+        cute.family("sm_100a").with_point({"mma_n": 128})
+    with pytest.raises(NvggError, match="the torch backend has no choices to sweep"):
+        get("torch", point=point)
+
+
+def test_a_point_runs_with_the_persistent_strategy_alone(monkeypatch):
+    import torch
+
+    from nvgg import selection
+    from nvgg.backends import base
+    monkeypatch.setattr(base, "_capability", lambda index: (10, 0))
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    point = {"mma_n": 128, "cta_group": 2, "tensormaps": "host"}
+    for strategy, maps in (("graph", None), ("persistent", "device")):
+        with pytest.raises(NvggError, match="run it with the persistent strategy and no tensor-map mode of its own"):
+            selection.select(cases.get("4"), strategy, "cute", maps, torch.device("cuda"), point)

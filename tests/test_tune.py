@@ -88,6 +88,7 @@ def test_finalists_are_measured_again_and_the_winner_named_with_what_is_not_told
     config = json.loads(cfg.read_text())
     jsonschema.validate(config, json.loads(SCHEMA.read_text()))
     assert config["cases"] == {"3": {"work": 1, "split": 2}} and config["space"] == {"work": [2, 1], "split": [1, 2]}
+    assert (config["target"], config["arch"], raw["target"], raw["arch"]) == ("tunable.py", "", "tunable.py", "")
     out = cli("tune", "--submission", submission_path("tunable"), "--case", "3")
     assert ("case 3: winner work=1 split=2 (100.0 µs); not told apart from it: work=1 split=1; the default is 4 of 4 in "
             "the first pass, 1.300x (1.300-1.300) the winner's time (slower)") in out.stdout
@@ -114,7 +115,9 @@ def test_the_rounds_overturn_a_first_pass_that_was_luck(cli, fake_gpu, fake_rows
 
 def test_tune_tells_what_it_needs_before_any_row(cli, fake_gpu, fake_rows, tmp_path):
     out = cli("tune", "--case", "3")
-    assert out.exit_code == 2 and "pass --submission FILE" in out.stderr
+    assert out.exit_code == 2 and "pass --submission FILE (its declared TUNE) or --backend cute" in out.stderr
+    out = cli("tune", "--case", "3", "--backend", "torch")
+    assert out.exit_code == 2 and "only the cute backend's kernels have knobs to sweep" in out.stderr
     out = cli("tune", "--case", "3", "--submission", submission_path("tunable"), "--submission", submission_path("honest"))
     assert out.exit_code == 2 and "sweeps one submission" in out.stderr
     out = cli("tune", "--case", "3", "--submission", submission_path("honest"))
@@ -150,7 +153,7 @@ def test_a_sweep_for_real_on_the_cpu(cli, tmp_path):
 
 def test_the_config_map_is_what_run_compare_and_ab_give_the_submission(cli, fake_gpu, fake_rows, tmp_path):
     cfg = tmp_path / "c.json"
-    cfg.write_text(json.dumps({"format": 1, "kind": "config", "submission": "tunable.py", "space": {"work": [2, 1]},
+    cfg.write_text(json.dumps({"format": 1, "kind": "config", "target": "tunable.py", "arch": "", "space": {"work": [2, 1]},
                                "cases": {"3": {"work": 1}, "4": {"work": 2}}}))
     assert cli("run", "--case", "3", "--submission", submission_path("tunable"), "--config", str(cfg)).exit_code == 0
     assert cli("compare", "--case", "3,4", "--submission", submission_path("tunable"), "--config", str(cfg),
@@ -161,7 +164,7 @@ def test_the_config_map_is_what_run_compare_and_ab_give_the_submission(cli, fake
     out = cli("run", "--case", "1", "--submission", submission_path("tunable"), "--config", str(cfg))
     assert out.exit_code == 2 and "has no point for case 1 (it holds 3, 4): tune those cases" in out.stderr
     out = cli("run", "--case", "3", "--config", str(cfg))
-    assert out.exit_code == 2 and "--config gives a config map's points to a submission's CONFIG" in out.stderr
+    assert out.exit_code == 2 and "--config holds a submission's points (its CONFIG): add --submission" in out.stderr
     other = tmp_path / "r.json"
     other.write_text(json.dumps({"format": 1, "kind": "results", "results": []}))
     out = cli("ab", "--case", "3", "--submission", submission_path("tunable"), "--submission", submission_path("honest"),
@@ -197,12 +200,51 @@ def test_resume_refuses_what_it_cannot_go_on_from(cli, fake_gpu, fake_rows, tmp_
     doc = tmp_path / "t.json"
     out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--resume")
     assert out.exit_code == 2 and "name that file with --json" in out.stderr
-    doc.write_text(json.dumps({"format": 1, "kind": "config", "submission": "x", "space": {}, "cases": {}}))
+    doc.write_text(json.dumps({"format": 1, "kind": "config", "target": "x", "arch": "", "space": {}, "cases": {}}))
     out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", str(doc), "--resume")
     assert out.exit_code == 2 and "is an nvgg config file" in out.stderr
-    doc.write_text(json.dumps({"format": 1, "kind": "tune", "submission": "tunable.py", "revision": "", "floor": 0.02,
-                               "space": {"work": [1]}, "cases": []}))
+    doc.write_text(json.dumps({"format": 1, "kind": "tune", "target": "tunable.py", "revision": "", "arch": "",
+                               "floor": 0.02, "space": {"work": [1]}, "cases": []}))
     out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", str(doc), "--resume")
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert out.exit_code == 2 and len(lines) == 1 and "start a new sweep" in lines[0], out.output
     assert fake_rows.seen == []
+
+
+def test_our_kernels_space_swept_its_refusals_listed_and_its_map_given_to_compare(cli, fake_gpu, fake_rows, tmp_path,
+                                                                                 monkeypatch):
+    """On a (fake) sm_100a GPU: every point the family accepts run as a persistent cute row with its
+    point, the model's choice the default; the map of the winners is what compare's rows build."""
+    import torch
+
+    from nvgg.backends import base
+    monkeypatch.setattr(base, "_capability", lambda index: (10, 0))
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: type("P", (), {"multi_processor_count": 148}))
+
+    def answer(row):  # the 128-row tiles fastest, one CTA or a pair alike
+        t = (100.0 if row.point and dict(row.point)["mma_n"] == 128 else 120.0)
+        return made_result(row.case.id, "persistent", "cute", t, point=dict(row.point))
+
+    fake_rows.answer = answer
+    doc, cfg = tmp_path / "t.json", tmp_path / "c.json"
+    out = cli("tune", "--backend", "cute", "--case", "4", "--json", str(doc), "--out", str(cfg))
+    assert out.exit_code == 0, out.output
+    first = fake_rows.seen[:8]
+    assert all((r.strategy, r.backend, r.tensormaps) == ("persistent", "cute", None) for r in fake_rows.seen)
+    assert len({r.point for r in first}) == 8 and first[0].point[0] == ("mma_n", 128)
+    raw = json.loads(doc.read_text())
+    jsonschema.validate(raw, json.loads(SCHEMA.read_text()))
+    (case,) = raw["cases"]
+    assert (raw["target"], raw["arch"]) == ("persistent/cute", "sm_100a") and case["refused"] == []
+    assert case["default"] == {"mma_n": 256, "cta_group": 2, "tensormaps": "host"}  # the B200 model's choice
+    assert case["winner"]["mma_n"] == 128 and case["gain"]["ratio"] == pytest.approx(1.2)
+    fake_rows.seen.clear()
+    out = cli("compare", "--case", "4", "--strategy", "persistent,graph", "--backend", "cute", "--config", str(cfg))
+    assert out.exit_code == 0, out.output
+    assert [(r.strategy, r.point) for r in fake_rows.seen] == [
+        ("persistent", tuple(case["winner"].items())), ("graph", ())]
+    out = cli("compare", "--case", "4", "--config", str(cfg), "--tensormaps", "host", "--strategy", "persistent")
+    assert out.exit_code == 2 and "drop --tensormaps" in out.stderr
+    monkeypatch.setattr(base, "_capability", lambda index: (9, 0))
+    out = cli("run", "--case", "4", "--config", str(cfg))
+    assert out.exit_code == 2 and "holds sm_100a builds of our kernel and this machine has sm_90a" in out.stderr

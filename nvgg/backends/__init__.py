@@ -14,10 +14,13 @@ from .base import Backend, KernelInfo
 NAMES = ("cute", "torch")
 
 
-def get(name: str, *, tensormaps: str | None = None) -> Backend:
+def get(name: str, *, tensormaps: str | None = None, point: dict | None = None) -> Backend:
     """The backend `name`; `tensormaps` (the cute backend's persistent kernel only, checked by
-    selection.check_tensormaps) picks where its tensor maps come from, device or host."""
+    selection.check_tensormaps) picks where its tensor maps come from, device or host; `point` a
+    point of the cute kernels' space (nvgg/space.py) their persistent build follows."""
     key = name.strip().lower()
+    if point and key != "cute":
+        raise NvggError(f"the {key} backend has no choices to sweep: points are the cute backend's")
     if key == "torch":
         from .torch_lib import TorchBackend
         return TorchBackend()
@@ -26,7 +29,7 @@ def get(name: str, *, tensormaps: str | None = None) -> Backend:
         if importlib.util.find_spec("cutlass") is None:
             raise NvggError("the cute backend needs CuTe DSL: pip install 'nvidia-cutlass-dsl==4.8.1'")
         from .cute import CuteBackend
-        return CuteBackend(tensormaps)
+        return CuteBackend(tensormaps, point=point)
     raise NvggError(f"unknown backend {name!r}: choose one of {', '.join(NAMES)} (or run your own submission)")
 
 

@@ -43,10 +43,11 @@ class CuteBackend(Backend):
     name = "cute"
     supports_grouped = True
 
-    def __init__(self, tensormaps: str | None = None, family: KernelFamily | None = None):
+    def __init__(self, tensormaps: str | None = None, family: KernelFamily | None = None, point: dict | None = None):
         # the mode as asked for (None: each family's default), checked by selection.check_tensormaps
         self.tensormaps = tensormaps
         self.variant = family  # the family run on its own arch instead of that arch's default one
+        self.point = point     # a point of the family's space its persistent build follows (nvgg/space.py)
 
     def mode(self, arch: str) -> str:
         """The persistent kernel's tensor-map mode on `arch` (KernelFamily.mode)."""
@@ -111,9 +112,8 @@ class CuteBackend(Backend):
     def kernels(self, arch: str) -> KernelFamily:
         """The kernel family this backend builds for `arch`: the one it was given, where that one
         builds for `arch`, else the arch's own."""
-        if self.variant is not None and self.variant.arch == arch:
-            return self.variant
-        return family(arch)
+        chosen = self.variant if self.variant is not None and self.variant.arch == arch else family(arch)
+        return chosen.with_point(self.point)
 
     def _family(self, data) -> KernelFamily:
         return self.kernels(self._arch(data))

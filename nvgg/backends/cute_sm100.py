@@ -73,12 +73,14 @@ class Sm100Kernels(KernelFamily):
         return host.launch_path() == "driver"
 
     def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
+        if grouped and self.point:
+            return self.point_build(case, self.point)[1]
         return group_problem(case, gemm.Sm100Config().is_valid, "the sm_100a cute kernel")
 
     def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None,
                 tensormaps: str | None = None) -> list[KernelInfo]:
         if grouped:
-            estimate = host.choose(case.groups, *_model_inputs(sms))
+            estimate = self._estimate(case.groups, sms)
             config = host.with_mode(estimate.config, self.mode(tensormaps))
             info = self._info(host.compile_gemm(config, arch, need_callable=False), estimate)
             info.extra["launch"] = "programmatic" if self.programmatic else "stream order"
@@ -122,7 +124,7 @@ class Sm100Kernels(KernelFamily):
 
     def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None) -> list[int]:
         if grouped:
-            return [host.choose(case.groups, *_model_inputs(sms)).tiles]
+            return [self._estimate(case.groups, sms).tiles]
         return [host.choose([shape], *_model_inputs(sms)).tiles for shape in case.groups]
 
     def group_launcher(self, data, g: int) -> Launch:
@@ -168,16 +170,31 @@ class Sm100Kernels(KernelFamily):
         """The groups, the build, its compiled entry, and the clusters the GPU holds at once."""
         device = data[0][0][2].device
         sms = torch.cuda.get_device_properties(device).multi_processor_count
-        return persistent_build(data, self.mode(tensormaps), sms, host.resident_clusters, instrument=instrument)
+        return persistent_build(data, self.mode(tensormaps), sms, host.resident_clusters, instrument=instrument,
+                                point=self.point)
+
+    def _estimate(self, shapes, sms: int | None) -> host.Estimate:
+        """The persistent tile and the model's estimate of it: the point's where the family has one
+        (with_point), else the model's choice."""
+        if self.point:
+            tile = gemm.Sm100Config(mma_n=self.point["mma_n"], cta_group=self.point["cta_group"])
+            return host.estimate(shapes, tile, *_model_inputs(sms))
+        return host.choose(shapes, *_model_inputs(sms))
 
 
-def persistent_build(data, tensormaps: str, sms: int, resident=None, *, instrument: bool = False):
-    """The host work that picks a persistent launch's build: the groups checked, the model's tile,
-    the compiled entry (the disk record alone on the driver path: no DSL import), and the clusters
-    the GPU holds at once (`resident(entry, cta_group)`; None: one a `cta_group` of the `sms`
-    SMs, as `nvgg compile` assumes, for host work timed without a GPU)."""
+def persistent_build(data, tensormaps: str, sms: int, resident=None, *, instrument: bool = False,
+                     point: dict | None = None):
+    """The host work that picks a persistent launch's build: the groups checked, the model's tile
+    (or `point`'s: a point of the family's space), the compiled entry (the disk record alone on the
+    driver path: no DSL import), and the clusters the GPU holds at once (`resident(entry,
+    cta_group)`; None: one a `cta_group` of the `sms` SMs, as `nvgg compile` assumes, for host work
+    timed without a GPU)."""
     groups = [_group(data, g) for g in range(len(data[3]))]
-    config = grouped_config([(g.m, g.n, g.k) for g in groups], sms, tensormaps, instrument)
+    if point:
+        config = host.with_mode(gemm.Sm100Config(mma_n=point["mma_n"], cta_group=point["cta_group"]), tensormaps,
+                                instrument)
+    else:
+        config = grouped_config([(g.m, g.n, g.k) for g in groups], sms, tensormaps, instrument)
     entry = _compiled(config)
     clusters = resident(entry, config.cta_group) if resident else sms // config.cta_group
     return groups, config, entry, clusters

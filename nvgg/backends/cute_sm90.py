@@ -96,6 +96,8 @@ class Sm90Kernels(KernelFamily):
         return self._programmatic
 
     def shape_problem(self, case: Case, *, grouped: bool) -> str | None:
+        if grouped and self.point:
+            return self.point_build(case, self.point)[1]
         if grouped and case.g > gemm.MAX_GROUPS:
             return (f"the persistent sm_90a cute kernel takes at most {gemm.MAX_GROUPS} groups, got {case.g}: "
                     "use the graph or multistream strategy")
@@ -104,8 +106,7 @@ class Sm90Kernels(KernelFamily):
     def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None,
                 tensormaps: str | None = None) -> list[KernelInfo]:
         if grouped:
-            builds = [(replace(persistent_config(case.m, case.n, sms or NOMINAL_SMS), tensormaps=self.mode(tensormaps),
-                               readiness=self.readiness), None)]
+            builds = [(self._grouped_config(case.m, case.n, sms or NOMINAL_SMS, tensormaps), None)]
         else:  # every per-group launch runs the expand kernel first
             builds = [(config_for([m], persistent=False), (m, n, k)) for m, n, k in dict.fromkeys(case.groups)]
             builds.append((host.EXPAND_CONFIG, None))
@@ -113,6 +114,15 @@ class Sm90Kernels(KernelFamily):
         if grouped:  # how its timed launches are made
             infos[0].extra["launch"] = "programmatic" if self.programmatic else "stream order"
         return infos
+
+    def _grouped_config(self, ms, ns, sms: int, tensormaps: str | None = None,
+                        instrument: bool = False) -> gemm.GemmConfig:
+        """The persistent build: the point's where the family has one (with_point), else the
+        backend's choice for these groups on `sms` SMs, in the tensor-map mode asked for."""
+        if self.point:
+            return gemm.GemmConfig(persistent=True, readiness=self.readiness, instrument=instrument, **self.point)
+        return replace(persistent_config(ms, ns, sms), tensormaps=self.mode(tensormaps), readiness=self.readiness,
+                       instrument=instrument)
 
     def knobs(self) -> tuple[Knob, ...]:
         """tile_m 32 holds no benchmark's m (40 and up); stages up to what fits (stages_for stops at 6)."""
@@ -148,7 +158,7 @@ class Sm90Kernels(KernelFamily):
 
     def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None) -> list[int]:
         if grouped:
-            config = persistent_config(case.m, case.n, sms or NOMINAL_SMS)
+            config = self._grouped_config(case.m, case.n, sms or NOMINAL_SMS)
             return [gemm.table_tiles(case.m, case.n, config.tile_m, config.wide_tiles)[2]]
         return [gemm.table_tiles([m], [n], config_for([m], persistent=False).tile_m)[2] for m, n, _ in case.groups]
 
@@ -201,8 +211,7 @@ class Sm90Kernels(KernelFamily):
                             "use the graph or multistream strategy")
         groups = [self._group(data, g) for g in range(len(data[3]))]
         sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
-        config = replace(persistent_config([t.m for t in groups], [t.n for t in groups], sms), instrument=instrument,
-                         tensormaps=self.mode(tensormaps), readiness=self.readiness)
+        config = self._grouped_config([t.m for t in groups], [t.n for t in groups], sms, tensormaps, instrument)
         # the launches go through the driver on the cubin (launch.DirectLaunch): a compiled entry on
         # disk serves a new process without rebuilding the DSL's callable (about 2 s a kernel)
         timed = host.compile_gemm(replace(config, instrument=False), None, ARCH, need_callable=False)

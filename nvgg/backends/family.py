@@ -65,10 +65,28 @@ class KernelFamily(abc.ABC):
         kernel before them in the stream finishes); the phase profiler then also measures an
         instrumented launch made right behind another."""
 
+    # a point of the family's space (its knobs' values) the persistent build follows instead of the
+    # family's own choice (`with_point`); None: the family chooses
+    point: dict | None = None
+
+    def with_point(self, point: dict | None) -> "KernelFamily":
+        """This family with its persistent build fixed to `point` (a dict of every knob's value);
+        NvggError where the point names other knobs."""
+        if not point:
+            return self
+        names = [k.name for k in self.knobs()]
+        if sorted(point) != sorted(names):
+            raise NvggError(f"a point of the {self.arch} persistent kernel sets {', '.join(names)}; got "
+                            f"{', '.join(point) or 'nothing'}")
+        import copy
+        fixed = copy.copy(self)
+        fixed.point = dict(point)
+        return fixed
+
     def mode(self, tensormaps: str | None = None) -> str:
-        """The tensor-map mode `tensormaps` names: `default_mode` for None."""
+        """The tensor-map mode `tensormaps` names: the point's, else `default_mode`, for None."""
         if tensormaps is None:
-            return self.default_mode
+            return (self.point or {}).get("tensormaps", self.default_mode)
         if tensormaps not in self.tensormap_modes:
             raise NvggError(f"the {self.arch} persistent kernel has tensor maps {' or '.join(self.tensormap_modes)} "
                             f"only, not {tensormaps!r}")

@@ -32,8 +32,11 @@ def register(app: typer.Typer) -> None:
             raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
         check_outputs(json_out)
         check_profile(profile)
-        points = config_points(config, picked, submission)
         device = selection.default_device()
+        points = config_points(config, picked, submission, device)
+        if points is not None and points.kernel:
+            raise NvggError("nvgg ab compares submissions; --config holds our kernel's builds: compare them with nvgg "
+                            "compare --config")
         check_l2(l2, device)
         with submissions(submission) as versions:
             todo = [rows.rows_of([c], [], [], submissions=versions.items, points=points, device=str(device),

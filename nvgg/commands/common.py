@@ -12,6 +12,7 @@ import tempfile
 import time
 from enum import Enum
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Annotated, Optional
 
 import typer
@@ -153,23 +154,48 @@ def submissions(specs: list[str] | None):
     return Versions(list(specs or []), check_submission)
 
 
-ConfigMap = Annotated[Optional[str], typer.Option("--config", metavar="FILE", help="A config map (nvgg tune --out): each case's point given to the --submission rows as CONFIG.")]
+ConfigMap = Annotated[Optional[str], typer.Option("--config", metavar="FILE", help="A config map (nvgg tune --out): each case's point, given to the --submission rows as CONFIG, or to our persistent kernel's rows as its build.")]
 
 
-def config_points(path: str | None, picked, submission) -> dict | None:
-    """--config read for the cases asked (result.read_config), before any row; it gives points to
-    submissions, so it needs one."""
+@dataclass(frozen=True)
+class Points:
+    """A config map read for the cases asked: each case's point, for a submission's CONFIG or (a
+    map with an arch) for our persistent kernel's build on that arch."""
+
+    by_case: dict
+    kernel: bool
+
+    def submission(self, case_id: str) -> tuple:
+        return () if self.kernel else self.by_case[case_id]
+
+    def ours(self, case_id: str, strategy: str | None, backend: str | None) -> tuple:
+        """Our row's point: the map's where it is the persistent cute kernel's, else none."""
+        return self.by_case[case_id] if self.kernel and (strategy, backend) == ("persistent", "cute") else ()
+
+
+def config_points(path: str | None, picked, submission, device, tensormaps=None) -> Points | None:
+    """--config read for the cases asked, before any row: a submission's map needs --submission; our
+    kernel's map needs its arch's GPU and no tensor-map mode of its own (the point holds one)."""
     if path is None:
         return None
-    if not submission:
-        raise NvggError("--config gives a config map's points to a submission's CONFIG: add --submission, or drop "
-                        "--config")
-    return _read_config(path, [c.id for c in picked])
+    arch, by_case = _read_config(path, [c.id for c in picked])
+    if not arch:
+        if not submission:
+            raise NvggError("--config holds a submission's points (its CONFIG): add --submission, or drop --config")
+        return Points(by_case, kernel=False)
+    from ..backends.base import arch_of
+    here = arch_of(device) if device.type == "cuda" else "no GPU"
+    if here != arch:
+        raise NvggError(f"config map {path} holds {arch} builds of our kernel and this machine has {here}: tune on "
+                        "this GPU, or run where the map was made")
+    if tensormaps:
+        raise NvggError("--config fixes our kernel's build, its tensor maps included: drop --tensormaps")
+    return Points(by_case, kernel=True)
 
 
-def _read_config(path: str | Path, case_ids: list[str]) -> dict[str, tuple]:
-    """A config map (`nvgg tune --out`): the point of each case asked for, as ((knob, value), ...);
-    one NvggError where the file is no config map or lacks a case."""
+def _read_config(path: str | Path, case_ids: list[str]) -> tuple[str, dict[str, tuple]]:
+    """A config map (`nvgg tune --out`): its arch ("" for a submission's) and the point of each case
+    asked for, as ((knob, value), ...); one NvggError where the file is no config map or lacks a case."""
     from ..result import read_document
     what = "config map"
     doc = read_document(path, what, "pass the file nvgg tune --out wrote")
@@ -182,7 +208,7 @@ def _read_config(path: str | Path, case_ids: list[str]) -> dict[str, tuple]:
         held = ", ".join(cases) or "none"
         raise NvggError(f"{what} {path} has no point for case {', '.join(missing)} (it holds {held}): tune those "
                         "cases, or leave them out")
-    return {c: tuple(cases[c].items()) for c in case_ids}
+    return str(doc.get("arch") or ""), {c: tuple(cases[c].items()) for c in case_ids}
 
 
 def emit_json(path: str | None, payload: dict) -> bool:

@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
         check_profile(profile)
         check_timer(timer, device)
         check_l2(l2, device)
-        points = config_points(config, picked, submission)
+        points = config_points(config, picked, submission, device, tensormaps)
         with submissions(submission) as versions:
             todo = rows.rows_of(picked, st_names, be_names, submissions=versions.items, tensormaps=modes, points=points,
                                 device=str(device), profile=profile, timer=timer.value, l2=l2.value)

@@ -35,15 +35,14 @@ def register(app: typer.Typer) -> None:
             raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
         check_outputs(json_out)
         check_profile(profile)
-        points = config_points(config, picked, submission)
         device = selection.default_device()
+        points = config_points(config, picked, submission, device, tensormaps)
         check_timer(timer, device)
         check_l2(l2, device)
         common = dict(device=str(device), profile=profile, timer=timer.value, l2=l2.value)
         with submissions(submission) as versions:
             todo = (rows.rows_of(picked, [], [], submissions=versions.items, points=points, **common) if submission else
-                    [Row(picked[0], *selection.choose(strategy, backend, mode_value(tensormaps), device),
-                         mode_value(tensormaps), **common)])
+                    [_ours(picked[0], strategy, backend, mode_value(tensormaps), device, points, common)])
             files = rows.LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})
             with Progress(len(todo), "running") as progress:
                 results = rows.run_many(todo, timeout_s=timeout, on_start=lambda r: _starting(r, device, progress),
@@ -62,3 +61,14 @@ def register(app: typer.Typer) -> None:
 def _starting(row: Row, device, progress: Progress) -> None:
     warn_if_slow_on_cpu(row.case, device)
     progress.start(row.name)
+
+
+def _ours(case, strategy, backend, tensormaps, device, points, common) -> Row:
+    """The row of our kernels: the strategy and backend asked for (or this machine's best), with
+    a config map's point where the map is our persistent kernel's."""
+    st, be = selection.choose(strategy or ("persistent" if points else None), backend or ("cute" if points else None),
+                              tensormaps, device)
+    point = points.ours(case.id, st, be) if points else ()
+    if points and not point:
+        raise NvggError("--config holds builds of the persistent cute kernel: drop --strategy/--backend, or --config")
+    return Row(case, st, be, tensormaps, point=point, **common)

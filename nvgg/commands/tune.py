@@ -1,8 +1,8 @@
-"""`nvgg tune`: a submission's declared space (its module-level TUNE) swept on each case, every point
-checked and timed, the finalists measured again in interleaved rounds before a winner is named
-(nvgg/tune.py); the winners as a config map (`--out`) that `run`, `compare` and `ab` take
-(`--config`). Our kernels' spaces are built with `nvgg compile --space`; sweeping them on a GPU
-is not here yet."""
+"""`nvgg tune`: a target's space swept on each case, every point checked and timed, the finalists
+measured again in interleaved rounds before a winner is named (nvgg/tune.py). The target is a
+submission's declared TUNE (`--submission`), or our persistent kernel's knobs on this GPU's arch
+(`--backend cute`; the same space `nvgg compile --space` builds). The winners as a config map
+(`--out`) that `run`, `compare` and `ab` take (`--config`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import Annotated, List, Optional
 import typer
 
 from .. import rows, selection, tune as tunemod
-from ..errors import NvggError
+from ..errors import NvggError, no_gpu
 from ..report import config_map, tune_document, tune_table, write_json
 from .common import (CasesFile, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs, check_writable,
                      command, emit_json, pick_cases, submissions, warn_if_slow_on_cpu)
@@ -22,6 +22,7 @@ def register(app: typer.Typer) -> None:
     @app.command("tune")
     @command
     def tune_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="The submission.py to sweep (or PATH@REV): it declares TUNE = {'knob': [values, ...]} and reads CONFIG.")] = None,
+                 backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute: sweep our persistent kernel's knobs on this GPU's arch instead.")] = None,
                  case: Annotated[str, typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
                  budget: Annotated[float, typer.Option("--budget", metavar="MINUTES", min=0.1, help="Time for the whole sweep; what is left unmeasured is said.")] = 10.0,
                  floor: Annotated[float, typer.Option("--floor", metavar="PCT", min=0.1, max=50.0, help="The change that matters between finalists, in percent.")] = 2.0,
@@ -30,55 +31,73 @@ def register(app: typer.Typer) -> None:
                  resume: Annotated[bool, typer.Option("--resume", help="Go on from the sweep in --json FILE (one stopped or cut short): its measured points are not run again.")] = False,
                  shape: Shape = None, cases_file: CasesFile = None, timeout: RowTimeout = None,
                  json_out: JsonOut = None) -> None:
-        """Sweep a submission's declared configurations per case: checked, timed, the winner told from noise."""
+        """Sweep the configurations of a submission (its TUNE) or of our kernel per case: checked, timed, the winner told from noise."""
         picked = pick_cases(None if shape else case, shape, cases_file)
-        if not submission:
-            raise NvggError("nvgg tune sweeps a submission's declared TUNE: pass --submission FILE (our kernels' "
-                            "spaces: nvgg compile --space)")
-        if len(submission) > 1:
+        if bool(submission) == (backend is not None):
+            raise NvggError("nvgg tune sweeps one target: pass --submission FILE (its declared TUNE) or --backend "
+                            "cute (our persistent kernel's knobs)")
+        if len(submission or []) > 1:
             raise NvggError("nvgg tune sweeps one submission: pass --submission once (compare versions with nvgg ab)")
+        if backend is not None and backend.strip().lower() != "cute":
+            raise NvggError(f"--backend {backend}: only the cute backend's kernels have knobs to sweep")
         check_outputs(json_out)
         check_writable("--out", out)
         check_distinct(("--json", json_out), ("--out", out))
         earlier = _earlier(json_out) if resume else None
         device = selection.default_device()
         with submissions(submission) as versions:
-            version = versions.items[0]
+            target = tunemod.SubmissionTarget(versions.items[0]) if submission else _kernels(device)
             for c in picked:
-                rows.precheck(tunemod.row_of(c, version, ()))
-            state = {"space": {}, "done": []}
-            with contextlib.ExitStack() as stack:
-                def on_space(space: dict) -> None:
-                    state["space"] = space
-                    state["progress"] = stack.enter_context(Progress(len(picked) * len(tunemod.points_of(space)),
-                                                                     "tuning"))
-
-                def on_point(ct, result) -> None:
-                    if len(ct.first) == 1:
-                        warn_if_slow_on_cpu(next(c for c in picked if c.id == ct.case), device)
-                    good = ct.good()
-                    best = f"; best so far {ct.first[good[0]].time_us:.1f} µs" if good else ""
-                    said = f"{result.status} {result.time_us:.1f} µs" if result.time_us else result.status
-                    state["progress"].finish(f"case {ct.case} {tunemod.name_of(tuple(result.point.items()))}",
-                                             said + best)
-                    _write(json_out, state["done"] + [ct], version, state["space"], floor)
-
-                def on_case(ct) -> None:
-                    state["done"].append(ct)
-                    _write(json_out, state["done"], version, state["space"], floor)
-
-                done = tunemod.sweep(picked, version, budget_s=budget * 60, floor=floor / 100, rounds=rounds,
-                                     timeout_s=timeout, resume=earlier, on_space=on_space, on_point=on_point,
-                                     on_case=on_case)
+                rows.precheck(target.row(c, ()))
+            done, space = _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out)
         env = next((r.env for ct in done for r in ct.first.values() if r.env), {})
-        space = state["space"]
         if out:
-            write_json(out, config_map(done, version, space))
+            write_json(out, config_map(done, target, space))
             typer.echo(f"wrote {out} (the winners: pass it to run, compare or ab as --config)", err=True)
-        if not emit_json(json_out, tune_document(done, version, space, floor / 100, env)):
+        if not emit_json(json_out, tune_document(done, target, space, floor / 100, env)):
             typer.echo(tune_table(done, space, floor / 100, env))
         if any(ct.winner is None for ct in done):
             raise typer.Exit(1)
+
+
+def _kernels(device) -> tunemod.KernelTarget:
+    """Our persistent kernel on this GPU: its arch's space, its SMs."""
+    if device.type != "cuda":
+        raise no_gpu("tuning our kernels times them on their GPU and none is visible: nvgg compile --space builds "
+                     "their space here")
+    import torch
+
+    from ..backends.base import arch_of
+    return tunemod.KernelTarget(arch_of(device), torch.cuda.get_device_properties(device).multi_processor_count,
+                                str(device))
+
+
+def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out):
+    """The sweep with its progress (points done and left, the best so far) and its JSON rewritten
+    as points finish."""
+    state = {"space": {}, "done": []}
+    with contextlib.ExitStack() as stack:
+        def on_space(space: dict) -> None:
+            state["space"] = space
+            total = sum(len(target.points(c, space)[0]) for c in picked)
+            state["progress"] = stack.enter_context(Progress(total, "tuning"))
+
+        def on_point(ct, result) -> None:
+            if len(ct.first) == 1:
+                warn_if_slow_on_cpu(next(c for c in picked if c.id == ct.case), device)
+            good = ct.good()
+            best = f"; best so far {ct.first[good[0]].time_us:.1f} µs" if good else ""
+            said = f"{result.status} {result.time_us:.1f} µs" if result.time_us else result.status
+            state["progress"].finish(f"case {ct.case} {tunemod.name_of(tuple(result.point.items()))}", said + best)
+            _write(json_out, state["done"] + [ct], target, state["space"], floor)
+
+        def on_case(ct) -> None:
+            state["done"].append(ct)
+            _write(json_out, state["done"], target, state["space"], floor)
+
+        done = tunemod.sweep(picked, target, budget_s=budget * 60, floor=floor / 100, rounds=rounds, timeout_s=timeout,
+                             resume=earlier, on_space=on_space, on_point=on_point, on_case=on_case)
+    return done, state["space"]
 
 
 def _earlier(json_out: str | None) -> dict:
@@ -93,9 +112,9 @@ def _earlier(json_out: str | None) -> dict:
     return doc
 
 
-def _write(json_out: str | None, done, version, space: dict, floor: float) -> None:
+def _write(json_out: str | None, done, target, space: dict, floor: float) -> None:
     """The JSON so far, rewritten as points finish (a regular file only), so a sweep stopped from
     outside keeps what it measured."""
     from ..report import streams
     if json_out and json_out != "-" and not streams(json_out):
-        write_json(json_out, tune_document(done, version, space, floor / 100, {}))
+        write_json(json_out, tune_document(done, target, space, floor / 100, {}))
