@@ -44,6 +44,21 @@ class Ratio:
             return "same"
         return "unsure"
 
+    @property
+    def spread(self) -> float:
+        """The rounds' spread: the standard deviation of their log ratios (from the interval)."""
+        return (math.log(self.hi) - math.log(self.lo)) / 2 / t975(self.n - 1) * math.sqrt(self.n)
+
+    def rounds_to_decide(self, floor: float) -> int:
+        """About how many rounds at this spread would narrow the interval enough to class this ratio
+        against the floor: its half-width under the distance from the estimate to the nearer edge
+        of ±floor (1.96 for t: many rounds)."""
+        m = math.log(self.ratio)
+        distance = min(abs(m - math.log(1 - floor)), abs(m - math.log(1 + floor)))
+        if distance <= 0:
+            return 10**9
+        return max(self.n, math.ceil((1.96 * self.spread / distance) ** 2))
+
 
 def ratio(base: list[float], other: list[float]) -> Ratio | None:
     """Paired by round: the geometric mean of other/base and its t interval; None under 2 rounds."""

@@ -470,6 +470,12 @@ def ab_table(done, means: dict, floor: float, env: dict) -> str:
             r = ratios[v]
             cls = "base" if v == 0 else (r.classify(floor) if r else "—")
             rows.append([ab.case, name, str(len(ab.results[v])), median, "1 (base)" if v == 0 else _ratio_text(r), cls])
+            if cls == "unsure":
+                need = r.rounds_to_decide(floor)
+                notes.append(f"case {ab.case} {name}: too noisy to tell apart at ±{floor:.0%} in {r.n} rounds: its "
+                             f"rounds' ratios spread ±{math.expm1(r.spread):.1%} (one standard deviation); at that "
+                             "spread " + (f"about {need} rounds would decide" if need < 10_000 else
+                                          "no practical number of rounds would decide (the ratio sits on the floor)"))
         notes.append(f"case {ab.case}: {ab.stopped}")
     lines = [f"card: {card(env)}   floor ±{floor:.1%}   95% intervals over rounds",
              tabulate(rows, headers=["case", "version", "rounds", "median µs", "vs base (95%)", "class"])]

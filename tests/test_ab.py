@@ -132,3 +132,26 @@ def test_a_spent_budget_leaves_one_round_a_case(monkeypatch):
     done = ab.run(versions, floor=0.02, max_rounds=30, budget_s=1e-9)
     assert [len(case.results[0]) for case in done] == [1, 1]
     assert all(case.stopped == "time budget spent after 1 rounds" for case in done)
+
+
+def test_an_unsure_ratio_says_how_many_rounds_its_spread_would_need():
+    rng = random.Random(5)
+    base = [100 * (1 + rng.gauss(0, 0.08)) for _ in range(12)]  # a host-bound row: rounds 8% apart
+    other = [b * (1 + rng.gauss(0, 0.08)) for b in base]
+    r = ab.ratio(base, other)
+    assert r.classify(0.02) == "unsure"
+    logs = [math.log(o / b) for b, o in zip(base, other)]
+    mean = sum(logs) / len(logs)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
+    assert r.spread == pytest.approx(sd)
+    distance = min(abs(mean - math.log(0.98)), abs(mean - math.log(1.02)))
+    assert r.rounds_to_decide(0.02) == math.ceil((1.96 * sd / distance) ** 2) > 12
+    decided = ab.ratio([100.0] * 6, [100.0 + 0.01 * i for i in range(6)])
+    assert decided.classify(0.02) == "same" and decided.rounds_to_decide(0.02) == 6
+    from nvgg import report
+    done = ab.CaseAB("3", ["v1", "v2"], [[made_result("3", "s", "s", t) for t in base],
+                                         [made_result("3", "s", "s", t) for t in other]], "12 rounds")
+    text = report.ab_table([done], {}, 0.02, {})
+    assert (f"case 3 v2: too noisy to tell apart at ±2% in 12 rounds: its rounds' ratios spread "
+            f"±{math.expm1(sd):.1%} (one standard deviation); at that spread about {r.rounds_to_decide(0.02)} rounds "
+            "would decide") in text
