@@ -193,6 +193,7 @@ class Row:
     l2: str = "nvgg"                # how the timer clears L2 before each repetition (timing.L2_CLEARS)
     revision: str = ""              # the commit a submission's file was taken from (PATH@REV)
     point: tuple = ()               # ((knob, value), ...): what a submission's CONFIG holds for this row
+    energy: bool = True             # measure the energy a call after the timing (a sweep's points skip it)
 
     @property
     def label(self) -> str:

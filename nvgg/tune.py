@@ -2,11 +2,11 @@
 (backends/submission.py: the file's CONFIG set to the point before each row, in the worker that
 runs the file) or our persistent kernel's knobs (nvgg/space.py: the family's own refusals listed,
 never run). Every point is a row of its own, checked against the reference and timed as `run`
-times; then the
-finalists (the fastest point, the file's default, and up to FINALISTS - 2 more whose first times
-the gate cannot tell from the fastest) are measured again in interleaved rounds (ab.py) before
-anything is called a winner. Per case: the winner, the points not told apart from it, where the
-default stands and what the winner gains over it.
+times (without the energy a call: half a second a point); then the finalists (the fastest point,
+the default, and up to FINALISTS - 2 more whose first times the gate cannot tell from the
+fastest) are measured again in interleaved rounds (ab.py) before anything is called a winner.
+Per case: the winner, the points not told apart from it, where the default stands and what the
+winner gains over it.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ class SubmissionTarget:
 
     def row(self, case: Case, point: tuple) -> Row:
         v = self.version
-        return Row(case, submission=v.path, source=v.name, revision=v.revision, point=point)
+        return Row(case, submission=v.path, source=v.name, revision=v.revision, point=point, energy=False)
 
 
 class KernelTarget:
@@ -75,7 +75,7 @@ class KernelTarget:
                 {p.knobs: p.refused for p in found if p.refused})
 
     def row(self, case: Case, point: tuple) -> Row:
-        return Row(case, "persistent", "cute", point=point, device=self.device)
+        return Row(case, "persistent", "cute", point=point, device=self.device, energy=False)
 
 
 @dataclass

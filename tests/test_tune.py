@@ -76,6 +76,7 @@ def test_finalists_are_measured_again_and_the_winner_named_with_what_is_not_told
     assert out.exit_code == 0, out.output
     first = [tuple(r.point) for r in fake_rows.seen[:4]]
     assert first == [default, other, close, fast]  # every point once, the default first
+    assert not any(r.energy for r in fake_rows.seen)  # a sweep's rows skip the energy window
     rounds = fake_rows.seen[4:]
     assert {tuple(r.point) for r in rounds} == {fast, default, close} and len(rounds) >= 3 * 5  # finalists only
     raw = json.loads(doc.read_text())
