@@ -132,3 +132,10 @@ def test_a_point_runs_with_the_persistent_strategy_alone(monkeypatch):
     for strategy, maps in (("graph", None), ("persistent", "device")):
         with pytest.raises(NvggError, match="run it with the persistent strategy and no tensor-map mode of its own"):
             selection.select(cases.get("4"), strategy, "cute", maps, torch.device("cuda"), point)
+
+
+def test_compile_space_of_a_case_no_build_takes_is_one_line(cli):
+    out = cli("compile", "--arch", "sm_90a", "--space", "--shape", "m: [64]; n: [200]; k: [512]; g: 1")
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert out.exit_code == 2 and len(lines) == 1, out.output
+    assert "case shape: no build of the sm_90a persistent kernel takes it: n=200 is not a multiple of 128" in lines[0]

@@ -246,6 +246,16 @@ def test_our_kernels_space_swept_its_refusals_listed_and_its_map_given_to_compar
         ("persistent", tuple(case["winner"].items())), ("graph", ())]
     out = cli("compare", "--case", "4", "--config", str(cfg), "--tensormaps", "host", "--strategy", "persistent")
     assert out.exit_code == 2 and "drop --tensormaps" in out.stderr
+    bad = json.loads(cfg.read_text())
+    bad["cases"]["4"] = {"mma_n": 128}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    out = cli("run", "--case", "4", "--config", str(tmp_path / "bad.json"))
+    assert out.exit_code == 2 and "sets mma_n, cta_group, tensormaps; got mma_n" in out.stderr
+    bad["cases"]["4"] = {"mma_n": 96, "cta_group": 1, "tensormaps": "host"}
+    (tmp_path / "bad.json").write_text(json.dumps(bad))
+    out = cli("run", "--case", "4", "--config", str(tmp_path / "bad.json"))
+    assert out.exit_code == 2 and "case 4's point is one the sm_100a kernel refuses: mma_n must be one of" in out.stderr
     monkeypatch.setattr(base, "_capability", lambda index: (9, 0))
     out = cli("run", "--case", "4", "--config", str(cfg))
     assert out.exit_code == 2 and "holds sm_100a builds of our kernel and this machine has sm_90a" in out.stderr
+    assert fake_rows.seen[2:] == []  # none of the refused ones ran a row

@@ -190,6 +190,14 @@ def config_points(path: str | None, picked, submission, device, tensormaps=None)
                         "this GPU, or run where the map was made")
     if tensormaps:
         raise NvggError("--config fixes our kernel's build, its tensor maps included: drop --tensormaps")
+    from ..backends import cute
+    family = cute.family(arch)
+    for c in picked:  # each point one the kernel takes for its case, checked before any row
+        point = dict(by_case[c.id])
+        family.with_point(point)
+        why = family.point_build(c, point)[1]
+        if why:
+            raise NvggError(f"config map {path}: case {c.id}'s point is one the {arch} kernel refuses: {why}")
     return Points(by_case, kernel=True)
 
 

@@ -66,6 +66,11 @@ def _space(family, picked, arch: str, limits, json_out) -> None:
     from .. import space as spacemod
     from ..report import tabulate as table
     knobs = [k.name for k in family.knobs()]
+    for c in picked:  # a case no point takes is bad input, as it is to a plain compile
+        found = spacemod.points(family, c, limits.sm_count)
+        if all(p.refused for p in found):
+            raise NvggError(f"case {c.id}: no build of the {arch} persistent kernel takes it: "
+                            f"{next(p for p in found if p.default).refused}")
     with Progress(len(picked), "building the space") as progress:
         built = []
         for c in picked:
