@@ -202,7 +202,6 @@ class Sampler:
                 "temp_c": nv.nvmlDeviceGetTemperature(h, nv.NVML_TEMPERATURE_GPU),
                 "power_w": nv.nvmlDeviceGetPowerUsage(h) / 1000.0,
                 "reasons": _reasons(nv, h),
-                "energy_mj": _energy(nv, h),
             })
         except Exception as exc:  # a reading the driver refuses ends the sampling, not the row
             self.error = f"NVML read failed: {type(exc).__name__}: {exc}"
@@ -235,10 +234,6 @@ def summarise(samples: list[dict], error: str = "") -> dict:
         "throttled_share": round(hits / len(samples), 3),
         "error": error,
     }
-    energy = [s.get("energy_mj") for s in samples]
-    if len(samples) >= 2 and None not in energy:
-        out["energy_mj"] = energy[-1] - energy[0]
-        out["energy_updates"] = sum(b != a for a, b in zip(energy, energy[1:]))
     out["throttled"] = throttled_text(out)
     return out
 

@@ -511,7 +511,8 @@ def tune_table(done, space: dict, floor: float, env: dict) -> str:
     knobs = list(space)
     lines = [f"card: {card(env)}   floor ±{floor:.1%}   finalists measured again in interleaved rounds (95% intervals)"]
     for ct in done:
-        order = ct.good() + [p for p in ct.points if p in ct.first and p not in ct.good()]
+        good = ct.good()
+        order = good + [p for p in ct.points if p in ct.first and p not in good]
         rows = []
         for p in order:
             r = ct.first[p]

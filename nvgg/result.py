@@ -80,8 +80,6 @@ class Clocks(TypedDict, total=False):
     throttled_share: float
     throttled: str           # a sentence, "" when the card ran as set
     error: str
-    energy_mj: int           # NVML's energy counter, last sample minus first
-    energy_updates: int      # times it changed between samples
 
 
 Env = dict[str, Any]          # env.collect: versions, the GPU, its driver and clocks
