@@ -241,7 +241,7 @@ def _run(row: Row, keep: tuple | None = None) -> Result:
             session = setup(row.case, strategy=row.strategy, backend=row.backend, device=device, profile=row.profile,
                             batch=row.batch, tensormaps=row.tensormaps, point=dict(row.point))
         if check(session):
-            measure(session, row.timer, row.l2, energy=row.energy)
+            measure(session, row.timer, row.l2, energy=row.energy, span=row.span)
         result = session.result
         if keep is not None and result.status == "ok":
             _ROUNDS[keep] = session

@@ -24,18 +24,22 @@ def _version(dist: str, module: str | None = None) -> str | None:
     return None
 
 
-def _nvml(index: int) -> dict:
+def _nvml(device: torch.device) -> dict:
+    from .clocks import _handle
     from .profiles import nvml
     pynvml = nvml()  # started once a process
     if pynvml is None:
         return {}
     try:
-        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        h = _handle(pynvml, device)  # by PCI bus id: NVML's indices ignore CUDA_VISIBLE_DEVICES
         name = pynvml.nvmlDeviceGetName(h)
+        uuid = pynvml.nvmlDeviceGetUUID(h)
         cuda = pynvml.nvmlSystemGetCudaDriverVersion()
         driver = pynvml.nvmlSystemGetDriverVersion()
         return {
             "gpu": name.decode() if isinstance(name, bytes) else name,
+            "gpu_index": pynvml.nvmlDeviceGetIndex(h),  # the host's numbering (nvidia-smi's), whatever this process sees
+            "gpu_uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
             "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
             "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
             "driver": driver.decode() if isinstance(driver, bytes) else driver,
@@ -60,7 +64,7 @@ def collect(device: torch.device) -> dict:
         index = device.index or 0
         env["gpu"] = torch.cuda.get_device_name(index)
         env["capability"] = "sm_%d%d" % torch.cuda.get_device_capability(index)
-        env.update({k: v for k, v in _nvml(index).items() if v is not None})
+        env.update({k: v for k, v in _nvml(torch.device('cuda', index)).items() if v is not None})
     else:
         env["gpu"] = "none (CPU run)"
     return env

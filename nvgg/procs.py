@@ -468,9 +468,11 @@ class Pool:
     key, all owning `gpu` (None: whatever this process sees); `with Pool(timeout_s) as pool:
     pool.call(key, fn, **kwargs)`."""
 
-    def __init__(self, timeout_s: float | None = None, *, gpu: int | None = None, preload: tuple[str, ...] = ()):
+    def __init__(self, timeout_s: float | None = None, *, gpu: int | None = None, preload: tuple[str, ...] = (),
+                 spare: bool = True):
         self.timeout_s = timeout_s or TIMEOUT_S
         self.gpu = gpu
+        self.spare = spare  # whether a worker started ahead (prestart) may serve it: not for compiles
         self.preload = tuple(preload)
         self.isolated = isolated()
         self.workers: dict[str, Worker] = {}
@@ -482,9 +484,10 @@ class Pool:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def call(self, key: str, fn: Callable, **kwargs):
-        """`fn(**kwargs)`'s value. NvggError as raised; ChildFailure (timed out, crashed: the worker
-        is gone) or ChildError (raised, the worker kept) for a call that failed."""
+    def call(self, key: str, fn: Callable, *, limit_s: float | None = None, **kwargs):
+        """`fn(**kwargs)`'s value, within `limit_s` (None: the pool's time limit). NvggError as
+        raised; ChildFailure (timed out, crashed: the worker is gone) or ChildError (raised, the
+        worker kept) for a call that failed."""
         if not self.isolated:
             try:
                 with _stdout_to_stderr():  # what the call prints stays off the command's own output
@@ -495,10 +498,10 @@ class Pool:
                 raise ChildError(f"{type(exc).__name__}: {_first_line(str(exc))}", traceback.format_exc()) from None
         worker = self.workers.get(key)
         if worker is None:
-            worker = self.workers[key] = _adopt_spare(key, self.gpu) or Worker(key, Path(self._logs.name), gpu=self.gpu,
+            worker = self.workers[key] = (self.spare and _adopt_spare(key, self.gpu)) or Worker(key, Path(self._logs.name), gpu=self.gpu,
                                                                          preload=self.preload)
         try:
-            return worker.call(Call(fn, kwargs), self.timeout_s)
+            return worker.call(Call(fn, kwargs), limit_s or self.timeout_s)
         except ChildFailure:
             self.workers.pop(key, None)
             raise

@@ -192,6 +192,8 @@ class Row:
     revision: str = ""              # the commit a submission's file was taken from (PATH@REV)
     point: tuple = ()               # ((knob, value), ...): what a submission's CONFIG holds for this row
     energy: bool = True             # measure the energy a call after the timing (a sweep's points skip it)
+    span: bool = True               # time for timing.MIN_SPAN_S at least, the blocks of `± rerun` (a sweep's
+                                    # first pass takes the timer's own stop: its finalists are timed again in rounds)
 
     @property
     def label(self) -> str:

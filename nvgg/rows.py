@@ -8,6 +8,7 @@ parent only schedules, enforces timeouts and hands results back.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Callable
 
@@ -47,14 +48,14 @@ def precheck(row: Row) -> None:
     datapath.check_memory(row.case, device, datapath.batch_size(device, row.batch), row.l2)
 
 
-def run_in(pool: procs.Pool, row: Row, rounds: bool = False) -> Result:
+def run_in(pool: procs.Pool, row: Row, rounds: bool = False, limit_s: float | None = None) -> Result:
     """The row's Result from the pool's worker for it (`rounds`: one round of an A/B, the worker
-    keeping the row's session for the next, datapath.run_round); a hang or a crash becomes the
-    row's failed Result with its reason."""
+    keeping the row's session for the next, datapath.run_round; `limit_s`: its time limit where
+    not the pool's); a hang or a crash becomes the row's failed Result with its reason."""
     t0 = time.perf_counter()
     try:
         precheck(row)
-        result = pool.call(row.key, datapath.run_round if rounds else datapath.run_row, row=row)
+        result = pool.call(row.key, datapath.run_round if rounds else datapath.run_row, limit_s=limit_s, row=row)
     except (procs.ChildFailure, procs.ChildError) as exc:
         result = row.failed("error", str(exc))
     except NvggError as exc:
@@ -64,13 +65,19 @@ def run_in(pool: procs.Pool, row: Row, rounds: bool = False) -> Result:
 
 
 def run_many(rows: list[Row], *, timeout_s: float | None = None, on_result: Callable[[Result], None] | None = None,
-             on_start: Callable[[Row], None] | None = None, strict: bool = False) -> list[Result]:
+             on_start: Callable[[Row], None] | None = None, strict: bool = False,
+             gpus: list[int] | None = None) -> list[Result]:
     """Every row, each in its worker, in order; `on_start(row)` as each begins and
     `on_result(result)` as it finishes. `strict`: an unsupported row is an NvggError before any
-    row starts (one row asked for by name), instead of a row of its own."""
+    row starts (one row asked for by name), instead of a row of its own. `gpus` (--gpus, checked by
+    gpus.parse): a pool of workers on each, the rows taken in order by whichever is free (`spread`);
+    the results still in the rows' order."""
     if strict:
         for row in rows:
             precheck(row)
+    if gpus:
+        return spread(rows, gpus, lambda pool, row: run_in(pool, row), timeout_s=timeout_s, on_start=on_start,
+                      on_result=on_result)
     results = []
     with procs.Pool(timeout_s, preload=(datapath.__name__,)) as pool:
         for row in rows:
@@ -80,6 +87,47 @@ def run_many(rows: list[Row], *, timeout_s: float | None = None, on_result: Call
             results.append(res)
             if on_result:
                 on_result(res)
+    return results
+
+
+def spread(items: list, gpus: list[int], run: Callable[[procs.Pool, object], Result], *, timeout_s: float | None = None,
+           on_start: Callable | None = None, on_result: Callable[[Result], None] | None = None) -> list[Result]:
+    """`run(pool, item)` for every item, over a pool of workers on each GPU (procs.Pool's `gpu`):
+    a thread a GPU takes the next item whenever its last is done. The callbacks run one at a time
+    (under a lock), `on_result` in the order items finish; the results come back in the items'
+    order. An exception in a thread (not a row's failure: those are results) ends the spread and
+    is raised here once the other threads' items are done."""
+    results: list = [None] * len(items)
+    todo = iter(enumerate(items))
+    lock = threading.Lock()
+    raised: list[BaseException] = []
+
+    def serve(gpu: int) -> None:
+        try:
+            with procs.Pool(timeout_s, gpu=gpu, preload=(datapath.__name__,)) as pool:
+                while not raised:
+                    with lock:
+                        nxt = next(todo, None)
+                        if nxt is not None and on_start:
+                            on_start(nxt[1])
+                    if nxt is None:
+                        return
+                    res = run(pool, nxt[1])
+                    with lock:
+                        results[nxt[0]] = res
+                        if on_result:
+                            on_result(res)
+        except BaseException as exc:  # noqa: BLE001 -- handed to the calling thread
+            raised.append(exc)
+
+    threads = [threading.Thread(target=serve, args=(g,), name=f"nvgg-gpu{g}", daemon=True) for g in gpus]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)  # in slices: Ctrl-C and SIGTERM reach this thread
+    if raised:
+        raise raised[0]
     return results
 
 
@@ -111,6 +159,15 @@ class LiveFiles:
             self.write()
         except OSError as exc:  # checked writable before the run; a disk that fills up mid-run
             raise NvggError(f"writing the results failed after {len(self.results)} row(s): {exc}") from None
+
+    def reorder(self, results: list[Result]) -> None:
+        """The rows in `results`' order (run_many's: the rows as asked), rewritten where that moves one."""
+        if [id(r) for r in results] != [id(r) for r in self.results] and len(results) == len(self.results):
+            self.results = list(results)
+            try:
+                self.write()
+            except OSError as exc:
+                raise NvggError(f"writing the results failed: {exc}") from None
 
     def document(self) -> dict:
         from .report import results_document

@@ -9,6 +9,8 @@ family's model of the point's time where it has one (sm_100a: the B200 model).
 from __future__ import annotations
 
 import itertools
+import os
+import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -76,21 +78,91 @@ class Built:
 
 
 def compile_all(family: KernelFamily, cases: list[Case], arch: str, sms: int | None = None,
-                on_point: Callable[[Built], None] | None = None) -> list[Built]:
+                on_point: Callable[[Built], None] | None = None, jobs: int = 1) -> list[Built]:
     """Every case's points, the accepted ones compiled for `arch` (cached: a build several cases
-    share compiles once), in order; a build the compiler fails is that point's error, not the end."""
+    share compiles once), in order; a build the compiler fails is that point's error, not the end.
+    `jobs` > 1: the distinct builds first, in that many worker processes at once (procs.Pool, no
+    GPU asked of them), then the points answered from them; `on_point` as each case's points are
+    answered, in order."""
+    found = [(case, point) for case in cases for point in points(family, case, sms)]
+    builds: dict = {}  # the build's configuration -> (case, point values) of its first point
+    for case, point in found:
+        if not point.refused:
+            config, _ = family.point_build(case, point.values, sms)
+            builds.setdefault(config, (case, point.values))
+    done = _compile_builds(arch, builds, sms, jobs) if jobs > 1 and len(builds) > 1 else None
     out = []
-    for case in cases:
-        for point in points(family, case, sms):
-            built = Built(point)
-            if not point.refused:
+    for case, point in found:
+        built = Built(point)
+        if not point.refused:
+            if done is not None:
+                built.kernels, built.error = done[family.point_build(case, point.values, sms)[0]]
+            else:
                 try:
                     built.kernels = [k.to_dict() for k in family.compile_point(case, arch, point.values, sms)]
                 except NvggError:
                     raise
                 except Exception as exc:  # the DSL or ptxas refusing a build: that point's answer
-                    built.error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            out.append(built)
-            if on_point:
-                on_point(built)
+                    built.error = _first(exc)
+        out.append(built)
+        if on_point:
+            on_point(built)
     return out
+
+
+def default_jobs() -> int:
+    """Compiles side by side: one a CPU core this process may use, 16 at most (each a CuTe DSL
+    compile in a process of its own)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return max(1, min(16, cores))
+
+
+def build(arch: str, case: Case, point: dict, sms: int | None) -> list[dict]:
+    """In a worker: our kernel family's build of `point` for `case` (kernels/cache.py keeps it),
+    its kernels as KernelInfo.to_dict()."""
+    from .backends import cute
+    return [k.to_dict() for k in cute.family(arch).compile_point(case, arch, point, sms)]
+
+
+def _compile_builds(arch: str, builds: dict, sms: int | None, jobs: int) -> dict:
+    """Each build (config -> (case, point)) compiled in `jobs` workers at once: config ->
+    (kernels, error). NvggError (a cache that cannot be written, say) as raised."""
+    from . import procs
+    todo = list(builds.items())
+    out: dict = {}
+    lock = threading.Lock()
+    raised: list[BaseException] = []
+
+    def serve(i: int) -> None:
+        try:
+            while not raised:
+                with lock:
+                    if not todo:
+                        return
+                    config, (case, values) = todo.pop(0)
+                try:
+                    answer = (pool.call(f"compile:{i}", build, arch=arch, case=case, point=values, sms=sms), "")
+                except procs.ChildError as exc:  # the DSL or ptxas refusing a build: that point's answer
+                    answer = ([], str(exc))
+                except procs.ChildFailure as exc:
+                    answer = ([], f"the compiler's process ended: {exc}")
+                with lock:
+                    out[config] = answer
+        except BaseException as exc:  # noqa: BLE001 -- raised again in the calling thread
+            raised.append(exc)
+
+    with procs.Pool(spare=False) as pool:
+        threads = [threading.Thread(target=serve, args=(i,), daemon=True, name=f"nvgg-compile{i}")
+                   for i in range(min(jobs, len(todo)))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            while t.is_alive():
+                t.join(0.2)  # in slices: Ctrl-C and SIGTERM reach this thread
+    if raised:
+        raise raised[0]
+    return out
+
+
+def _first(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"

@@ -2,7 +2,8 @@
 (backends/submission.py: the file's CONFIG set to the point before each row, in the worker that
 runs the file) or our persistent kernel's knobs (nvgg/space.py: the family's own refusals listed,
 never run). Every point is a row of its own, checked against the reference and timed as `run`
-times (without the energy a call: half a second a point); then the finalists (the fastest point,
+times but for the energy a call and the half-second span of `± rerun` (about a second a point
+between them: a first pass only picks the finalists); then the finalists (the fastest point,
 the default, and up to FINALISTS - 2 more whose first times the gate cannot tell from the
 fastest) are measured again in interleaved rounds (ab.py) before anything is called a winner.
 Per case: the winner, the points not told apart from it, where the default stands and what the
@@ -11,7 +12,10 @@ winner gains over it.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import statistics
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -22,6 +26,10 @@ from .errors import NvggError
 from .result import Result, Row, point_name as name_of
 
 FINALISTS = 4      # points measured again in interleaved rounds, a case
+# a point of our kernel, built before its row, that takes HANG_FACTOR times the case's median row
+# (HANG_FLOOR_S at least) is a hang: its row is stopped there, not at the rows' usual limit (one
+# build deadlocked on case 4 every time it ran: H100, 2026-11-27)
+HANG_FACTOR, HANG_FLOOR_S = 20.0, 10.0
 SAME_PCT = 5.0     # the gate's allowed change when picking finalists from the first pass
 
 
@@ -50,9 +58,17 @@ class SubmissionTarget:
         every = points_of(space)
         return every, every[0], {}
 
+    def build_all(self, cases: list[Case], space: dict) -> None:
+        """Before the first pass: nothing (the file builds what it builds inside its calls)."""
+
+    def prepare(self, pool: procs.Pool, case: Case, point: tuple, walls: list[float]) -> float | None:
+        """Before a point's row: nothing (the file builds what it builds inside its calls, so no
+        row time tells a hang from a build); the row keeps the pool's time limit."""
+        return None
+
     def row(self, case: Case, point: tuple) -> Row:
         v = self.version
-        return Row(case, submission=v.path, source=v.name, revision=v.revision, point=point, energy=False)
+        return Row(case, submission=v.path, source=v.name, revision=v.revision, point=point, energy=False, span=False)
 
 
 class KernelTarget:
@@ -71,11 +87,37 @@ class KernelTarget:
         from . import space as spacemod
         found = spacemod.points(self.family, case, self.sms)
         default = next(p.knobs for p in found if p.default)
-        return ([p.knobs for p in found if not p.refused], default,
+        # the default first: where it stands is known even when the budget cuts the first pass
+        return ([default] + [p.knobs for p in found if not p.refused and p.knobs != default], default,
                 {p.knobs: p.refused for p in found if p.refused})
 
+    def build_all(self, cases: list[Case], space: dict) -> None:
+        """Before the first pass: every case's accepted points built on the CPU cores at once
+        (space.compile_all; a warm cache answers at once), so no row waits for a compile."""
+        from . import space as spacemod
+        spacemod.compile_all(self.family, cases, self.arch, self.sms, jobs=spacemod.default_jobs())
+
+    def prepare(self, pool: procs.Pool, case: Case, point: tuple, walls: list[float]) -> float | None:
+        """Build the point in its row's worker (a compile's time is never taken for a hang), then
+        the row's time limit: HANG_FACTOR x the median of the case's rows so far (`walls`, once
+        there are 3), None (the pool's) before."""
+        try:
+            pool.call(self.row(case, point).key, compile_point, arch=self.arch, case=case, point=dict(point),
+                      sms=self.sms)
+        except (procs.ChildFailure, procs.ChildError, NvggError):
+            return None  # the row fails the same way and says why
+        if len(walls) < 3:
+            return None
+        return max(HANG_FLOOR_S, HANG_FACTOR * statistics.median(walls))
+
     def row(self, case: Case, point: tuple) -> Row:
-        return Row(case, "persistent", "cute", point=point, device=self.device, energy=False)
+        return Row(case, "persistent", "cute", point=point, device=self.device, energy=False, span=False)
+
+
+def compile_point(arch: str, case: Case, point: dict, sms: int | None) -> None:
+    """In a worker: our kernel family's build of `point` for `case` (kernels/cache.py keeps it)."""
+    from .backends import cute
+    cute.family(arch).compile_point(case, arch, point, sms)
 
 
 @dataclass
@@ -156,75 +198,167 @@ def kept_cases(doc: dict) -> dict[str, CaseTune]:
     return out
 
 
+FIRST_SHARE = 0.7  # of a case's share of the budget, what its first pass may take (the rest: its rounds)
+
+
 def sweep(cases: list[Case], target, *, budget_s: float, floor: float, rounds: int, timeout_s: float | None = None,
           resume: dict | None = None, on_space: Callable[[dict], None] | None = None,
           on_point: Callable[[CaseTune, Result], None] | None = None,
-          on_case: Callable[[CaseTune], None] | None = None) -> list[CaseTune]:
+          on_case: Callable[[CaseTune], None] | None = None, gpus: list[int] | None = None) -> list[CaseTune]:
     """The target's space (`on_space(space)` then), and every case's points (first pass), then its
-    finalists in rounds; the budget covers both, shared evenly by the cases left. `target` a
-    SubmissionTarget or a KernelTarget; `resume` an earlier sweep's JSON of the same target and
-    space: its finished cases kept whole, its measured points not run again. NvggError where the
-    target has no space to sweep, or the sweep to resume swept another (before any row)."""
-    out: list[CaseTune] = []
-    budget_left = budget_s
-    with procs.Pool(timeout_s, preload=("nvgg.datapath",)) as pool:
-        space = target.space(pool)
+    finalists in rounds. The budget is shared by the cases in order: case i's first pass stops at
+    (i + FIRST_SHARE) / n of it, its rounds get what is left of its share. `gpus` (--gpus, checked):
+    a pool of workers on each; a free GPU takes the next case whose points are all in for its
+    rounds (all of them on that GPU), else the next point, so one case's rounds overlap the next
+    case's points. `target` a SubmissionTarget or a KernelTarget; `resume` an earlier sweep's JSON
+    of the same target and space: its finished cases kept whole, its measured points not run
+    again. The callbacks run one at a time. NvggError where the target has no space to sweep, or
+    the sweep to resume swept another (before any row)."""
+    with contextlib.ExitStack() as stack:
+        pools = [stack.enter_context(procs.Pool(timeout_s, gpu=g, preload=("nvgg.datapath",))) for g in gpus or [None]]
+        space = target.space(pools[0])
         if resume is not None and (resume.get("space") != space or resume.get("target") != target.name):
             raise NvggError(f"the sweep to resume was of {resume.get('target')} over {resume.get('space')}, not "
                             f"{target.name} over {space}: start a new sweep")
-        kept = kept_cases(resume) if resume is not None else {}
         if on_space:
             on_space(space)
-        for i, case in enumerate(cases):
-            started = time.monotonic()
-            share = budget_left / (len(cases) - i)
+        target.build_all(cases, space)
+        plan = _Plan(cases, target, space, kept_cases(resume) if resume is not None else {}, budget_s, on_point,
+                     on_case)
+        if len(pools) == 1:
+            plan.serve(pools[0], floor, rounds, timeout_s)
+        else:
+            threads = [threading.Thread(target=plan.serve, args=(pool, floor, rounds, timeout_s), daemon=True,
+                                        name=f"nvgg-tune-gpu{pool.gpu}") for pool in pools]
+            for t in threads:
+                t.start()
+            for t in threads:
+                while t.is_alive():
+                    t.join(0.2)  # in slices: Ctrl-C and SIGTERM reach this thread
+        if plan.raised:
+            raise plan.raised[0]
+    return [plan.tunes[c.id] for c in cases if c.id in plan.tunes]
+
+
+class _Plan:
+    """What is left of a sweep, shared by the GPUs' threads (one lock): each case's points not yet
+    handed out, how many are being measured, whether its rounds began and ended."""
+
+    def __init__(self, cases, target, space, kept, budget_s, on_point, on_case):
+        self.cases, self.target, self.budget_s = cases, target, budget_s
+        self.on_point, self.on_case = on_point, on_case
+        self.started = time.monotonic()
+        self.cond = threading.Condition()
+        self.tunes: dict[str, CaseTune] = {}
+        self.pending: dict[str, list[tuple]] = {}
+        self.busy: dict[str, int] = {}
+        self.state: dict[str, str] = {}  # "points", "rounds", "done"
+        self.raised: list[BaseException] = []
+        for case in cases:
             before = kept.get(case.id)
-            if before is not None and before.winner is not None:
-                out.append(before)
+            if before is not None and before.winner is not None:  # finished before: kept whole
+                self.tunes[case.id], self.state[case.id] = before, "done"
                 if on_case:
                     on_case(before)
                 continue
             every, default, refused = target.points(case, space)
-            ct = CaseTune(case.id, every, default, refused=refused)
-            for point in every:
-                if before is not None and point in before.first:
-                    ct.first[point] = before.first[point]
+            ct = self.tunes[case.id] = CaseTune(case.id, every, default, refused=refused)
+            if before is not None:
+                ct.first.update({p: r for p, r in before.first.items() if p in every})
+            self.pending[case.id] = [p for p in every if p not in ct.first]
+            self.busy[case.id], self.state[case.id] = 0, "points"
+
+    def _slot_end(self, i: int, share: float) -> float:
+        return self.started + self.budget_s * (i + share) / len(self.cases)
+
+    def _next(self):
+        """The next task, ("rounds", i) or ("point", i, point), None when all is done; waits while
+        nothing can start yet (the last points of a case being measured elsewhere)."""
+        while not self.raised:
+            waiting = False
+            for i, case in enumerate(self.cases):
+                cid = case.id
+                if self.state[cid] != "points":
+                    waiting = waiting or self.state[cid] == "rounds"
                     continue
-                if ct.first and time.monotonic() - started > share * 0.7:  # keep some for the rounds
-                    ct.stopped = f"budget spent after {len(ct.first)} of {len(every)} points"
-                    break
-                res = rows.run_in(pool, target.row(case, point))
-                ct.first[point] = res
-                if on_point:
-                    on_point(ct, res)
-            _final_rounds(ct, case, target, floor, rounds, max(1.0, share - (time.monotonic() - started)), timeout_s,
-                          pool)
-            budget_left = max(0.0, budget_left - (time.monotonic() - started))
-            out.append(ct)
-            if on_case:
-                on_case(ct)
-    return out
+                ct, pending = self.tunes[cid], self.pending[cid]
+                if pending and ct.first and time.monotonic() > self._slot_end(i, FIRST_SHARE):
+                    ct.stopped = f"budget spent after {len(ct.first) + self.busy[cid]} of {len(ct.points)} points"
+                    pending.clear()
+                if not pending and not self.busy[cid]:
+                    self.state[cid] = "rounds"
+                    return ("rounds", i)
+                if pending:
+                    self.busy[cid] += 1
+                    return ("point", i, pending.pop(0))
+                waiting = True
+            if not waiting:
+                return None
+            self.cond.wait(0.5)
+        return None
+
+    def serve(self, pool: procs.Pool, floor: float, rounds: int, timeout_s: float | None) -> None:
+        """One GPU's loop: tasks until none is left."""
+        try:
+            while True:
+                with self.cond:
+                    task = self._next()
+                if task is None:
+                    return
+                case = self.cases[task[1]]
+                ct = self.tunes[case.id]
+                if task[0] == "point":
+                    with self.cond:
+                        walls = [r.wall_s for r in ct.first.values() if r.status == "ok"]
+                    limit = self.target.prepare(pool, case, task[2], walls)
+                    res = rows.run_in(pool, self.target.row(case, task[2]), limit_s=limit)
+                    with self.cond:
+                        ct.first[task[2]] = res
+                        self.busy[case.id] -= 1
+                        if self.on_point:
+                            self.on_point(ct, res)
+                        self.cond.notify_all()
+                else:
+                    budget = max(1.0, self._slot_end(task[1], 1.0) - time.monotonic())
+                    settle = _final_rounds(ct, case, self.target, floor, rounds, budget, timeout_s, pool)
+                    with self.cond:
+                        settle()
+                        self.state[case.id] = "done"
+                        if self.on_case:
+                            self.on_case(ct)
+                        self.cond.notify_all()
+        except BaseException as exc:  # noqa: BLE001 -- raised again by sweep, in the calling thread
+            with self.cond:
+                self.raised.append(exc)
+                self.cond.notify_all()
 
 
 def _final_rounds(ct: CaseTune, case: Case, target, floor: float, rounds: int, budget_s: float,
-                  timeout_s: float | None, pool: procs.Pool) -> None:
+                  timeout_s: float | None, pool: procs.Pool) -> Callable[[], None]:
+    """The finalists' rounds; what they decide comes back as a change to make to `ct` (under the
+    sweep's lock: a file written meanwhile, of another case's point, shows this case unfinished)."""
     picked = finalists(ct)
-    if not picked:
-        ct.stopped = ct.stopped or "no point ran right"
-        return
-    ct.winner = picked[0]
-    if len(picked) == 1:
-        return
-    ct.final_points = picked
-    (ct.final,) = ab.run([[target.row(case, p) for p in picked]], floor=floor, max_rounds=rounds, budget_s=budget_s,
-                         timeout_s=timeout_s, pool=pool)
-    ratios = ct.final.ratios()
-    faster = [(r.ratio, p) for p, r in zip(picked, ratios) if r is not None and r.classify(floor) == "faster"]
-    if faster:  # the rounds overturn the first pass: the fastest of those decidedly faster wins
-        ct.winner = min(faster)[1]
-    for p in picked:
-        r = ct.against_winner(p)
-        if p != ct.winner and r is not None and r.classify(floor) in ("same", "unsure"):
-            ct.not_apart.append(p)
-    if ct.final.failed() is not None:
-        ct.stopped = ct.stopped or f"the rounds stopped: {ct.final.stopped}"
+    final = None
+    if len(picked) > 1:
+        (final,) = ab.run([[target.row(case, p) for p in picked]], floor=floor, max_rounds=rounds,
+                          budget_s=budget_s, timeout_s=timeout_s, pool=pool)
+
+    def settle() -> None:
+        if not picked:
+            ct.stopped = ct.stopped or "no point ran right"
+            return
+        ct.winner = picked[0]
+        if final is None:
+            return
+        ct.final_points, ct.final = picked, final
+        ratios = final.ratios()
+        faster = [(r.ratio, p) for p, r in zip(picked, ratios) if r is not None and r.classify(floor) == "faster"]
+        if faster:  # the rounds overturn the first pass: the fastest of those decidedly faster wins
+            ct.winner = min(faster)[1]
+        for p in picked:
+            r = ct.against_winner(p)
+            if p != ct.winner and r is not None and r.classify(floor) in ("same", "unsure"):
+                ct.not_apart.append(p)
+        if final.failed() is not None:
+            ct.stopped = ct.stopped or f"the rounds stopped: {final.stopped}"
+    return settle

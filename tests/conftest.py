@@ -94,7 +94,7 @@ def fake_rows(monkeypatch):
         def answer(self, row):
             return made_result(row.case.id, row.strategy or "persistent", row.backend or "cute", 10.0)
 
-        def __call__(self, pool, row, rounds=False):
+        def __call__(self, pool, row, rounds=False, limit_s=None):
             self.seen.append(row)
             self.timeouts.append(pool.timeout_s)
             return self.answer(row)

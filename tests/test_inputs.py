@@ -48,6 +48,25 @@ def test_scales_drawn_ahead_are_the_default_generators_draws_in_order():
         inputs.generate(case, "cpu", scales=inputs.cpu_scales(case, case.seed))
 
 
+def test_a_cases_draws_are_kept_for_its_next_rows_as_copies_of_their_own():
+    """generate_batch's draws (drawn_scales) are made once a case in a worker: the next row gets
+    the same values in tensors of its own (a row's refill writes its plain scales), and another
+    case's draws replace them."""
+    case, other = cases.get("test-3"), cases.get("test-4")
+    seeds = [case.seed + 42, case.seed + 84]
+    first = inputs.drawn_scales(case, seeds)
+    for scales, seed in zip(first, seeds):
+        for (sfa, sfb), (wa, wb) in zip(scales, inputs.cpu_scales(case, seed)):
+            assert torch.equal(sfa.view(torch.int8), wa.view(torch.int8)) and torch.equal(sfb.view(torch.int8), wb.view(torch.int8))
+    want = first[0][0][0].view(torch.int8).clone()
+    first[0][0][0].view(torch.uint8).fill_(0)  # a row refilling its inputs in place
+    again = inputs.drawn_scales(case, seeds)
+    assert torch.equal(again[0][0][0].view(torch.int8), want)
+    assert again[0][0][0].data_ptr() != first[0][0][0].data_ptr()
+    inputs.drawn_scales(other, [other.seed])
+    assert {key[0] for key in inputs._DRAWN} == {tuple(other.groups)}
+
+
 def test_blocked_layout_index_formula_and_round_trip():
     mn, k = 200, 512
     plain = torch.randint(1, 100, (mn, k // 16, 1), dtype=torch.int8).to(torch.float8_e4m3fn)

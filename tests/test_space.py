@@ -139,3 +139,42 @@ def test_compile_space_of_a_case_no_build_takes_is_one_line(cli):
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert out.exit_code == 2 and len(lines) == 1, out.output
     assert "case shape: no build of the sm_90a persistent kernel takes it: n=200 is not a multiple of 128" in lines[0]
+
+
+def test_the_space_compiles_its_distinct_builds_side_by_side_in_processes(cli, tmp_path, monkeypatch):
+    """--jobs 2 from a cold cache: every point built by the worker processes (each distinct build
+    once, into the cache), the same answer as one build after another, which then only reads it."""
+    monkeypatch.setenv("NVGG_CACHE_DIR", str(tmp_path / "cache"))
+    docs = []
+    for jobs in ("2", "1"):
+        doc = tmp_path / f"s{jobs}.json"
+        out = cli("compile", "--arch", "sm_100a", "--case", "3,4", "--space", "--jobs", jobs, "--json", str(doc))
+        assert out.exit_code == 0, out.output
+        docs.append(json.loads(doc.read_text())["space"])
+    assert len(list((tmp_path / "cache").iterdir())) == 8  # the 8 builds serve both cases
+    parallel, serial = docs
+    assert len(parallel) == 16 and all(p["kernels"] and not p["error"] for p in parallel)
+    assert [[(k["name"], k["registers"], k["smem_bytes"]) for k in p["kernels"]] for p in parallel] == \
+        [[(k["name"], k["registers"], k["smem_bytes"]) for k in p["kernels"]] for p in serial]
+    assert all(k["cache_hit"] for p in serial for k in p["kernels"])
+    out = cli("compile", "--arch", "sm_100a", "--case", "4", "--jobs", "2")
+    assert out.exit_code == 2 and "--jobs compiles the builds of --space side by side" in out.stderr
+
+
+def test_a_build_refused_in_a_compile_process_is_that_points_error(monkeypatch):
+    """In the side-by-side path a compiler's refusal comes back from the worker: the points of that
+    build carry it, the others their kernels."""
+    monkeypatch.setenv("NVGG_ISOLATION", "off")  # the workers' calls in this process: space.build replaced
+
+    def build(arch, case, point, sms):
+        if point["mma_n"] == 256:
+            raise RuntimeError("ptxas: out of registers\nmore")
+        return [{"name": f"k{point['mma_n']}{point['cta_group']}{point['tensormaps']}"}]
+    monkeypatch.setattr(space, "build", build)
+    built = space.compile_all(cute.family("sm_100a"), [cases.get("3"), cases.get("4")], "sm_100a", jobs=3)
+    assert len(built) == 16 and [b.point.case for b in built] == ["3"] * 8 + ["4"] * 8
+    for b in built:
+        if b.point.values["mma_n"] == 256:
+            assert (b.kernels, b.error) == ([], "RuntimeError: ptxas: out of registers")
+        else:
+            assert b.error == "" and b.kernels[0]["name"].startswith("k128")

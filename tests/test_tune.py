@@ -76,7 +76,7 @@ def test_finalists_are_measured_again_and_the_winner_named_with_what_is_not_told
     assert out.exit_code == 0, out.output
     first = [tuple(r.point) for r in fake_rows.seen[:4]]
     assert first == [default, other, close, fast]  # every point once, the default first
-    assert not any(r.energy for r in fake_rows.seen)  # a sweep's rows skip the energy window
+    assert not any(r.energy or r.span for r in fake_rows.seen)  # a sweep's rows skip the energy window and the span
     rounds = fake_rows.seen[4:]
     assert {tuple(r.point) for r in rounds} == {fast, default, close} and len(rounds) >= 3 * 5  # finalists only
     raw = json.loads(doc.read_text())
@@ -232,7 +232,9 @@ def test_our_kernels_space_swept_its_refusals_listed_and_its_map_given_to_compar
     assert out.exit_code == 0, out.output
     first = fake_rows.seen[:8]
     assert all((r.strategy, r.backend, r.tensormaps) == ("persistent", "cute", None) for r in fake_rows.seen)
-    assert len({r.point for r in first}) == 8 and first[0].point[0] == ("mma_n", 128)
+    # every point once, the default (the B200 model's choice) first: known even where a budget cuts the pass
+    assert len({r.point for r in first}) == 8
+    assert dict(first[0].point) == {"mma_n": 256, "cta_group": 2, "tensormaps": "host"}
     raw = json.loads(doc.read_text())
     jsonschema.validate(raw, json.loads(SCHEMA.read_text()))
     (case,) = raw["cases"]
@@ -259,3 +261,49 @@ def test_our_kernels_space_swept_its_refusals_listed_and_its_map_given_to_compar
     out = cli("run", "--case", "4", "--config", str(cfg))
     assert out.exit_code == 2 and "holds sm_100a builds of our kernel and this machine has sm_90a" in out.stderr
     assert fake_rows.seen[2:] == []  # none of the refused ones ran a row
+
+
+def test_our_kernels_point_is_built_before_its_row_and_a_hang_is_told_by_the_cases_rows():
+    """KernelTarget.prepare: the point built in its row's worker first (a compile never counts as
+    a hang), then the row's limit: HANG_FACTOR x the case's median row once 3 rows are in, never
+    under HANG_FLOOR_S; none (the pool's) before, or where the build failed (the row says why)."""
+    from nvgg import cases, procs
+
+    class Pool:
+        def __init__(self, fails=False):
+            self.calls, self.fails = [], fails
+
+        def call(self, key, fn, **kwargs):
+            self.calls.append((key, fn, kwargs))
+            if self.fails:
+                raise procs.ChildError("ValueError: no")
+
+    target, case = tune.KernelTarget("sm_90a", 132, "cuda"), cases.get("4")
+    point = target.points(case, target.space(None))[1]
+    pool = Pool()
+    assert target.prepare(pool, case, point, [0.3, 0.3]) is None
+    assert target.prepare(pool, case, point, [0.2, 0.3, 0.4]) == tune.HANG_FLOOR_S
+    assert target.prepare(pool, case, point, [1.0, 2.0, 2.0, 9.0]) == pytest.approx(2.0 * tune.HANG_FACTOR)
+    key, fn, kwargs = pool.calls[0]
+    assert (key, fn, kwargs["point"], kwargs["case"].id) == ("backend:cute", tune.compile_point, dict(point), "4")
+    assert target.prepare(Pool(fails=True), case, point, [1.0] * 5) is None
+
+
+def test_a_sweep_stopped_from_outside_keeps_every_point_measured_though_the_file_is_written_seldom(cli, fake_gpu,
+                                                                                                fake_rows, tmp_path):
+    """The sweep's file is rewritten at most every WRITE_EVERY_S for a point; a Ctrl-C (or
+    SIGTERM) between two writes still leaves every point measured in it."""
+    answer = _answers({(("work", 2), ("split", 1)): 130.0, (("work", 2), ("split", 2)): 129.0,
+                       (("work", 1), ("split", 1)): 100.5, (("work", 1), ("split", 2)): 100.0})
+
+    def stop_at_the_third(row):
+        if len(fake_rows.seen) == 3:
+            raise KeyboardInterrupt
+        return answer(row)
+    fake_rows.answer = stop_at_the_third
+    doc = tmp_path / "t.json"
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", str(doc))
+    assert out.exit_code == 130
+    (case,) = json.loads(doc.read_text())["cases"]
+    assert [p["point"] for p in case["points"]] == [{"work": 2, "split": 1}, {"work": 2, "split": 2}]
+    assert case["winner"] is None

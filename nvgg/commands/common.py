@@ -154,6 +154,17 @@ def submissions(specs: list[str] | None):
     return Versions(list(specs or []), check_submission)
 
 
+GpusOpt = Annotated[Optional[str], typer.Option("--gpus", metavar="LIST", help="Spread the rows over GPUs of one model: all, or indices like 0,1 (a worker on each; each row records the GPU that measured it).")]
+
+
+def pick_gpus(spec: str | None) -> list[int] | None:
+    """--gpus checked before any work (nvgg/gpus.py): the workers' GPUs, None without it."""
+    if spec is None:
+        return None
+    from .. import gpus
+    return gpus.indices(gpus.parse(spec))
+
+
 ConfigMap = Annotated[Optional[str], typer.Option("--config", metavar="FILE", help="A config map (nvgg tune --out): each case's point, given to the --submission rows as CONFIG, or to our persistent kernel's rows as its build.")]
 
 

@@ -13,9 +13,9 @@ from ..env import card
 from ..errors import NvggError
 from ..report import (check_text, compare_outcome, gate, geomean_table, in_baseline, label, load_baseline,
                       results_table)
-from .common import (L2, CasesFile, ConfigMap, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, Timer, TimerOpt, check_outputs,
-                     check_l2, check_profile, check_timer, command, config_points, finish_files, names, pick_cases,
-                     submissions, tensormaps_option)
+from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, Timer,
+                     TimerOpt, check_outputs, check_l2, check_profile, check_timer, command, config_points, finish_files,
+                     names, pick_cases, pick_gpus, submissions, tensormaps_option)
 
 
 class What(str, Enum):
@@ -34,7 +34,7 @@ def register(app: typer.Typer) -> None:
                     tensormaps: Annotated[Optional[str], typer.Option("--tensormaps", metavar="MODES", help="The persistent cute kernel's tensor maps: device, host, or both (device,host or all), a row each.")] = None,
                     shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
                     timer: TimerOpt = Timer.leaderboard, l2: L2Opt = L2.nvgg, json_out: JsonOut = None,
-                    timeout: RowTimeout = None, config: ConfigMap = None,
+                    timeout: RowTimeout = None, config: ConfigMap = None, gpus: GpusOpt = None,
                     markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
                     baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="An earlier --json file to gate against.")] = None,
                     max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", min=0.0, help="Allowed slowdown in percent with --baseline (default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
@@ -52,13 +52,14 @@ def register(app: typer.Typer) -> None:
         check_timer(timer, device)
         check_l2(l2, device)
         points = config_points(config, picked, submission, device, tensormaps)
+        spread = pick_gpus(gpus)
         with submissions(submission) as versions:
             todo = rows.rows_of(picked, st_names, be_names, submissions=versions.items, tensormaps=modes, points=points,
                                 device=str(device), profile=profile, timer=timer.value, l2=l2.value)
-            _run(todo, json_out, markdown, baseline, max_regression, timeout, device)
+            _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread)
 
 
-def _run(todo, json_out, markdown, baseline, max_regression, timeout, device) -> None:
+def _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread=None) -> None:
     """The rows of `compare` run (a submission's revisions checked out meanwhile), their files,
     table and exit code."""
     base = _baseline(baseline, todo)
@@ -71,7 +72,9 @@ def _run(todo, json_out, markdown, baseline, max_regression, timeout, device) ->
                 regressed.extend(gate([r], base, 5.0 if max_regression is None else max_regression))
             files.add(r)
             progress.finish(f"{r.case} {label(r)}", compare_outcome(r))
-        results = rows.run_many(todo, timeout_s=timeout, on_result=advance, on_start=lambda row: progress.start(row.name))
+        results = rows.run_many(todo, timeout_s=timeout, on_result=advance, on_start=lambda row: progress.start(row.name),
+                                gpus=spread)
+    files.reorder(results)  # rows spread over GPUs finish out of order: the files list them as asked
     if not finish_files(files):
         typer.echo(f"card: {card(files.env)}\n{results_table(results)}")
         means = geomean_table(results, bench_ids)

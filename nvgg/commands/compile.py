@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 from tabulate import tabulate
 
-from .. import profiles, selection
+from .. import space as spacemod, profiles, selection
 from ..profiling import occupancy
 from ..result import document
 from ..errors import NvggError
@@ -30,18 +30,21 @@ def register(app: typer.Typer) -> None:
                     backend: Annotated[str, typer.Option("--backend", metavar="NAME", help="The backend whose kernels to build.")] = "cute",
                     tensormaps: TensorMaps = None, shape: Shape = None, cases_file: CasesFile = None,
                     space: Annotated[bool, typer.Option("--space", help="Every point of the persistent kernel's choices (its knobs), each built or refused with the family's reason; the family's own choice marked.")] = False,
+                    jobs: Annotated[Optional[int], typer.Option("--jobs", metavar="N", min=1, max=256, help="With --space: the distinct builds compiled in N processes at once (default: one a CPU core, 16 at most).")] = None,
                     json_out: JsonOut = None) -> None:
         """Compile only (no GPU needed): resources, tensor memory, cluster, stages, occupancy per kernel."""
         check_writable("--json", json_out, stdout_ok=True)
         os.environ.setdefault("CUTE_DSL_ARCH", arch)
         picked = pick_cases(case, shape, cases_file)
+        if jobs is not None and not space:
+            raise NvggError("--jobs compiles the builds of --space side by side: add --space, or drop --jobs")
         if space and (strategy != "persistent" or tensormaps):
             raise NvggError("--space sweeps the persistent kernel's choices, the tensor-map mode among them: drop "
                             "--strategy and --tensormaps")
         be, st = selection.for_arch(strategy, backend, mode_value(tensormaps), arch)
         limits = profiles.for_arch(arch)
         if space:
-            _space(be.kernels(arch), picked, arch, limits, json_out)
+            _space(be.kernels(arch), picked, arch, limits, json_out, jobs or spacemod.default_jobs())
             return
         kernels = []
         for c in picked:
@@ -60,9 +63,10 @@ def register(app: typer.Typer) -> None:
                    "--json FILE (or -) for the PTX and SASS paths and the rest")
 
 
-def _space(family, picked, arch: str, limits, json_out) -> None:
-    """`--space`: every case's points, the accepted ones built; a table of the built points (a
-    column a knob) and the refusals counted by reason under it; every point in the JSON."""
+def _space(family, picked, arch: str, limits, json_out, jobs: int = 1) -> None:
+    """`--space`: every case's points, the accepted ones built (the distinct builds first, in
+    `jobs` processes at once); a table of the built points (a column a knob) and the refusals
+    counted by reason under it; every point in the JSON."""
     from .. import space as spacemod
     from ..report import tabulate as table
     knobs = [k.name for k in family.knobs()]
@@ -71,7 +75,12 @@ def _space(family, picked, arch: str, limits, json_out) -> None:
         if all(p.refused for p in found):
             raise NvggError(f"case {c.id}: no build of the {arch} persistent kernel takes it: "
                             f"{next(p for p in found if p.default).refused}")
-    with Progress(len(picked), "building the space") as progress:
+    if jobs > 1:
+        with Progress(1, "building the space") as progress:
+            progress.start(f"the distinct builds of {len(picked)} case(s), {jobs} at once")
+            spacemod.compile_all(family, picked, arch, limits.sm_count, jobs=jobs)
+            progress.finish("the distinct builds", "done")
+    with Progress(len(picked), "building the space") as progress:  # from the cache where built above
         built = []
         for c in picked:
             progress.start(f"case {c.id}")

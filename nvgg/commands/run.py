@@ -11,9 +11,9 @@ from .. import cases as casesmod, rows, selection
 from ..errors import NvggError
 from ..report import compare_outcome, label, run_text
 from ..result import Row
-from .common import (L2, CasesFile, ConfigMap, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, TensorMaps, Timer,
-                     TimerOpt, check_l2, check_outputs, check_profile, check_timer, command, config_points, finish_files,
-                     mode_value, pick_cases, submissions, warn_if_slow_on_cpu)
+from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, TensorMaps,
+                     Timer, TimerOpt, check_l2, check_outputs, check_profile, check_timer, command, config_points,
+                     finish_files, mode_value, pick_cases, pick_gpus, submissions, warn_if_slow_on_cpu)
 
 
 def register(app: typer.Typer) -> None:
@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
                 tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
                 cases_file: CasesFile = None,
                 profile: Profile = None, timer: TimerOpt = Timer.leaderboard, l2: L2Opt = L2.nvgg,
-                config: ConfigMap = None, json_out: JsonOut = None) -> None:
+                config: ConfigMap = None, gpus: GpusOpt = None, json_out: JsonOut = None) -> None:
         """Check and time one strategy on one case (default: the best strategy and backend here)."""
         picked = pick_cases(case, shape, cases_file)
         if len(picked) != 1:
@@ -39,6 +39,7 @@ def register(app: typer.Typer) -> None:
         points = config_points(config, picked, submission, device, tensormaps)
         check_timer(timer, device)
         check_l2(l2, device)
+        spread = pick_gpus(gpus)
         common = dict(device=str(device), profile=profile, timer=timer.value, l2=l2.value)
         with submissions(submission) as versions:
             todo = (rows.rows_of(picked, [], [], submissions=versions.items, points=points, **common) if submission else
@@ -47,7 +48,7 @@ def register(app: typer.Typer) -> None:
             with Progress(len(todo), "running") as progress:
                 results = rows.run_many(todo, timeout_s=timeout, on_start=lambda r: _starting(r, device, progress),
                                         on_result=lambda r: progress.finish(f"{r.case} {label(r)}", compare_outcome(r)),
-                                        strict=True)
+                                        strict=True, gpus=spread)
         for result in results:
             if result.status == "unsupported":  # found out in the worker (a shape no kernel takes, a cache it cannot write)
                 raise NvggError(result.message)

@@ -7,6 +7,7 @@ submission's declared TUNE (`--submission`), or our persistent kernel's knobs on
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Annotated, List, Optional
 
 import typer
@@ -14,8 +15,14 @@ import typer
 from .. import rows, selection, tune as tunemod
 from ..errors import NvggError, no_gpu
 from ..report import config_map, tune_document, tune_table, write_json
-from .common import (CasesFile, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs, check_writable,
-                     command, emit_json, pick_cases, submissions, warn_if_slow_on_cpu)
+from .common import (CasesFile, GpusOpt, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs,
+                     check_writable, command, emit_json, pick_cases, pick_gpus, submissions, warn_if_slow_on_cpu)
+
+WRITE_EVERY_S = 2.0  # the sweep's JSON rewritten at most this often as points finish (and at each case's end)
+# a point's time limit on a GPU where --timeout is not given: a first-pass row takes about a second
+# (H100, 2026-11-27), a cold build in its worker seconds more; a point that hangs (a build that
+# deadlocks on one case) costs this, not the rows' usual limit
+POINT_TIMEOUT_S = 60.0
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +37,7 @@ def register(app: typer.Typer) -> None:
                  out: Annotated[Optional[str], typer.Option("--out", metavar="FILE", help="Write the winners as a config map (case -> point) for --config.")] = None,
                  resume: Annotated[bool, typer.Option("--resume", help="Go on from the sweep in --json FILE (one stopped or cut short): its measured points are not run again.")] = False,
                  shape: Shape = None, cases_file: CasesFile = None, timeout: RowTimeout = None,
-                 json_out: JsonOut = None) -> None:
+                 gpus: GpusOpt = None, json_out: JsonOut = None) -> None:
         """Sweep the configurations of a submission (its TUNE) or of our kernel per case: checked, timed, the winner told from noise."""
         picked = pick_cases(None if shape else case, shape, cases_file)
         if bool(submission) == (backend is not None):
@@ -44,12 +51,15 @@ def register(app: typer.Typer) -> None:
         check_writable("--out", out)
         check_distinct(("--json", json_out), ("--out", out))
         earlier = _earlier(json_out) if resume else None
+        spread = pick_gpus(gpus)
         device = selection.default_device()
+        if timeout is None and device.type == "cuda":
+            timeout = POINT_TIMEOUT_S
         with submissions(submission) as versions:
             target = tunemod.SubmissionTarget(versions.items[0]) if submission else _kernels(device)
             for c in picked:
                 rows.precheck(target.row(c, ()))
-            done, space = _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out)
+            done, space = _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread)
         env = next((r.env for ct in done for r in ct.first.values() if r.env), {})
         if out:
             write_json(out, config_map(done, target, space))
@@ -72,14 +82,31 @@ def _kernels(device) -> tunemod.KernelTarget:
                                 str(device))
 
 
-def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out):
+def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread=None):
     """The sweep with its progress (points done and left, the best so far) and its JSON rewritten
     as points finish."""
-    state = {"space": {}, "done": []}
+    state = {"space": {}, "tunes": {}, "written": 0.0, "dirty": False}  # tunes: case -> its CaseTune
+    order = [c.id for c in picked]
+
+    def write(ct=None, force: bool = True) -> None:
+        """The file (cases in the order asked: over several GPUs they progress side by side), at
+        most every WRITE_EVERY_S for a point (a sweep's file grows to megabytes), always for a
+        case's end and the sweep's."""
+        if ct is not None:
+            state["tunes"][ct.case], state["dirty"] = ct, True
+        if state["dirty"] and (force or time.monotonic() - state["written"] >= WRITE_EVERY_S):
+            _write(json_out, sorted(state["tunes"].values(), key=lambda t: order.index(t.case)), target,
+                   state["space"], floor)
+            state["written"], state["dirty"] = time.monotonic(), False
+
     with contextlib.ExitStack() as stack:
         def on_space(space: dict) -> None:
             state["space"] = space
             total = sum(len(target.points(c, space)[0]) for c in picked)
+            if isinstance(target, tunemod.KernelTarget):
+                from ..space import default_jobs
+                typer.echo(f"building the {total} points first, {default_jobs()} at once (from the cache where built "
+                           "before)", err=True)
             state["progress"] = stack.enter_context(Progress(total, "tuning"))
 
         def on_point(ct, result) -> None:
@@ -89,14 +116,14 @@ def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json
             best = f"; best so far {ct.first[good[0]].time_us:.1f} µs" if good else ""
             said = f"{result.status} {result.time_us:.1f} µs" if result.time_us else result.status
             state["progress"].finish(f"case {ct.case} {tunemod.name_of(tuple(result.point.items()))}", said + best)
-            _write(json_out, state["done"] + [ct], target, state["space"], floor)
+            write(ct, force=False)
 
-        def on_case(ct) -> None:
-            state["done"].append(ct)
-            _write(json_out, state["done"], target, state["space"], floor)
-
-        done = tunemod.sweep(picked, target, budget_s=budget * 60, floor=floor / 100, rounds=rounds, timeout_s=timeout,
-                             resume=earlier, on_space=on_space, on_point=on_point, on_case=on_case)
+        try:
+            done = tunemod.sweep(picked, target, budget_s=budget * 60, floor=floor / 100, rounds=rounds,
+                                 timeout_s=timeout, resume=earlier, on_space=on_space, on_point=on_point,
+                                 on_case=write, gpus=spread)
+        finally:  # stopped from outside (Ctrl-C, SIGTERM) too: the points measured since the last write
+            write()
     return done, state["space"]
 
 

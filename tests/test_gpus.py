@@ -1,0 +1,151 @@
+"""--gpus: which GPUs, checked before any work, and rows (a sweep's points) spread over them."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+
+import pytest
+from conftest import made_result, submission_path
+
+from nvgg import gpus, profiles
+from nvgg.errors import NO_GPU, NvggError
+from nvgg.gpus import Gpu
+
+TWO = [Gpu(0, "NVIDIA H100 80GB HBM3", "GPU-aaaa"), Gpu(1, "NVIDIA H100 80GB HBM3", "GPU-bbbb")]
+
+
+def test_gpus_named_all_or_by_index():
+    assert gpus.parse("all", TWO) == TWO
+    assert gpus.parse(" 1 ", TWO) == [TWO[1]] and gpus.parse("1,0", TWO) == [TWO[1], TWO[0]]
+    assert gpus.indices(gpus.parse("ALL", TWO)) == [0, 1] and gpus.indices(None) is None
+
+
+@pytest.mark.parametrize("spec, says", [
+    ("7", "--gpus 7: no GPU 7; this host shows 2 GPU(s): 0, 1"),
+    ("0,2,3", "--gpus 0,2,3: no GPU 2, 3; this host shows 2 GPU(s): 0, 1"),
+    ("0,0", "--gpus 0,0: GPU 0 named twice: name each GPU once"),
+    ("", "--gpus '': pass all, or GPU indices separated by commas (like 0,1); this host shows 2 GPU(s): 0, 1"),
+    ("0,,1", "--gpus '0,,1': pass all, or GPU indices"),
+    ("-1", "--gpus '-1': pass all, or GPU indices"),
+    ("first", "--gpus 'first': pass all, or GPU indices"),
+])
+def test_gpus_not_there_twice_or_malformed_are_refused_in_one_line(spec, says):
+    with pytest.raises(NvggError) as err:
+        gpus.parse(spec, TWO)
+    assert str(err.value).startswith(says) and "\n" not in str(err.value) and err.value.code == 2
+
+
+def test_gpus_of_different_models_are_refused_and_no_gpu_has_its_own_exit_code():
+    mixed = [TWO[0], Gpu(1, "NVIDIA A100-SXM4-80GB", "GPU-cccc")]
+    with pytest.raises(NvggError, match=r"--gpus all: GPUs of different models \(0: NVIDIA H100 80GB HBM3; 1: NVIDIA "
+                                        r"A100-SXM4-80GB\).*pass GPUs of one model"):
+        gpus.parse("all", mixed)
+    assert gpus.parse("1", mixed) == [mixed[1]]  # one of them is one model
+    with pytest.raises(NvggError, match="no GPU is visible here") as err:
+        gpus.parse("all", [])
+    assert err.value.code == NO_GPU
+
+
+class _FakeNvml:
+    """NVML with three GPUs, the last of another model."""
+    cards = [("NVIDIA H100 80GB HBM3", "GPU-1111"), ("NVIDIA H100 80GB HBM3", "GPU-2222"), ("NVIDIA A100", "GPU-3333")]
+
+    def nvmlDeviceGetCount(self):
+        return len(self.cards)
+
+    def nvmlDeviceGetHandleByIndex(self, i):
+        return i
+
+    def nvmlDeviceGetName(self, h):
+        return self.cards[h][0].encode()
+
+    def nvmlDeviceGetUUID(self, h):
+        return self.cards[h][1]
+
+
+@pytest.mark.parametrize("listed, want", [
+    (None, [(0, "GPU-1111"), (1, "GPU-2222"), (2, "GPU-3333")]),
+    ("1,0", [(0, "GPU-2222"), (1, "GPU-1111")]),     # CUDA's indices follow the list
+    ("GPU-3333,0", [(0, "GPU-3333"), (1, "GPU-1111")]),
+    ("0,MIG-abc,1", [(0, "GPU-1111")]),              # CUDA stops at the first entry it cannot use
+    ("", []),
+])
+def test_the_visible_gpus_follow_cuda_visible_devices(monkeypatch, listed, want):
+    monkeypatch.setattr(profiles, "nvml", lambda: _FakeNvml())
+    if listed is None:
+        monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    else:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", listed)
+    assert [(g.index, g.uuid) for g in gpus.visible()] == want
+    monkeypatch.setattr(profiles, "nvml", lambda: None)
+    assert gpus.visible() == []
+
+
+@pytest.fixture
+def two_gpus(monkeypatch, fake_rows):
+    """Two H100s to --gpus; each faked row notes the GPU of the pool it ran in and takes a little
+    time, so both GPUs' threads take rows."""
+    monkeypatch.setattr(gpus, "visible", lambda: TWO)
+    ran_on, lock = {}, threading.Lock()
+    plain = fake_rows.__class__.__call__
+
+    def call(self, pool, row, rounds=False, limit_s=None):
+        time.sleep(0.01)
+        with lock:
+            ran_on.setdefault(pool.gpu, []).append((row, rounds))
+            return plain(self, pool, row, rounds, limit_s)
+    monkeypatch.setattr(fake_rows.__class__, "__call__", call)
+    return ran_on
+
+
+def test_compare_spreads_its_rows_over_the_gpus_and_lists_them_as_asked(cli, fake_gpu, fake_rows, two_gpus, tmp_path):
+    doc = tmp_path / "c.json"
+    out = cli("compare", "--case", "1,2,3,4", "--strategy", "persistent,sequential", "--backend", "cute", "--gpus",
+              "all", "--json", str(doc))
+    assert out.exit_code == 0, out.output
+    assert set(two_gpus) == {0, 1} and sum(len(v) for v in two_gpus.values()) == 8  # each row once, both GPUs used
+    assert [g for g, rs in two_gpus.items() for r, _ in rs if r.case.id == "1"]
+    rows = json.loads(doc.read_text())["results"]
+    assert [(r["case"], r["strategy"]) for r in rows] == [(c, s) for c in "1234" for s in ("persistent", "sequential")]
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["compare", "--case", "3", "--gpus", "7"], "nvgg: --gpus 7: no GPU 7; this host shows 2 GPU(s): 0, 1"),
+    (["run", "--case", "3", "--gpus", "0,0"], "nvgg: --gpus 0,0: GPU 0 named twice"),
+    (["tune", "--submission", submission_path("tunable"), "--case", "3", "--gpus", "x"], "nvgg: --gpus 'x': pass all"),
+])
+def test_bad_gpus_are_refused_before_any_row(cli, fake_gpu, fake_rows, two_gpus, argv, says):
+    out = cli(*argv)
+    assert out.exit_code == 2 and out.stderr.startswith(says) and len(out.stderr.strip().splitlines()) == 1
+    assert fake_rows.seen == []
+
+
+def test_a_sweep_over_two_gpus_measures_every_point_once_and_names_the_winners_one_gpu_names(cli, fake_gpu, fake_rows,
+                                                                                           two_gpus, tmp_path):
+    times = {(("work", 2), ("split", 1)): 130.0, (("work", 2), ("split", 2)): 129.0,
+             (("work", 1), ("split", 1)): 100.5, (("work", 1), ("split", 2)): 100.0}
+
+    def answer(row):
+        t = times[tuple(row.point)] * (1.0 if row.case.id == "3" else 0.5)
+        return made_result(row.case.id, "submission", "submission", t, source=row.source, point=dict(row.point))
+    fake_rows.answer = answer
+    docs = {}
+    for spread in ([], ["--gpus", "all"]):
+        doc = tmp_path / f"t{len(spread)}.json"
+        fake_rows.seen.clear()
+        two_gpus.clear()
+        out = cli("tune", "--submission", submission_path("tunable"), "--case", "3,4", "--json", str(doc), *spread)
+        assert out.exit_code == 0, out.output
+        docs[bool(spread)] = json.loads(doc.read_text())
+        firsts = sorted((r.case.id, str(r.point)) for rs in two_gpus.values() for r, rounds in rs if not rounds)
+        assert firsts == sorted((c, str(p)) for c in "34" for p in times)  # every point once a case
+    assert set(two_gpus) == {0, 1}
+    for case in ("3", "4"):  # each case's finalists' rounds all on one GPU
+        rounds = [g for g, rs in two_gpus.items() for r, rounds in rs if rounds and r.case.id == case]
+        assert len(rounds) >= 3 * 5 and len(set(rounds)) == 1
+    one, two = ([(c["case"], c["winner"], [p["point"] for p in c["points"]]) for c in d["cases"]] for d in
+                (docs[False], docs[True]))
+    assert [c[0] for c in two] == ["3", "4"] and [c[1] for c in one] == [c[1] for c in two] == [{"work": 1, "split": 2}] * 2
+    assert [sorted(map(str, c[2])) for c in one] == [sorted(map(str, c[2])) for c in two]
