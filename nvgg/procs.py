@@ -517,6 +517,31 @@ class Pool:
             self._logs = None
 
 
+def side_by_side(targets: list[Callable[[threading.Event], None]], name: str) -> None:
+    """Each `target(stop)` in a thread of its own, all at once, waited for in slices (Ctrl-C and
+    SIGTERM reach the calling thread); `stop` is set once one raises, for the others to end at
+    their next step, and the first exception is raised here after all have ended. What several
+    pools (a GPU each) or compiles run side by side through."""
+    stop = threading.Event()
+    raised: list[BaseException] = []
+
+    def guard(target) -> None:
+        try:
+            target(stop)
+        except BaseException as exc:  # noqa: BLE001 -- raised again in the calling thread
+            raised.append(exc)
+            stop.set()
+
+    threads = [threading.Thread(target=guard, args=(t,), daemon=True, name=f"{name}{i}") for i, t in enumerate(targets)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)
+    if raised:
+        raise raised[0]
+
+
 # ---------------------------------------------------------------- a worker started ahead
 
 _SPARE: list = []  # [Worker, its log folder]: started before the command knew its first row

@@ -8,6 +8,7 @@ parent only schedules, enforces timeouts and hands results back.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Callable
@@ -100,34 +101,23 @@ def spread(items: list, gpus: list[int], run: Callable[[procs.Pool, object], Res
     results: list = [None] * len(items)
     todo = iter(enumerate(items))
     lock = threading.Lock()
-    raised: list[BaseException] = []
 
-    def serve(gpu: int) -> None:
-        try:
-            with procs.Pool(timeout_s, gpu=gpu, preload=(datapath.__name__,)) as pool:
-                while not raised:
-                    with lock:
-                        nxt = next(todo, None)
-                        if nxt is not None and on_start:
-                            on_start(nxt[1])
-                    if nxt is None:
-                        return
-                    res = run(pool, nxt[1])
-                    with lock:
-                        results[nxt[0]] = res
-                        if on_result:
-                            on_result(res)
-        except BaseException as exc:  # noqa: BLE001 -- handed to the calling thread
-            raised.append(exc)
+    def serve(gpu: int, stop: threading.Event) -> None:
+        with procs.Pool(timeout_s, gpu=gpu, preload=(datapath.__name__,)) as pool:
+            while not stop.is_set():
+                with lock:
+                    nxt = next(todo, None)
+                    if nxt is not None and on_start:
+                        on_start(nxt[1])
+                if nxt is None:
+                    return
+                res = run(pool, nxt[1])
+                with lock:
+                    results[nxt[0]] = res
+                    if on_result:
+                        on_result(res)
 
-    threads = [threading.Thread(target=serve, args=(g,), name=f"nvgg-gpu{g}", daemon=True) for g in gpus]
-    for t in threads:
-        t.start()
-    for t in threads:
-        while t.is_alive():
-            t.join(0.2)  # in slices: Ctrl-C and SIGTERM reach this thread
-    if raised:
-        raise raised[0]
+    procs.side_by_side([functools.partial(serve, g) for g in gpus], "nvgg-gpu")
     return results
 
 

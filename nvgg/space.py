@@ -8,6 +8,7 @@ family's model of the point's time where it has one (sm_100a: the B200 model).
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import threading
@@ -131,36 +132,24 @@ def _compile_builds(arch: str, builds: dict, sms: int | None, jobs: int) -> dict
     todo = list(builds.items())
     out: dict = {}
     lock = threading.Lock()
-    raised: list[BaseException] = []
 
-    def serve(i: int) -> None:
-        try:
-            while not raised:
-                with lock:
-                    if not todo:
-                        return
-                    config, (case, values) = todo.pop(0)
-                try:
-                    answer = (pool.call(f"compile:{i}", build, arch=arch, case=case, point=values, sms=sms), "")
-                except procs.ChildError as exc:  # the DSL or ptxas refusing a build: that point's answer
-                    answer = ([], str(exc))
-                except procs.ChildFailure as exc:
-                    answer = ([], f"the compiler's process ended: {exc}")
-                with lock:
-                    out[config] = answer
-        except BaseException as exc:  # noqa: BLE001 -- raised again in the calling thread
-            raised.append(exc)
+    def serve(pool: procs.Pool, i: int, stop: threading.Event) -> None:
+        while not stop.is_set():
+            with lock:
+                if not todo:
+                    return
+                config, (case, values) = todo.pop(0)
+            try:
+                answer = (pool.call(f"compile:{i}", build, arch=arch, case=case, point=values, sms=sms), "")
+            except procs.ChildError as exc:  # the DSL or ptxas refusing a build: that point's answer
+                answer = ([], str(exc))
+            except procs.ChildFailure as exc:
+                answer = ([], f"the compiler's process ended: {exc}")
+            with lock:
+                out[config] = answer
 
     with procs.Pool(spare=False) as pool:
-        threads = [threading.Thread(target=serve, args=(i,), daemon=True, name=f"nvgg-compile{i}")
-                   for i in range(min(jobs, len(todo)))]
-        for t in threads:
-            t.start()
-        for t in threads:
-            while t.is_alive():
-                t.join(0.2)  # in slices: Ctrl-C and SIGTERM reach this thread
-    if raised:
-        raise raised[0]
+        procs.side_by_side([functools.partial(serve, pool, i) for i in range(min(jobs, len(todo)))], "nvgg-compile")
     return out
 
 

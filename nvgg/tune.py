@@ -13,6 +13,7 @@ winner gains over it.
 from __future__ import annotations
 
 import contextlib
+import functools
 import itertools
 import statistics
 import threading
@@ -225,18 +226,11 @@ def sweep(cases: list[Case], target, *, budget_s: float, floor: float, rounds: i
         target.build_all(cases, space)
         plan = _Plan(cases, target, space, kept_cases(resume) if resume is not None else {}, budget_s, on_point,
                      on_case)
+        serve = [functools.partial(plan.serve, pool, floor, rounds, timeout_s) for pool in pools]
         if len(pools) == 1:
-            plan.serve(pools[0], floor, rounds, timeout_s)
+            serve[0](threading.Event())
         else:
-            threads = [threading.Thread(target=plan.serve, args=(pool, floor, rounds, timeout_s), daemon=True,
-                                        name=f"nvgg-tune-gpu{pool.gpu}") for pool in pools]
-            for t in threads:
-                t.start()
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.2)  # in slices: Ctrl-C and SIGTERM reach this thread
-        if plan.raised:
-            raise plan.raised[0]
+            procs.side_by_side(serve, "nvgg-tune-gpu")
     return [plan.tunes[c.id] for c in cases if c.id in plan.tunes]
 
 
@@ -253,7 +247,7 @@ class _Plan:
         self.pending: dict[str, list[tuple]] = {}
         self.busy: dict[str, int] = {}
         self.state: dict[str, str] = {}  # "points", "rounds", "done"
-        self.raised: list[BaseException] = []
+        self.failed = False  # a GPU's loop raised: the others end at their next task
         for case in cases:
             before = kept.get(case.id)
             if before is not None and before.winner is not None:  # finished before: kept whole
@@ -274,7 +268,7 @@ class _Plan:
     def _next(self):
         """The next task, ("rounds", i) or ("point", i, point), None when all is done; waits while
         nothing can start yet (the last points of a case being measured elsewhere)."""
-        while not self.raised:
+        while not self.failed:
             waiting = False
             for i, case in enumerate(self.cases):
                 cid = case.id
@@ -297,13 +291,15 @@ class _Plan:
             self.cond.wait(0.5)
         return None
 
-    def serve(self, pool: procs.Pool, floor: float, rounds: int, timeout_s: float | None) -> None:
-        """One GPU's loop: tasks until none is left."""
+    def serve(self, pool: procs.Pool, floor: float, rounds: int, timeout_s: float | None,
+              stop: threading.Event) -> None:
+        """One GPU's loop: tasks until none is left (or another GPU's loop raised: procs.side_by_side
+        raises it)."""
         try:
             while True:
                 with self.cond:
                     task = self._next()
-                if task is None:
+                if task is None or stop.is_set():
                     return
                 case = self.cases[task[1]]
                 ct = self.tunes[case.id]
@@ -327,10 +323,11 @@ class _Plan:
                         if self.on_case:
                             self.on_case(ct)
                         self.cond.notify_all()
-        except BaseException as exc:  # noqa: BLE001 -- raised again by sweep, in the calling thread
-            with self.cond:
-                self.raised.append(exc)
+        except BaseException:
+            with self.cond:  # the other GPUs' loops waiting for a task end now
+                self.failed = True
                 self.cond.notify_all()
+            raise
 
 
 def _final_rounds(ct: CaseTune, case: Case, target, floor: float, rounds: int, budget_s: float,

@@ -150,3 +150,30 @@ def test_cuda_reason_picks_the_cuda_error_out_of_a_message():
     msg = "launch failed: AcceleratorError: CUDA error: an illegal memory access was encountered\nSearch for ..."
     assert procs.cuda_reason(msg) == "CUDA error: an illegal memory access was encountered"
     assert procs.cuda_reason("RuntimeError: boom\nmore") == "RuntimeError: boom"
+
+
+def test_side_by_side_runs_every_target_at_once_and_raises_the_first_failure_once_all_ended():
+    import threading
+    import time
+
+    from nvgg import procs
+    started, ended = [], []
+    both = threading.Barrier(2, timeout=5)  # only passes if the two run at once
+
+    def steady(stop):
+        both.wait()
+        started.append("steady")
+        deadline = time.monotonic() + 5
+        while not stop.is_set() and time.monotonic() < deadline:  # told to stop once the other raised
+            time.sleep(0.01)
+        ended.append(stop.is_set())
+
+    def failing(stop):
+        both.wait()
+        raise ValueError("the second one failed")
+
+    with pytest.raises(ValueError, match="the second one failed"):
+        procs.side_by_side([steady, failing], "test")
+    assert started == ["steady"] and ended == [True]  # stopped, and ended before the error came back
+    procs.side_by_side([lambda stop: ended.append(stop.is_set())], "test")
+    assert ended[-1] is False
