@@ -555,6 +555,13 @@ def tune_summary(ct, floor: float) -> str:
     return text
 
 
+def _in_space_order(ct) -> list[tuple]:
+    """A case's measured points in the space's order (over several GPUs they finish in any), the
+    rest (a resumed sweep's, of a space read otherwise) after them as measured."""
+    order = {p: i for i, p in enumerate(ct.points)}
+    return sorted(ct.first, key=lambda p: order.get(p, len(order)))
+
+
 def tune_document(done, target, space: dict, floor: float, env: dict) -> dict:
     """`nvgg tune --json`: the space, and a case: every point's first-pass result, the finalists'
     rounds and ratios to the winner, the winner, the points not told apart, the default's gain."""
@@ -572,7 +579,7 @@ def tune_document(done, target, space: dict, floor: float, env: dict) -> dict:
         cases.append({"case": ct.case, "stopped": ct.stopped, "default": dict(ct.default),
                       "winner": dict(ct.winner) if ct.winner is not None else None,
                       "not_apart": [dict(p) for p in ct.not_apart], "gain": ratio_dict(ct.gain()),
-                      "points": [r.to_dict() for r in ct.first.values()], "finalists": finals,
+                      "points": [ct.first[p].to_dict() for p in _in_space_order(ct)], "finalists": finals,
                       "refused": [{"point": dict(p), "reason": why} for p, why in ct.refused.items()]})
     return document("tune", target=target.name, revision=target.revision, arch=target.arch, space=space, floor=floor,
                     env=env, cases=cases)

@@ -205,7 +205,8 @@ FIRST_SHARE = 0.7  # of a case's share of the budget, what its first pass may ta
 def sweep(cases: list[Case], target, *, budget_s: float, floor: float, rounds: int, timeout_s: float | None = None,
           resume: dict | None = None, on_space: Callable[[dict], None] | None = None,
           on_point: Callable[[CaseTune, Result], None] | None = None,
-          on_case: Callable[[CaseTune], None] | None = None, gpus: list[int] | None = None) -> list[CaseTune]:
+          on_case: Callable[[CaseTune], None] | None = None, gpus: list[int] | None = None,
+          ray_gpus: int = 0) -> list[CaseTune]:
     """The target's space (`on_space(space)` then), and every case's points (first pass), then its
     finalists in rounds. The budget is shared by the cases in order: case i's first pass stops at
     (i + FIRST_SHARE) / n of it, its rounds get what is left of its share. `gpus` (--gpus, checked):
@@ -214,9 +215,15 @@ def sweep(cases: list[Case], target, *, budget_s: float, floor: float, rounds: i
     case's points. `target` a SubmissionTarget or a KernelTarget; `resume` an earlier sweep's JSON
     of the same target and space: its finished cases kept whole, its measured points not run
     again. The callbacks run one at a time. NvggError where the target has no space to sweep, or
-    the sweep to resume swept another (before any row)."""
+    the sweep to resume swept another (before any row). `ray_gpus` (--ray, connected: cluster.py):
+    that many GPUs of the Ray cluster, an actor each, in place of this host's."""
     with contextlib.ExitStack() as stack:
-        pools = [stack.enter_context(procs.Pool(timeout_s, gpu=g, preload=("nvgg.datapath",))) for g in gpus or [None]]
+        if ray_gpus:
+            from . import cluster
+            pools = [stack.enter_context(p) for p in cluster.pools(ray_gpus, timeout_s)]
+        else:
+            pools = [stack.enter_context(procs.Pool(timeout_s, gpu=g, preload=("nvgg.datapath",)))
+                     for g in gpus or [None]]
         space = target.space(pools[0])
         if resume is not None and (resume.get("space") != space or resume.get("target") != target.name):
             raise NvggError(f"the sweep to resume was of {resume.get('target')} over {resume.get('space')}, not "

@@ -37,7 +37,9 @@ def register(app: typer.Typer) -> None:
                  out: Annotated[Optional[str], typer.Option("--out", metavar="FILE", help="Write the winners as a config map (case -> point) for --config.")] = None,
                  resume: Annotated[bool, typer.Option("--resume", help="Go on from the sweep in --json FILE (one stopped or cut short): its measured points are not run again.")] = False,
                  shape: Shape = None, cases_file: CasesFile = None, timeout: RowTimeout = None,
-                 gpus: GpusOpt = None, json_out: JsonOut = None) -> None:
+                 gpus: GpusOpt = None,
+                 ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Sweep over a Ray cluster's GPUs (auto, or its address): an actor on each, the same checks and files (pip install 'nvgg[ray]').")] = None,
+                 json_out: JsonOut = None) -> None:
         """Sweep the configurations of a submission (its TUNE) or of our kernel per case: checked, timed, the winner told from noise."""
         picked = pick_cases(None if shape else case, shape, cases_file)
         if bool(submission) == (backend is not None):
@@ -51,7 +53,13 @@ def register(app: typer.Typer) -> None:
         check_writable("--out", out)
         check_distinct(("--json", json_out), ("--out", out))
         earlier = _earlier(json_out) if resume else None
+        if ray is not None and gpus is not None:
+            raise NvggError("--ray sweeps over the cluster's GPUs, --gpus over this host's: pass one")
         spread = pick_gpus(gpus)
+        ray_gpus = 0
+        if ray is not None:
+            from .. import cluster
+            ray_gpus = cluster.connect(ray)
         device = selection.default_device()
         if timeout is None and device.type == "cuda":
             timeout = POINT_TIMEOUT_S
@@ -59,7 +67,8 @@ def register(app: typer.Typer) -> None:
             target = tunemod.SubmissionTarget(versions.items[0]) if submission else _kernels(device)
             for c in picked:
                 rows.precheck(target.row(c, ()))
-            done, space = _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread)
+            done, space = _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread,
+                                 ray_gpus)
         env = next((r.env for ct in done for r in ct.first.values() if r.env), {})
         if out:
             write_json(out, config_map(done, target, space))
@@ -82,7 +91,7 @@ def _kernels(device) -> tunemod.KernelTarget:
                                 str(device))
 
 
-def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread=None):
+def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread=None, ray_gpus=0):
     """The sweep with its progress (points done and left, the best so far) and its JSON rewritten
     as points finish."""
     state = {"space": {}, "tunes": {}, "written": 0.0, "dirty": False}  # tunes: case -> its CaseTune
@@ -121,7 +130,7 @@ def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json
         try:
             done = tunemod.sweep(picked, target, budget_s=budget * 60, floor=floor / 100, rounds=rounds,
                                  timeout_s=timeout, resume=earlier, on_space=on_space, on_point=on_point,
-                                 on_case=write, gpus=spread)
+                                 on_case=write, gpus=spread, ray_gpus=ray_gpus)
         finally:  # stopped from outside (Ctrl-C, SIGTERM) too: the points measured since the last write
             write()
     return done, state["space"]

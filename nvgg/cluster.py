@@ -1,0 +1,130 @@
+"""Past one host, through Ray (`nvgg tune --ray auto|ADDRESS`; `pip install 'nvgg[ray]'`).
+
+Each GPU of the cluster is a Ray actor that holds it (`num_gpus=1`: Ray places the actors on the
+nodes and sets each one's CUDA_VISIBLE_DEVICES) and runs the one data path in its own process, as
+a local worker does. `RayPool` has procs.Pool's interface (`call`, `gpu`, `timeout_s`, a context),
+so a sweep's plan (tune._Plan) serves the cluster's GPUs as it serves a host's: a point goes to
+whichever is free, a case's rounds whole to one, and the results come back here, merged into the
+same files as they arrive. Ray does the placing; nvgg keeps no scheduler of its own for machines.
+The nodes need nvgg (and, for our kernels, CuTe DSL) installed as on this host.
+"""
+
+from __future__ import annotations
+
+import traceback
+
+from .errors import NvggError
+from .procs import ChildError, ChildFailure, TIMEOUT_S
+
+
+def _ray():
+    try:
+        import ray
+    except ImportError:
+        raise NvggError("--ray needs Ray, which is not installed: pip install 'nvgg[ray]'") from None
+    return ray
+
+
+def connect(address: str) -> int:
+    """Join the cluster at `address` ("auto": the one RAY_ADDRESS names or this host runs; a Ray
+    session this process already holds is used as it is); how many GPUs it has (at least one).
+    NvggError in one line otherwise."""
+    ray = _ray()
+    if not address.strip():
+        raise NvggError("--ray '': pass auto or the cluster's address (like ray://head:10001 or head:6379)")
+    if not ray.is_initialized():
+        try:
+            ray.init(address=address, log_to_driver=False, logging_level="ERROR", include_dashboard=False)
+        except Exception as exc:  # no cluster there, a version it refuses: one line
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise NvggError(f"--ray {address}: cannot join a Ray cluster ({first}): start one with `ray start --head "
+                            "--num-gpus N`, or pass its address") from None
+    count = int(ray.cluster_resources().get("GPU", 0))
+    if count < 1:
+        raise NvggError(f"--ray {address}: the cluster has no GPU to give a point: start its nodes with GPUs "
+                        "(`ray start --num-gpus N`)")
+    return count
+
+
+def pools(count: int, timeout_s: float | None) -> list["RayPool"]:
+    """One RayPool a GPU; the models refused where they differ (each actor asks its own GPU)."""
+    made = [RayPool(timeout_s, index=i) for i in range(count)]
+    names = [p.gpu_name() for p in made]
+    if len(set(names)) > 1:
+        for p in made:
+            p.close()
+        which = "; ".join(f"{i}: {n or 'no GPU'}" for i, n in enumerate(names))
+        raise NvggError(f"--ray: the cluster's GPUs are of different models ({which}): their times cannot stand side "
+                        "by side; give the sweep a cluster of one model")
+    return made
+
+
+class _Worker:
+    """The actor's body: one process holding one GPU, running what the sweep sends it."""
+
+    def call(self, fn, kwargs: dict):
+        try:
+            return ("ok", fn(**kwargs))
+        except NvggError as exc:
+            return ("nvgg", str(exc), exc.code)
+        except Exception as exc:  # a row's own failures are results; this is the call itself failing
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return ("error", f"{type(exc).__name__}: {first}", traceback.format_exc())
+
+    def gpu_name(self) -> str | None:
+        from .profiles import gpu_name
+        return gpu_name()
+
+
+class RayPool:
+    """procs.Pool's interface over one Ray actor holding one GPU (`index` names it in this sweep);
+    an actor that hangs past the call's limit is killed and the next call starts another."""
+
+    def __init__(self, timeout_s: float | None = None, *, index: int = 0):
+        self.timeout_s = timeout_s or TIMEOUT_S
+        self.gpu = index
+        self._actor = None
+
+    def __enter__(self) -> "RayPool":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _get(self):
+        if self._actor is None:
+            ray = _ray()
+            self._actor = ray.remote(num_gpus=1)(_Worker).remote()
+        return self._actor
+
+    def gpu_name(self) -> str | None:
+        ray = _ray()
+        return ray.get(self._get().gpu_name.remote(), timeout=self.timeout_s)
+
+    def call(self, key: str, fn, *, limit_s: float | None = None, **kwargs):
+        """`fn(**kwargs)` in the actor: its value; NvggError as raised there; ChildError for an
+        exception (the actor kept), ChildFailure for a hang past the limit or a lost actor."""
+        ray = _ray()
+        limit = limit_s or self.timeout_s
+        try:
+            reply = ray.get(self._get().call.remote(fn, kwargs), timeout=limit)
+        except ray.exceptions.GetTimeoutError:
+            self.close()
+            raise ChildFailure(f"timed out after {limit:g} s (a hang, or far too slow for its time limit)") from None
+        except ray.exceptions.RayError as exc:  # the actor's process died (a fault, killed)
+            self._actor = None
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ChildFailure(f"crashed: the Ray actor was lost ({first})") from None
+        if reply[0] == "ok":
+            return reply[1]
+        if reply[0] == "nvgg":
+            raise NvggError(reply[1], code=reply[2])
+        raise ChildError(reply[1], reply[2])
+
+    def close(self) -> None:
+        if self._actor is not None:
+            try:
+                _ray().kill(self._actor)
+            except Exception:  # already gone
+                pass
+            self._actor = None
