@@ -1,4 +1,4 @@
-"""Past one host, through Ray (`nvgg tune --ray auto|ADDRESS`; `pip install 'nvgg[ray]'`).
+"""Past one host, through Ray (a sweep's `ray` option, auto or an address; `pip install 'nvgg[ray]'`).
 
 Each GPU of the cluster is a Ray actor that holds it (`num_gpus=1`: Ray places the actors on the
 nodes and sets each one's CUDA_VISIBLE_DEVICES) and runs the one data path in its own process, as
@@ -21,7 +21,7 @@ def _ray():
     try:
         import ray
     except ImportError:
-        raise NvggError("--ray needs Ray, which is not installed: pip install 'nvgg[ray]'") from None
+        raise NvggError("a sweep over a Ray cluster needs Ray, which is not installed: pip install 'nvgg[ray]'") from None
     return ray
 
 
@@ -30,18 +30,16 @@ def connect(address: str) -> int:
     session this process already holds is used as it is); how many GPUs it has (at least one).
     NvggError in one line otherwise."""
     ray = _ray()
-    if not address.strip():
-        raise NvggError("--ray '': pass auto or the cluster's address (like ray://head:10001 or head:6379)")
     if not ray.is_initialized():
         try:
             ray.init(address=address, log_to_driver=False, logging_level="ERROR", include_dashboard=False)
         except Exception as exc:  # no cluster there, a version it refuses: one line
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise NvggError(f"--ray {address}: cannot join a Ray cluster ({first}): start one with `ray start --head "
+            raise NvggError(f"cannot join a Ray cluster at {address} ({first}): start one with `ray start --head "
                             "--num-gpus N`, or pass its address") from None
     count = int(ray.cluster_resources().get("GPU", 0))
     if count < 1:
-        raise NvggError(f"--ray {address}: the cluster has no GPU to give a point: start its nodes with GPUs "
+        raise NvggError(f"the Ray cluster at {address} has no GPU to give a point: start its nodes with GPUs "
                         "(`ray start --num-gpus N`)")
     return count
 
@@ -54,7 +52,7 @@ def pools(count: int, timeout_s: float | None) -> list["RayPool"]:
         for p in made:
             p.close()
         which = "; ".join(f"{i}: {n or 'no GPU'}" for i, n in enumerate(names))
-        raise NvggError(f"--ray: the cluster's GPUs are of different models ({which}): their times cannot stand side "
+        raise NvggError(f"the Ray cluster's GPUs are of different models ({which}): their times cannot stand side "
                         "by side; give the sweep a cluster of one model")
     return made
 

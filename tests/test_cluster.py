@@ -82,6 +82,6 @@ def test_ray_refusals_are_one_line_before_any_row(cli, fake_gpu, fake_rows, monk
     assert out.exit_code == 2 and "--ray sweeps over the cluster's GPUs, --gpus over this host's: pass one" in out.stderr
     monkeypatch.setitem(sys.modules, "ray", None)  # as where Ray is not installed
     out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--ray", "auto")
-    assert out.exit_code == 2 and out.stderr.strip() == ("nvgg: --ray needs Ray, which is not installed: pip install "
-                                                         "'nvgg[ray]'")
+    assert out.exit_code == 2 and out.stderr.strip() == ("nvgg: a sweep over a Ray cluster needs Ray, which is not "
+                                                         "installed: pip install 'nvgg[ray]'")
     assert fake_rows.seen == []

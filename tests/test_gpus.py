@@ -10,6 +10,7 @@ import pytest
 from conftest import made_result, submission_path
 
 from nvgg import gpus, profiles
+from nvgg.commands.common import parse_gpus, pick_gpus
 from nvgg.errors import NO_GPU, NvggError
 from nvgg.gpus import Gpu
 
@@ -17,9 +18,9 @@ TWO = [Gpu(0, "NVIDIA H100 80GB HBM3", "GPU-aaaa"), Gpu(1, "NVIDIA H100 80GB HBM
 
 
 def test_gpus_named_all_or_by_index():
-    assert gpus.parse("all", TWO) == TWO
-    assert gpus.parse(" 1 ", TWO) == [TWO[1]] and gpus.parse("1,0", TWO) == [TWO[1], TWO[0]]
-    assert gpus.indices(gpus.parse("ALL", TWO)) == [0, 1] and gpus.indices(None) is None
+    assert parse_gpus("all", TWO) == TWO
+    assert parse_gpus(" 1 ", TWO) == [TWO[1]] and parse_gpus("1,0", TWO) == [TWO[1], TWO[0]]
+    assert pick_gpus(None) is None
 
 
 @pytest.mark.parametrize("spec, says", [
@@ -33,7 +34,7 @@ def test_gpus_named_all_or_by_index():
 ])
 def test_gpus_not_there_twice_or_malformed_are_refused_in_one_line(spec, says):
     with pytest.raises(NvggError) as err:
-        gpus.parse(spec, TWO)
+        parse_gpus(spec, TWO)
     assert str(err.value).startswith(says) and "\n" not in str(err.value) and err.value.code == 2
 
 
@@ -41,10 +42,10 @@ def test_gpus_of_different_models_are_refused_and_no_gpu_has_its_own_exit_code()
     mixed = [TWO[0], Gpu(1, "NVIDIA A100-SXM4-80GB", "GPU-cccc")]
     with pytest.raises(NvggError, match=r"--gpus all: GPUs of different models \(0: NVIDIA H100 80GB HBM3; 1: NVIDIA "
                                         r"A100-SXM4-80GB\).*pass GPUs of one model"):
-        gpus.parse("all", mixed)
-    assert gpus.parse("1", mixed) == [mixed[1]]  # one of them is one model
+        parse_gpus("all", mixed)
+    assert parse_gpus("1", mixed) == [mixed[1]]  # one of them is one model
     with pytest.raises(NvggError, match="no GPU is visible here") as err:
-        gpus.parse("all", [])
+        parse_gpus("all", [])
     assert err.value.code == NO_GPU
 
 

@@ -158,11 +158,43 @@ GpusOpt = Annotated[Optional[str], typer.Option("--gpus", metavar="LIST", help="
 
 
 def pick_gpus(spec: str | None) -> list[int] | None:
-    """--gpus checked before any work (nvgg/gpus.py): the workers' GPUs, None without it."""
-    if spec is None:
-        return None
+    """--gpus checked before any work (`parse_gpus`): the workers' GPUs (procs.Pool's `gpu`), None
+    without it."""
+    return None if spec is None else [g.index for g in parse_gpus(spec)]
+
+
+def parse_gpus(spec: str, seen: list | None = None) -> list:
+    """`--gpus`'s value: "all" or distinct indices ("0,1"), each a visible GPU (gpus.visible, or
+    `seen`), all one model; refused in one line: no GPU (its own exit code), an index not there,
+    one named twice, a malformed list, GPUs of different models (their times could not stand side
+    by side; a sweep's winner would be the card's, not the point's)."""
     from .. import gpus
-    return gpus.indices(gpus.parse(spec))
+    seen = gpus.visible() if seen is None else seen
+    text = spec.strip().lower()
+    if not seen:
+        raise no_gpu(f"--gpus {spec}: no GPU is visible here (no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them "
+                     "all): run on a GPU machine, or drop --gpus")
+    have = f"this host shows {len(seen)} GPU(s): {', '.join(str(g.index) for g in seen)}"
+    if text == "all":
+        picked = list(seen)
+    else:
+        parts = [p.strip() for p in text.split(",")]
+        if not text or not all(p.isdigit() for p in parts):
+            raise NvggError(f"--gpus {spec!r}: pass all, or GPU indices separated by commas (like 0,1); {have}")
+        numbers = [int(p) for p in parts]
+        twice = sorted({n for n in numbers if numbers.count(n) > 1})
+        if twice:
+            raise NvggError(f"--gpus {spec}: GPU {', '.join(map(str, twice))} named twice: name each GPU once")
+        missing = [n for n in numbers if n >= len(seen)]
+        if missing:
+            raise NvggError(f"--gpus {spec}: no GPU {', '.join(map(str, missing))}; {have}")
+        picked = [seen[n] for n in numbers]
+    models = sorted({g.name for g in picked})
+    if len(models) > 1:
+        which = "; ".join(f"{g.index}: {g.name}" for g in picked)
+        raise NvggError(f"--gpus {spec}: GPUs of different models ({which}): their times cannot stand side by side; "
+                        "pass GPUs of one model")
+    return picked
 
 
 ConfigMap = Annotated[Optional[str], typer.Option("--config", metavar="FILE", help="A config map (nvgg tune --out): each case's point, given to the --submission rows as CONFIG, or to our persistent kernel's rows as its build.")]
