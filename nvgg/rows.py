@@ -71,8 +71,8 @@ def run_many(rows: list[Row], *, timeout_s: float | None = None, on_result: Call
     """Every row, each in its worker, in order; `on_start(row)` as each begins and
     `on_result(result)` as it finishes. `strict`: an unsupported row is an NvggError before any
     row starts (one row asked for by name), instead of a row of its own. `gpus` (--gpus, checked by
-    gpus.parse): a pool of workers on each, the rows taken in order by whichever is free (`spread`);
-    the results still in the rows' order."""
+    commands.common.parse_gpus): a pool of workers on each, the rows taken in order by whichever
+    is free (`spread`); the results still in the rows' order."""
     if strict:
         for row in rows:
             precheck(row)
