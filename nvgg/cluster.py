@@ -31,6 +31,8 @@ def connect(address: str) -> int:
     NvggError in one line otherwise."""
     ray = _ray()
     if not ray.is_initialized():
+        if address != "auto":
+            _reachable(address)
         try:
             ray.init(address=address, log_to_driver=False, logging_level="ERROR", include_dashboard=False)
         except Exception as exc:  # no cluster there, a version it refuses: one line
@@ -42,6 +44,22 @@ def connect(address: str) -> int:
         raise NvggError(f"the Ray cluster at {address} has no GPU to give a point: start its nodes with GPUs "
                         "(`ray start --num-gpus N`)")
     return count
+
+
+def _reachable(address: str, timeout_s: float = 5.0) -> None:
+    """A TCP connection to the head the address names (`host:port`, `ray://host[:port]`), refused
+    in one line where none answers: Ray itself waits a minute and more for a head that is not
+    there, printing its retries."""
+    import socket
+    rest = address.split("://", 1)[1] if "://" in address else address
+    host, _, port = rest.rstrip("/").rpartition(":") if ":" in rest else (rest, "", "")
+    try:
+        number = int(port) if port else (10001 if address.startswith("ray://") else 6379)  # Ray's client / GCS ports
+        socket.create_connection((host or "localhost", number), timeout=timeout_s).close()
+    except (OSError, ValueError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+        raise NvggError(f"cannot reach a Ray cluster at {address} ({why}): start one with `ray start --head "
+                        "--num-gpus N`, or pass its address (host:port, or ray://host:port)") from None
 
 
 def pools(count: int, timeout_s: float | None) -> list["RayPool"]:

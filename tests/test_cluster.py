@@ -80,6 +80,15 @@ def test_a_sweep_through_a_local_ray_cluster_equals_the_local_pools(cli, fake_gp
 def test_ray_refusals_are_one_line_before_any_row(cli, fake_gpu, fake_rows, monkeypatch):
     out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--ray", "auto", "--gpus", "all")
     assert out.exit_code == 2 and "--ray sweeps over the cluster's GPUs, --gpus over this host's: pass one" in out.stderr
+    import socket
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)  # as a command in a process of its own
+    with socket.socket() as free:  # a port nothing listens on
+        free.bind(("127.0.0.1", 0))
+        port = free.getsockname()[1]
+    for address in (f"127.0.0.1:{port}", f"ray://127.0.0.1:{port}"):
+        out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--ray", address)
+        assert out.exit_code == 2 and out.stderr.startswith(f"nvgg: cannot reach a Ray cluster at {address} (")
+        assert len(out.stderr.strip().splitlines()) == 1
     monkeypatch.setitem(sys.modules, "ray", None)  # as where Ray is not installed
     out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--ray", "auto")
     assert out.exit_code == 2 and out.stderr.strip() == ("nvgg: a sweep over a Ray cluster needs Ray, which is not "

@@ -27,7 +27,7 @@ def test_gpus_named_all_or_by_index():
     ("7", "--gpus 7: no GPU 7; this host shows 2 GPU(s): 0, 1"),
     ("0,2,3", "--gpus 0,2,3: no GPU 2, 3; this host shows 2 GPU(s): 0, 1"),
     ("0,0", "--gpus 0,0: GPU 0 named twice: name each GPU once"),
-    ("", "--gpus '': pass all, or GPU indices separated by commas (like 0,1); this host shows 2 GPU(s): 0, 1"),
+    ("", "--gpus '': pass all, or GPU indices separated by commas (like 0,1)"),
     ("0,,1", "--gpus '0,,1': pass all, or GPU indices"),
     ("-1", "--gpus '-1': pass all, or GPU indices"),
     ("first", "--gpus 'first': pass all, or GPU indices"),
@@ -47,6 +47,9 @@ def test_gpus_of_different_models_are_refused_and_no_gpu_has_its_own_exit_code()
     with pytest.raises(NvggError, match="no GPU is visible here") as err:
         parse_gpus("all", [])
     assert err.value.code == NO_GPU
+    with pytest.raises(NvggError, match="pass all, or GPU indices") as err:  # a malformed value, GPU or not
+        parse_gpus(",,", [])
+    assert err.value.code == 2
 
 
 class _FakeNvml:

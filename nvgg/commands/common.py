@@ -169,8 +169,11 @@ def parse_gpus(spec: str, seen: list | None = None) -> list:
     one named twice, a malformed list, GPUs of different models (their times could not stand side
     by side; a sweep's winner would be the card's, not the point's)."""
     from .. import gpus
-    seen = gpus.visible() if seen is None else seen
     text = spec.strip().lower()
+    parts = [p.strip() for p in text.split(",")]
+    if text != "all" and (not text or not all(p.isdigit() for p in parts)):  # the value's form, on any machine
+        raise NvggError(f"--gpus {spec!r}: pass all, or GPU indices separated by commas (like 0,1)")
+    seen = gpus.visible() if seen is None else seen
     if not seen:
         raise no_gpu(f"--gpus {spec}: no GPU is visible here (no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them "
                      "all): run on a GPU machine, or drop --gpus")
@@ -178,9 +181,6 @@ def parse_gpus(spec: str, seen: list | None = None) -> list:
     if text == "all":
         picked = list(seen)
     else:
-        parts = [p.strip() for p in text.split(",")]
-        if not text or not all(p.isdigit() for p in parts):
-            raise NvggError(f"--gpus {spec!r}: pass all, or GPU indices separated by commas (like 0,1); {have}")
         numbers = [int(p) for p in parts]
         twice = sorted({n for n in numbers if numbers.count(n) > 1})
         if twice:
