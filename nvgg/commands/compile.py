@@ -63,6 +63,13 @@ def register(app: typer.Typer) -> None:
                    "--json FILE (or -) for the PTX and SASS paths and the rest")
 
 
+def _case_done(progress, built: list) -> None:
+    case = built[-1].point.case
+    done = [b for b in built if b.point.case == case]
+    progress.finish(f"case {case}", f"{sum(1 for b in done if b.kernels)} built, "
+                                    f"{sum(1 for b in done if b.point.refused)} refused")
+
+
 def _space(family, picked, arch: str, limits, json_out, jobs: int = 1) -> None:
     """`--space`: every case's points, the accepted ones built (the distinct builds first, in
     `jobs` processes at once); a table of the built points (a column a knob) and the refusals
@@ -75,19 +82,19 @@ def _space(family, picked, arch: str, limits, json_out, jobs: int = 1) -> None:
         if all(p.refused for p in found):
             raise NvggError(f"case {c.id}: no build of the {arch} persistent kernel takes it: "
                             f"{next(p for p in found if p.default).refused}")
-    if jobs > 1:
-        with Progress(1, "building the space") as progress:
-            progress.start(f"the distinct builds of {len(picked)} case(s), {jobs} at once")
-            spacemod.compile_all(family, picked, arch, limits.sm_count, jobs=jobs)
-            progress.finish("the distinct builds", "done")
-    with Progress(len(picked), "building the space") as progress:  # from the cache where built above
-        built = []
-        for c in picked:
-            progress.start(f"case {c.id}")
-            done = spacemod.compile_all(family, [c], arch, limits.sm_count)
-            built += done
-            progress.finish(f"case {c.id}", f"{sum(1 for b in done if b.kernels)} built, "
-                                            f"{sum(1 for b in done if b.point.refused)} refused")
+    built: list = []
+    with Progress(len(picked), "building the space") as progress:
+        def on_point(b) -> None:  # the points come case by case, in order (after the builds with jobs)
+            if built and built[-1].point.case != b.point.case:
+                _case_done(progress, built)
+            if not built or built[-1].point.case != b.point.case:
+                progress.start(f"case {b.point.case}")
+            built.append(b)
+
+        progress.start(f"the distinct builds of {len(picked)} case(s), {jobs} at once" if jobs > 1 else
+                       f"case {picked[0].id}")
+        spacemod.compile_all(family, picked, arch, limits.sm_count, on_point=on_point, jobs=jobs)
+        _case_done(progress, built)
     if emit_json(json_out, document("compile", arch=arch, kernels=[], space=[b.to_dict() for b in built])):
         return
     rows = []
