@@ -65,7 +65,7 @@ def _reachable(address: str, timeout_s: float = 5.0) -> None:
 def pools(count: int, timeout_s: float | None) -> list["RayPool"]:
     """One RayPool a GPU; the models refused where they differ (each actor asks its own GPU)."""
     made = [RayPool(timeout_s, index=i) for i in range(count)]
-    names = [p.gpu_name() for p in made]
+    names = _ray().get([p._get().gpu_name.remote() for p in made], timeout=made[0].timeout_s)  # the actors start at once
     if len(set(names)) > 1:
         for p in made:
             p.close()
@@ -112,10 +112,6 @@ class RayPool:
             ray = _ray()
             self._actor = ray.remote(num_gpus=1)(_Worker).remote()
         return self._actor
-
-    def gpu_name(self) -> str | None:
-        ray = _ray()
-        return ray.get(self._get().gpu_name.remote(), timeout=self.timeout_s)
 
     def call(self, key: str, fn, *, limit_s: float | None = None, **kwargs):
         """`fn(**kwargs)` in the actor: its value; NvggError as raised there; ChildError for an
