@@ -245,6 +245,8 @@ def _run(row: Row, keep: tuple | None = None) -> Result:
         result = session.result
         if keep is not None and result.status == "ok":
             _ROUNDS[keep] = session
+        elif not row.submission:
+            inputs.give_back(session.batch)  # our kernels and the library's keep nothing of a finished row
     except NvggError as exc:
         result = row.failed("error" if row.submission else "unsupported", str(exc))
     except Exception as exc:  # a submission's call that raised once checked (timed, under CUPTI): its error

@@ -25,41 +25,66 @@ def _version(dist: str, module: str | None = None) -> str | None:
 
 
 def _nvml(device: torch.device) -> dict:
-    from .clocks import _handle
+    """What NVML says of the device: the static part once a process (`_static`), the clocks now."""
     from .profiles import nvml
     pynvml = nvml()  # started once a process
     if pynvml is None:
         return {}
+    static = _static(device.index or 0)
+    if not static:
+        return {}
     try:
-        h = _handle(pynvml, device)  # by PCI bus id: NVML's indices ignore CUDA_VISIBLE_DEVICES
-        name = pynvml.nvmlDeviceGetName(h)
-        uuid = pynvml.nvmlDeviceGetUUID(h)
-        cuda = pynvml.nvmlSystemGetCudaDriverVersion()
-        driver = pynvml.nvmlSystemGetDriverVersion()
-        return {
-            "gpu": name.decode() if isinstance(name, bytes) else name,
-            "gpu_index": pynvml.nvmlDeviceGetIndex(h),  # the host's numbering (nvidia-smi's), whatever this process sees
-            "gpu_uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
-            "sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
-            "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
-            "driver": driver.decode() if isinstance(driver, bytes) else driver,
-            "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}",
-        }
+        h = static.pop("_handle")
+        clocks = {"sm_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+                  "mem_clock_mhz": pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM)}
     except Exception:
         return {}
+    return {**static, **clocks}
+
+
+_STATIC: dict[int, dict] = {}  # CUDA index -> NVML's name, index, UUID, driver: a row paid ~20 NVML calls, each row
+
+
+def _static(index: int) -> dict:
+    """NVML's fixed facts of CUDA device `index` (a copy, with its handle under "_handle"), read
+    once a process; {} where NVML cannot be read."""
+    if index not in _STATIC:
+        from .clocks import _handle
+        from .profiles import nvml
+        pynvml = nvml()
+        try:
+            h = _handle(pynvml, torch.device("cuda", index))  # by PCI bus id: NVML's indices ignore CUDA_VISIBLE_DEVICES
+            name = pynvml.nvmlDeviceGetName(h)
+            uuid = pynvml.nvmlDeviceGetUUID(h)
+            cuda = pynvml.nvmlSystemGetCudaDriverVersion()
+            driver = pynvml.nvmlSystemGetDriverVersion()
+            _STATIC[index] = {
+                "_handle": h,
+                "gpu": name.decode() if isinstance(name, bytes) else name,
+                "gpu_index": pynvml.nvmlDeviceGetIndex(h),  # the host's numbering (nvidia-smi's), whatever this process sees
+                "gpu_uuid": uuid.decode() if isinstance(uuid, bytes) else uuid,
+                "driver": driver.decode() if isinstance(driver, bytes) else driver,
+                "cuda_driver": f"{cuda // 1000}.{cuda % 1000 // 10}",
+            }
+        except Exception:
+            return {}
+    return dict(_STATIC[index])
+
+
+_BASE: dict[str, dict] = {}  # the process's fixed facts (library versions read through importlib.metadata)
 
 
 def collect(device: torch.device) -> dict:
-    env = {
-        "device": str(device),
-        "gpu": None,
-        "host": platform.node(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "cuda_runtime": torch.version.cuda,
-        "cutlass_dsl": _version("nvidia-cutlass-dsl", "cutlass"),
-        "nvgg": __version__,
-    }
+    if "base" not in _BASE:
+        _BASE["base"] = {
+            "host": platform.node(),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "cuda_runtime": torch.version.cuda,
+            "cutlass_dsl": _version("nvidia-cutlass-dsl", "cutlass"),
+            "nvgg": __version__,
+        }
+    env = {"device": str(device), "gpu": None, **_BASE["base"]}
     if device.type == "cuda":
         index = device.index or 0
         env["gpu"] = torch.cuda.get_device_name(index)

@@ -129,16 +129,55 @@ _DRAWN: dict[tuple, list] = {}
 
 def drawn_scales(case: Case, seeds: list[int]) -> list[list[tuple[torch.Tensor, torch.Tensor]]]:
     """`cpu_scales` of each seed, drawn on threads the first time and kept for the case's next
-    rows (`_DRAWN`); each call gets copies of its own (a row's inputs are refilled in place)."""
+    rows (`_DRAWN`); each call gets copies of its own (a row's inputs are refilled in place),
+    written over the copies a finished row gave back (`give_back`) where there are any."""
     groups = tuple(case.groups)
     if any(key[0] != groups for key in _DRAWN):  # one case's draws kept: rows of one case follow each other
         _DRAWN.clear()
+        _SPARE.clear()
     missing = [s for s in dict.fromkeys(seeds) if (groups, s) not in _DRAWN]
     if missing:
         with ThreadPoolExecutor(min(len(missing), os.cpu_count() or 1)) as pool:  # torch's ops let go of the GIL
             for s, scales in zip(missing, pool.map(lambda s: cpu_scales(case, s), missing)):
                 _DRAWN[(groups, s)] = scales
-    return [[(sfa.clone(), sfb.clone()) for sfa, sfb in _DRAWN[(groups, s)]] for s in seeds]
+    return [[(_copy_of(sfa), _copy_of(sfb)) for sfa, sfb in _DRAWN[(groups, s)]] for s in seeds]
+
+
+# CPU scale tensors of finished rows, by (shape, strides, dtype), to be written over by the next
+# row's copies: a fresh copy's pages are faulted in anew each row, and that cost 70 ms a row on an
+# H100's host (case 3, 60 copies of 0.4 MB) and 320 ms with a second worker beside it on another
+# GPU (cProfile of a sweep's rows, 2026-11-27): two GPUs' sweep was no faster than one's
+_SPARE: dict[tuple, list[torch.Tensor]] = {}
+
+
+def _copy_of(t: torch.Tensor) -> torch.Tensor:
+    spare = _SPARE.get((tuple(t.shape), t.stride(), t.dtype))
+    if not spare:
+        return t.clone()
+    out = spare.pop()
+    _host_copy(out, t)
+    return out
+
+
+def _host_copy(dst: torch.Tensor, src: torch.Tensor) -> None:
+    """A CPU copy on this thread alone (numpy's), as bytes: torch's CPU copy goes wide over its
+    thread pool, which the workers beside this one on the other GPUs' rows contend for."""
+    try:
+        import numpy as np
+    except ImportError:  # torch runs without numpy
+        _copy(dst, src)
+        return
+    np.copyto(dst.view(torch.uint8).numpy(), src.view(torch.uint8).numpy())
+
+
+def give_back(batch: list) -> None:
+    """A finished row's batch (nothing of it used again): its CPU scales serve the next row's
+    copies of `drawn_scales` instead of new allocations."""
+    for data in batch:
+        for pair in data[1]:
+            for t in pair:
+                if t.device.type == "cpu":
+                    _SPARE.setdefault((tuple(t.shape), t.stride(), t.dtype), []).append(t)
 
 
 def generate_batch(case: Case, device: torch.device | str = "cuda", count: int = BATCH) -> list:

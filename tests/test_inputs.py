@@ -113,3 +113,24 @@ def test_a_refill_depends_on_the_case_and_the_index_alone():
         for x, y in zip(first[0][g][:2], second[0][g][:2]):
             assert torch.equal(x.view(torch.uint8), y.view(torch.uint8))
         assert torch.equal(first[2][g][1].view(torch.uint8), second[2][g][1].view(torch.uint8))
+
+
+def test_a_finished_rows_scales_are_written_over_by_the_next_rows_copies():
+    """give_back: the next drawn_scales writes the kept draws into the tensors a finished row gave
+    back (no new allocation), with the draws' values whatever the row left in them."""
+    case = cases.get("test-3")
+    seeds = [case.seed + 42, case.seed + 84]
+    first = inputs.drawn_scales(case, seeds)
+    want = [[(a.view(torch.int8).clone(), b.view(torch.int8).clone()) for a, b in s] for s in first]
+    ptrs = {t.data_ptr() for s in first for pair in s for t in pair}
+    for s in first:
+        for a, b in s:
+            a.view(torch.uint8).fill_(7), b.view(torch.uint8).fill_(7)  # the row's refills
+    inputs.give_back([(None, s) for s in first])
+    again = inputs.drawn_scales(case, seeds)
+    assert {t.data_ptr() for s in again for pair in s for t in pair} == ptrs
+    for s, w in zip(again, want):
+        for (a, b), (wa, wb) in zip(s, w):
+            assert torch.equal(a.view(torch.int8), wa) and torch.equal(b.view(torch.int8), wb)
+    fresh = inputs.drawn_scales(case, seeds)  # nothing given back since: copies of their own
+    assert not ({t.data_ptr() for s in fresh for pair in s for t in pair} & ptrs)
