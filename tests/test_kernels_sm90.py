@@ -704,3 +704,34 @@ def test_dsl_launch_with_arguments_converted_once_matches_the_reference_on_any_s
     side.synchronize()
     result = reference.check(inputs.outputs(data), want)
     assert result.ok, result.message
+
+
+@pytest.mark.gpu
+@pytest.mark.sm90
+def test_every_builds_grid_is_what_the_driver_keeps_resident():
+    """The persistent kernel's CTAs wait on each other, so its grid may hold only the CTAs resident
+    at once: for every build of the sweep's space, the CTAs an SM takes by nvgg's rules
+    (config.ctas_per_sm) equal the CUDA occupancy API's answer for the built cubin. (Counted by the
+    SM's register total, tile_m 64 with 2 stages and 8 slots, 99 registers, took 2 an SM where 1
+    fits: case 4's grid of 256 CTAs hung.)"""
+    if not _sm90():
+        pytest.skip("needs an sm_90 GPU")
+    import json
+    from pathlib import Path
+
+    from nvgg import space
+    from nvgg.backends import cute
+    from nvgg.profiling.occupancy import device_blocks_per_sm
+    built = space.compile_all(cute.family("sm_90a"), [cases.get("4")], "sm_90a", sms=132)
+    answers = {}
+    for b in built:
+        assert not b.error, (b.point.name, b.error)
+        for k in b.kernels:
+            info = json.loads((Path(k["cache_dir"]) / "info.json").read_text())
+            api = device_blocks_per_sm(str(Path(k["cache_dir"]) / "kernel.cubin"), k["threads"], info["dynamic_smem_bytes"],
+                                       kcache.kernel_symbol(info))
+            model = gemm.ctas_per_sm(k["registers"], k["smem_bytes"], k["threads"])
+            assert model == api, (b.point.name, k["registers"], k["smem_bytes"], model, api)
+            answers[b.point.name] = model
+    assert len(answers) == sum(not b.point.refused for b in built) >= 80
+    assert set(answers.values()) == {1, 2}  # both answers were put to the driver

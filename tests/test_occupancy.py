@@ -15,6 +15,27 @@ def test_register_allocation_rounds_up_per_warp():
     assert theoretical(registers=65, smem_bytes=0, threads=256, profile=H100).blocks_per_sm == 3
 
 
+def test_registers_are_counted_in_each_quarter_of_the_sm():
+    # 99 regs -> 3168 a warp -> 3328: 16384 // 3328 = 4 warps a quarter, 16 an SM -> 1 block of 9 warps
+    # (the SM's total, 65536 // 3328 = 19 warps, would say 2: two such blocks were launched and one waited)
+    occ = theoretical(registers=99, smem_bytes=104448, threads=288, profile=H100)
+    assert (occ.blocks_per_sm, occ.limited_by) == (1, "registers")
+    # 96 regs -> 3072 a warp: 5 a quarter, 20 an SM -> 2 blocks of 9 warps
+    assert theoretical(registers=96, smem_bytes=104448, threads=288, profile=H100).blocks_per_sm == 2
+    # one block's warps spread over the quarters: 17 warps of 120 regs (3840 a warp) fit the SM's total
+    # (65280) but need 5 in some quarter (19200 of its 16384)
+    assert theoretical(registers=120, smem_bytes=0, threads=544, profile=H100).limited_by == "does not fit"
+    assert theoretical(registers=128, smem_bytes=0, threads=512, profile=H100).blocks_per_sm == 1
+
+
+def test_the_persistent_grid_holds_only_what_is_resident():
+    """The sm_90a persistent kernel's CTAs wait on each other: its grid is the resident CTAs."""
+    from nvgg.kernels.sm90 import config as gemm
+    per_sm = gemm.ctas_per_sm(99, 104448, 288)
+    assert per_sm == 1 and gemm.grid_for(256, 132, per_sm) == 132  # case 4 at tile_m 64: 256 tiles
+    assert gemm.grid_for(256, 132, gemm.ctas_per_sm(96, 88064, 288)) == 256
+
+
 def test_shared_memory_bound_by_hand():
     # 100 KB + 1 KB reserved = 103424 B -> 233472 // 103424 = 2 blocks
     occ = theoretical(registers=32, smem_bytes=100 * 1024, threads=128, profile=H100)

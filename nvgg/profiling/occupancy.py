@@ -2,10 +2,14 @@
 coverage and waves. Works without a GPU and for any target arch with a profile.
 
 Allocation rules (CUDA Occupancy Calculator, and the CUDA C Programming Guide's compute
-capability tables): registers are allocated per warp in units of 256; shared memory per block in
-units of 128 bytes, plus 1 KB the system reserves per block (since sm_80); a block occupies
-ceil(threads / 32) warps. The resident blocks per SM are the least of the register, shared
-memory, warp and block limits; occupancy is resident warps over the SM's maximum warps.
+capability tables): registers are allocated per warp in units of 256, out of the register file
+of one of the SM's 4 sub-partitions (a quarter each), so the warps the registers allow are a
+multiple of 4; shared memory per block in units of 128 bytes, plus 1 KB the system reserves per
+block (since sm_80); a block occupies ceil(threads / 32) warps. The resident blocks per SM are
+the least of the register, shared memory, warp and block limits; occupancy is resident warps over
+the SM's maximum warps. (cuda_occupancy.h: cudaOccRegAllocationGranularity 256,
+cudaOccSubPartitionsPerMultiprocessor 4 for compute capability 7 through 12, and
+cudaOccMaxBlocksPerSMRegsLimit's warps = floor(registers / 4 / registers a warp) x 4.)
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from ..profiles import Profile
 REG_ALLOC_UNIT = 256        # registers, per warp
 SMEM_ALLOC_UNIT = 128       # bytes
 SMEM_RESERVED_PER_BLOCK = 1024  # bytes the driver reserves per block (sm_80 and later)
+SUB_PARTITIONS = 4          # register file quarters an SM's warps are spread over
 
 
 def _ceil_to(x: int, unit: int) -> int:
@@ -43,7 +48,12 @@ def theoretical(registers: int, smem_bytes: int, threads: int, profile: Profile,
     if threads > lim.max_threads_per_block or registers > lim.registers_per_thread or smem_bytes > lim.smem_per_block_bytes:
         return Occupancy(0, warps, "does not fit", 0.0)
     regs_per_warp = _ceil_to(max(registers, 1) * 32, REG_ALLOC_UNIT)
-    by_regs = (lim.registers_per_sm // regs_per_warp) // warps
+    if regs_per_warp * _ceil_to(warps, SUB_PARTITIONS) > lim.registers_per_sm:  # one block's warps over the quarters
+        return Occupancy(0, warps, "does not fit", 0.0)
+    # each quarter holds whole warps: 99 registers a thread (3328 a warp) leave 16 warps an SM, not 19
+    # (two blocks of 288 threads counted as 18 warps by the SM's total: launched, one of them waited
+    # for the other to end, and a kernel whose CTAs wait on each other hung; H100, 2026-11-27)
+    by_regs = (lim.registers_per_sm // SUB_PARTITIONS // regs_per_warp) * SUB_PARTITIONS // warps
     smem_per_block = _ceil_to(smem_bytes + SMEM_RESERVED_PER_BLOCK, SMEM_ALLOC_UNIT)
     by_smem = lim.smem_per_sm_bytes // smem_per_block
     by_warps = lim.max_warps_per_sm // warps

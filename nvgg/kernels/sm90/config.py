@@ -5,6 +5,7 @@ costs seconds); the DSL kernel itself is nvfp4_gemm.py, which builds on these na
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from .. import groups, tensormaps
@@ -306,18 +307,20 @@ def even_deal(units: int, ctas: int) -> tuple[int, int, int, int]:
     return (0, 0, ctas, -(-units // max(ctas, 1)))
 
 
-SM_SMEM = 233472  # shared memory per SM (228 KB), CUDA C Programming Guide, compute capability 9.0
-SM_REGS = 65536  # 32-bit registers per SM, same table
-SM_THREADS = 2048  # resident threads per SM, same table
 
 
 THREADS = GemmConfig().threads  # threads per CTA of the default configuration
 
 
+@functools.lru_cache(maxsize=None)  # a prepare asks it for every launch; the profiles are files
 def ctas_per_sm(registers: int, smem_bytes: int, threads: int = THREADS) -> int:
-    """Resident CTAs per SM for this kernel's registers and shared memory (the occupancy bound)."""
-    regs_per_cta = threads * max(registers, 1)
-    return max(1, min(SM_SMEM // max(smem_bytes, 1), SM_REGS // regs_per_cta, SM_THREADS // threads))
+    """Resident CTAs per SM for this kernel's registers and shared memory: the occupancy
+    calculator's rules (profiling/occupancy.py) on compute capability 9.0's limits (the same on
+    every sm_90 card). The persistent kernel's CTAs wait on each other, so its grid must never
+    exceed what is resident at once."""
+    from ...profiles import get
+    from ...profiling.occupancy import theoretical
+    return max(1, theoretical(registers, smem_bytes, threads, get("h100")).blocks_per_sm)
 
 
 def grid_for(total_tiles: int, sm_count: int, per_sm: int = 1, units: int = 0) -> int:
