@@ -53,6 +53,15 @@ def test_gate_compares_each_variant_with_its_own_baseline():
     lines = report.gate([host, device], base, 5.0)
     assert len(lines) == 1 and "persistent[host]/cute" in lines[0] and "+20.0%" in lines[0]
     assert device.gate.kind == "faster"
+    # a mode the baseline lacks (a config map's point against a default run): its one row of that case
+    tuned = _timed("1", "persistent", 9.0)
+    tuned.tensormaps = "device"
+    only_host = {("1", "persistent", "cute", "host"): _row(10.0)}
+    assert report.gate([tuned], only_host, 5.0) == []
+    assert tuned.gate.kind == "faster" and "against the baseline's host maps" in tuned.gate.text()
+    slow = _timed("1", "persistent", 12.0)
+    slow.tensormaps = "device"
+    assert len(report.gate([slow], only_host, 5.0)) == 1 and slow.gate.kind == "slower"
     # submissions are told apart by file name
     mine = _timed("1", "submission", 12.0, backend="submission")
     mine.source = "mine.py"
