@@ -554,6 +554,10 @@ def tune_summary(ct, floor: float) -> str:
     text = f"case {ct.case}: winner {point_name(ct.winner)} ({fmt_us(ct.first[ct.winner].time_us)} µs)"
     if ct.not_apart:
         text += "; not told apart from it: " + ", ".join(point_name(p) for p in ct.not_apart)
+    near = near_points(ct, floor)
+    if near:
+        text += (f"; {len(near)} more within {floor:.1%} of the fastest in the first pass, not measured again "
+                 f"(the JSON's 'near')")
     if ct.default == ct.winner:
         text += "; the default wins"
     elif ct.default in good:
@@ -564,6 +568,16 @@ def tune_summary(ct, floor: float) -> str:
     else:
         text += "; the default did not run right"
     return text
+
+
+def near_points(ct, floor: float) -> list[tuple]:
+    """First-pass points within `floor` of the fastest's time that were not finalists: the rounds
+    compared only the finalists, so these may be as good as the winner and were not told apart."""
+    good = ct.good()
+    if not good:
+        return []
+    best = ct.first[good[0]].time_us
+    return [p for p in good[1:] if p not in ct.final_points and ct.first[p].time_us <= best * (1 + floor)]
 
 
 def _in_space_order(ct) -> list[tuple]:
@@ -589,7 +603,8 @@ def tune_document(done, target, space: dict, floor: float, env: dict) -> dict:
                            "vs_winner": ratio_dict(ct.against_winner(p))})
         cases.append({"case": ct.case, "stopped": ct.stopped, "default": dict(ct.default),
                       "winner": dict(ct.winner) if ct.winner is not None else None,
-                      "not_apart": [dict(p) for p in ct.not_apart], "gain": ratio_dict(ct.gain()),
+                      "not_apart": [dict(p) for p in ct.not_apart], "near": [dict(p) for p in near_points(ct, floor)],
+                      "gain": ratio_dict(ct.gain()),
                       "points": [ct.first[p].to_dict() for p in _in_space_order(ct)], "finalists": finals,
                       "refused": [{"point": dict(p), "reason": why} for p, why in ct.refused.items()]})
     return document("tune", target=target.name, revision=target.revision, arch=target.arch, space=space, floor=floor,
