@@ -234,3 +234,49 @@ def test_profile_phases_trace_of_several_cases_holds_every_case_and_launch(cli, 
     assert {(e["pid"], e["tid"]) for e in events if e["ph"] == "X"} == {(p, c) for p in range(3) for c in (0, 1)}
     # each case from its own first reading
     assert sorted({e["ts"] for e in events if e["ph"] == "i" and e["name"] == "start"}) == [0.0, 0.5]
+
+
+def test_profile_gives_a_config_maps_point_to_every_observer(cli, fake_gpu, fake_rows, monkeypatch, tmp_path):
+    """--config: each case's point reaches the CUPTI row, ncu's child, the occupancy report and the
+    phases, for our persistent kernel's builds and for a submission's CONFIG alike."""
+    from nvgg.profiling import device_phases, ncu, occupancy, submission_phases
+    monkeypatch.setenv("NVGG_ISOLATION", "off")
+    seen = []
+    monkeypatch.setattr(ncu, "profile", lambda case, out_dir, **kw: seen.append(("ncu", case.id, kw.get("point")))
+                        or ncu.NcuReport([ncu.KernelMetrics("k", 10.0, 2e6, 70.0, 10.0, 50.0, 60.0, 90, 1024, 132, 256)]))
+    monkeypatch.setattr(occupancy, "report", lambda case, be, st, device, prof: seen.append(("occupancy", case.id, be.point))
+                        or [])
+    monkeypatch.setattr(device_phases, "run", lambda case, profile=None, tensormaps=None, point=None:
+                        seen.append(("phases", case.id, point)) or _Phases(case.id))
+    ours = {"tile_m": 128, "stages": 3, "slots": 8, "half_tiles": True, "wide_tiles": False, "tensormaps": "device"}
+    other = dict(ours, stages=5, tensormaps="host")
+    cfg = tmp_path / "map.json"
+    cfg.write_text(json.dumps({"format": 1, "kind": "config", "target": "persistent/cute", "arch": "sm_90a",
+                               "space": {}, "cases": {"3": ours, "4": other}}))
+    out = cli("profile", "--cupti", "--ncu", "--occupancy", "--phases", "--case", "3,4", "--config", str(cfg),
+              "--out", str(tmp_path))
+    assert out.exit_code == 0, out.output
+    assert [tuple(r.point) for r in fake_rows.seen] == [tuple(ours.items()), tuple(other.items())]
+    assert all((r.strategy, r.backend) == ("persistent", "cute") for r in fake_rows.seen)
+    assert seen == [(what, cid, p) for cid, p in (("3", ours), ("4", other)) for what in ("ncu", "occupancy", "phases")]
+    out = cli("profile", "--cupti", "--case", "3", "--strategy", "graph", "--config", str(cfg))
+    assert out.exit_code == 2 and "--config holds builds of the persistent cute kernel" in out.stderr
+    cfg.write_text(json.dumps({"format": 1, "kind": "config", "target": "persistent/cute", "arch": "sm_100a",
+                               "space": {}, "cases": {"3": ours}}))
+    out = cli("profile", "--cupti", "--case", "3", "--config", str(cfg))
+    assert out.exit_code == 2 and "holds sm_100a builds of our kernel and this machine has sm_90a" in out.stderr
+
+    # a submission's map: its CONFIG for the row and the phases' children
+    phases_points = []
+    monkeypatch.setattr(submission_phases, "run", lambda path, case, timeout_s=None, point=():
+                        phases_points.append(point) or _submission_phases(case.id))
+    mine = tmp_path / "mine.py"
+    mine.write_text("TUNE = {'work': [1, 2]}\n\ndef custom_kernel(data):\n    return None\n")
+    fake_rows.seen.clear()
+    cfg.write_text(json.dumps({"format": 1, "kind": "config", "target": "mine.py", "arch": "", "space": {"work": [1, 2]},
+                               "cases": {"4": {"work": 2}}}))
+    out = cli("profile", "--cupti", "--phases", "--submission", str(mine), "--case", "4", "--config", str(cfg))
+    assert out.exit_code == 0, out.output
+    assert [tuple(r.point) for r in fake_rows.seen] == [(("work", 2),)] and phases_points == [(("work", 2),)]
+    out = cli("profile", "--cupti", "--case", "4", "--config", str(cfg))
+    assert out.exit_code == 2 and "--config holds a submission's points" in out.stderr

@@ -18,8 +18,9 @@ from ..errors import NvggError, no_gpu
 from ..profiling.phases import chrome_trace_cases
 from ..profiling.session import Request, profile as run_profile
 from ..report import profile_document, profile_text, write_json
-from .common import (CasesFile, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_distinct, check_folder,
-                     check_profile, check_writable, command, emit_json, mode_value, pick_cases, submissions)
+from .common import (CasesFile, ConfigMap, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_distinct,
+                     check_folder, check_profile, check_writable, command, config_points, emit_json, mode_value,
+                     pick_cases, submissions)
 
 
 def register(app: typer.Typer) -> None:
@@ -37,7 +38,8 @@ def register(app: typer.Typer) -> None:
                     clock_control: Annotated[Optional[str], typer.Option("--clock-control", metavar="MODE", help="With --ncu: ncu's clock control, none (default) or base.")] = None,
                     out_dir: Annotated[Optional[str], typer.Option("--out", metavar="FOLDER", help="With --ncu: the folder for .ncu-rep and CSV files (default nvgg-results).")] = None,
                     tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
-                    cases_file: CasesFile = None, profile: Profile = None, json_out: JsonOut = None) -> None:
+                    cases_file: CasesFile = None, profile: Profile = None, config: ConfigMap = None,
+                    json_out: JsonOut = None) -> None:
         """Why is it slow: kernel time vs host overhead (CUPTI), counters (ncu), occupancy, phases."""
         request = _request(pick_cases(case, shape, cases_file, default="benchmarks"), strategy, backend, submission,
                            cupti, ncu, phases, occupancy, trace, clock_control, out_dir, mode_value(tensormaps), timeout,
@@ -46,6 +48,7 @@ def register(app: typer.Typer) -> None:
             device = selection.default_device()
             if device.type != "cuda":
                 raise no_gpu("profiling needs a CUDA GPU and none is visible: run nvgg profile on a GPU machine")
+            request = _with_points(request, config_points(config, request.cases, submission, device, request.tensormaps))
             asked = [dataclasses.replace(request, submission=v.path, source=v.name, revision=v.revision)
                      for v in versions.items] or [request]
             done = []
@@ -66,6 +69,18 @@ def register(app: typer.Typer) -> None:
             typer.secho(f"nvgg: {line}", err=True, fg=typer.colors.RED)
         if failures:  # everything measured is out (tables, JSON, trace); the last failure ends it
             raise NvggError(failures[-1])
+
+
+def _with_points(request: Request, points) -> Request:
+    """--config's points in the request: a submission's (its CONFIG a case), or our persistent
+    kernel's builds, which need that strategy and backend."""
+    if points is None:
+        return request
+    if points.kernel and (request.strategy not in (None, "persistent") or request.backend not in (None, "cute")):
+        raise NvggError("--config holds builds of the persistent cute kernel: drop --strategy/--backend, or --config")
+    by_case = {c.id: (points.submission(c.id) if not points.kernel else points.by_case[c.id]) for c in request.cases}
+    return dataclasses.replace(request, points=by_case, **({"strategy": "persistent", "backend": "cute"} if points.kernel
+                                                          else {}))
 
 
 def _request(cases, strategy, backend, submission, cupti, ncu, phases, occupancy, trace, clock_control, out_dir,

@@ -75,9 +75,12 @@ class PhaseRun(Phases):
                 "behind_previous": self.behind_previous.__dict__ if self.behind_previous else None}
 
 
-def run(case: Case, *, profile: str | None = None, tensormaps: str | None = None, backend="cute") -> PhaseRun:
-    """`backend`: "cute", or a cute backend object (then the mode is the object's)."""
-    session = datapath.setup(case, strategy="persistent", backend=backend, profile=profile, tensormaps=tensormaps)
+def run(case: Case, *, profile: str | None = None, tensormaps: str | None = None, backend="cute",
+        point: dict | None = None) -> PhaseRun:
+    """`backend`: "cute", or a cute backend object (then the mode is the object's); `point`: a
+    config map's build of the persistent kernel (its instrumented twin is what is measured)."""
+    session = datapath.setup(case, strategy="persistent", backend=backend, profile=profile, tensormaps=tensormaps,
+                             point=point)
     if not datapath.check(session):
         raise NvggError(f"the persistent kernel failed its check on case {case.id}: {session.result.message}")
     backend = session.backend

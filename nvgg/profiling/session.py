@@ -40,6 +40,11 @@ class Request:
     timeout_s: float | None = None
     clock_control: str = "none"
     out_dir: str = "nvgg-results"
+    points: dict | None = None  # --config: case id -> point, the submission's CONFIG or our persistent kernel's build
+
+    def point(self, case_id: str) -> tuple:
+        """The case's point ((knob, value), ...), () without --config."""
+        return tuple((self.points or {}).get(case_id, ()))
 
     @property
     def observers(self) -> list[str]:
@@ -69,18 +74,22 @@ def profile(request: Request, device, *, on_start: Callable[[str], None] | None 
     st_name, be_name = choose(request.strategy or ("persistent" if request.phases else None), request.backend,
                               request.tensormaps, device)
     out = Profiled(request, st_name, be_name)
-    target = ({"submission": request.submission} if request.submission else
-              {"strategy": st_name, "backend": be_name, "tensormaps": request.tensormaps})
     with procs.Pool(request.timeout_s) as pool:
         for case in request.cases:
             if on_start:
                 on_start(case.id)
             before = len(out.failures)
+            point = request.point(case.id)
+            target = ({"submission": request.submission} if request.submission else
+                      {"strategy": st_name, "backend": be_name, "tensormaps": request.tensormaps})
+            if point:
+                target["point"] = dict(point)
             if request.cupti:
                 row = (Row(case, submission=request.submission, source=request.source, revision=request.revision,
-                           profile=request.profile, timer="cupti")
+                           profile=request.profile, timer="cupti", point=point)
                        if request.submission else
-                       Row(case, st_name, be_name, request.tensormaps, profile=request.profile, timer="cupti"))
+                       Row(case, st_name, be_name, request.tensormaps, profile=request.profile, timer="cupti",
+                           point=point))
                 out.results[case.id] = rows.run_in(pool, row)
             if request.ncu:
                 _observe(out, case, "ncu", lambda: _ncu(request, case, target, out))
@@ -127,17 +136,19 @@ def _ncu(request: Request, case: Case, target: dict, out: Profiled) -> None:
 
 def _occupancy(request: Request, case: Case, be_name: str, st_name: str, device, out: Profiled) -> None:
     from .occupancy import report
-    be = backends.get(be_name, tensormaps=request.tensormaps)
+    be = backends.get(be_name, tensormaps=request.tensormaps, point=dict(request.point(case.id)) or None)
     out.occupancy += [dict(row, case=case.id) for row in report(case, be, st_name, device, request.profile)]
 
 
 def _phases(request: Request, case: Case, pool: procs.Pool, out: Profiled) -> None:
     if request.submission:
         from . import submission_phases
-        run = submission_phases.run(request.submission, case, timeout_s=request.timeout_s)
+        run = submission_phases.run(request.submission, case, timeout_s=request.timeout_s,
+                                    **({"point": request.point(case.id)} if request.point(case.id) else {}))
         out.failures += [f"case {case.id}: {e}" for e in run.errors]
     else:
         from . import device_phases
         run = pool.call("backend:cute", device_phases.run, case=case, profile=request.profile,
-                        tensormaps=request.tensormaps)
+                        tensormaps=request.tensormaps,
+                        **({"point": dict(request.point(case.id))} if request.point(case.id) else {}))
     out.phases[case.id] = run

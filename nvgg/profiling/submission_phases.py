@@ -341,12 +341,13 @@ def _short(name: str, width: int = 40) -> str:
     return name if len(name) <= width else name[:width - 1] + "…"
 
 
-def run(path: str, case: Case, *, timeout_s: float | None = None) -> SubmissionPhases:
+def run(path: str, case: Case, *, timeout_s: float | None = None, point: tuple = ()) -> SubmissionPhases:
     """Profile one case. A problem of the submission itself (it does not import, marks nothing,
     misuses a probe) raises NvggError; one of this case (wrong output, a crash, a timeout) too,
-    with the case named; CTAs past a buffer's rows are kept in `errors` beside the report."""
-    marked = _child(path, case, timeout_s, probes=True)
-    plain = _child(path, case, timeout_s, probes=False)
+    with the case named; CTAs past a buffer's rows are kept in `errors` beside the report.
+    `point`: the CONFIG a config map gives the file for this case."""
+    marked = _child(path, case, timeout_s, probes=True, point=point)
+    plain = _child(path, case, timeout_s, probes=False, point=point)
     return assemble(str(path), case.id, marked, plain)
 
 
@@ -395,11 +396,11 @@ def kernels_of(launches) -> list[KernelPhases]:
     return out
 
 
-def _child(path: str, case: Case, timeout_s: float | None, *, probes: bool) -> dict:
+def _child(path: str, case: Case, timeout_s: float | None, *, probes: bool, point: tuple = ()) -> dict:
     which = "with marks" if probes else "without marks"
     try:
         raw = procs.run_once(child, path=os.path.abspath(path), case=case, probes=probes, timeout_s=timeout_s,
-                             env={"NVGG_PROBES": "1" if probes else "0"})
+                             env={"NVGG_PROBES": "1" if probes else "0"}, **({"point": tuple(point)} if point else {}))
     except (procs.ChildFailure, procs.ChildError) as exc:
         raise CaseFailure(f"case {case.id} ({which}): {exc}") from None
     except NvggError as exc:
@@ -414,7 +415,7 @@ def _child(path: str, case: Case, timeout_s: float | None, *, probes: bool) -> d
 # --- the child ------------------------------------------------------------------------------
 
 
-def child(path: str, case: Case, probes: bool) -> dict:
+def child(path: str, case: Case, probes: bool, point: tuple = ()) -> dict:
     """In the child: the submission's marked (or unmarked) calls, as plain data; a problem of the
     submission as {"error": ..., "case_specific": whether it is this case's alone}."""
     import torch
@@ -428,6 +429,7 @@ def child(path: str, case: Case, probes: bool) -> dict:
         module = sub.load(path, case.id)
     except NvggError as exc:
         return {"error": str(exc)}
+    sub.give_point(module, tuple(point))
     session = datapath.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=INPUTS)
     if not datapath.check(session):
         message = session.result.message

@@ -18,13 +18,15 @@ RANGE = "nvgg_call"
 
 
 def one_call(case: Case, *, strategy: str | None = None, backend: str | None = None, tensormaps: str | None = None,
-             submission: str | None = None) -> None:
+             submission: str | None = None, point: dict | None = None) -> None:
+    """`point`: a config map's point, the submission's CONFIG or our persistent kernel's build."""
     if submission:
         from ..backends import submission as sub
         module = sub.load(submission)
+        sub.give_point(module, tuple((point or {}).items()))
         session = datapath.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=1)
     else:
-        session = datapath.setup(case, strategy=strategy, backend=backend, batch=1, tensormaps=tensormaps)
+        session = datapath.setup(case, strategy=strategy, backend=backend, batch=1, tensormaps=tensormaps, point=point)
     if not datapath.check(session):
         raise NvggError(f"the checked run failed: {session.result.message}")
     launch = session.launches[0]
