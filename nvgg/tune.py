@@ -161,16 +161,16 @@ class CaseTune:
         return self.against_winner(self.default)
 
 
-def finalists(ct: CaseTune) -> list[tuple]:
+def finalists(ct: CaseTune, most: int = FINALISTS) -> list[tuple]:
     """The fastest point first, then the default, then the next fastest the gate cannot tell from
-    the fastest (its 'same' against it), up to FINALISTS."""
+    the fastest (its 'same' against it), up to `most` (--finalists)."""
     good = ct.good()
     if not good:
         return []
     best = good[0]
     picked = [best] + ([ct.default] if ct.default in good and ct.default != best else [])
     for p in good[1:]:
-        if len(picked) >= FINALISTS:
+        if len(picked) >= most:
             break
         if p not in picked and gate.compare(ct.first[p].to_dict(), ct.first[best].to_dict(), SAME_PCT).kind == "same":
             picked.append(p)
@@ -206,7 +206,7 @@ def sweep(cases: list[Case], target, *, budget_s: float, floor: float, rounds: i
           resume: dict | None = None, on_space: Callable[[dict], None] | None = None,
           on_point: Callable[[CaseTune, Result], None] | None = None,
           on_case: Callable[[CaseTune], None] | None = None, gpus: list[int] | None = None,
-          ray_gpus: int = 0) -> list[CaseTune]:
+          ray_gpus: int = 0, most: int = FINALISTS) -> list[CaseTune]:
     """The target's space (`on_space(space)` then), and every case's points (first pass), then its
     finalists in rounds. The budget is shared by the cases in order: case i's first pass stops at
     (i + FIRST_SHARE) / n of it, its rounds get what is left of its share. `gpus` (--gpus, checked):
@@ -216,7 +216,8 @@ def sweep(cases: list[Case], target, *, budget_s: float, floor: float, rounds: i
     of the same target and space: its finished cases kept whole, its measured points not run
     again. The callbacks run one at a time. NvggError where the target has no space to sweep, or
     the sweep to resume swept another (before any row). `ray_gpus` (--ray, connected: cluster.py):
-    that many GPUs of the Ray cluster, an actor each, in place of this host's."""
+    that many GPUs of the Ray cluster, an actor each, in place of this host's. `most`: the
+    finalists a case (--finalists)."""
     with contextlib.ExitStack() as stack:
         if ray_gpus:
             from . import cluster
@@ -233,7 +234,7 @@ def sweep(cases: list[Case], target, *, budget_s: float, floor: float, rounds: i
         target.build_all(cases, space)
         plan = _Plan(cases, target, space, kept_cases(resume) if resume is not None else {}, budget_s, on_point,
                      on_case)
-        serve = [functools.partial(plan.serve, pool, floor, rounds, timeout_s) for pool in pools]
+        serve = [functools.partial(plan.serve, pool, floor, rounds, timeout_s, most) for pool in pools]
         if len(pools) == 1:
             serve[0](threading.Event())
         else:
@@ -298,7 +299,7 @@ class _Plan:
             self.cond.wait(0.5)
         return None
 
-    def serve(self, pool: procs.Pool, floor: float, rounds: int, timeout_s: float | None,
+    def serve(self, pool: procs.Pool, floor: float, rounds: int, timeout_s: float | None, most: int,
               stop: threading.Event) -> None:
         """One GPU's loop: tasks until none is left (or another GPU's loop raised: procs.side_by_side
         raises it)."""
@@ -323,7 +324,7 @@ class _Plan:
                         self.cond.notify_all()
                 else:
                     budget = max(1.0, self._slot_end(task[1], 1.0) - time.monotonic())
-                    settle = _final_rounds(ct, case, self.target, floor, rounds, budget, timeout_s, pool)
+                    settle = _final_rounds(ct, case, self.target, floor, rounds, budget, timeout_s, pool, most)
                     with self.cond:
                         settle()
                         self.state[case.id] = "done"
@@ -338,10 +339,10 @@ class _Plan:
 
 
 def _final_rounds(ct: CaseTune, case: Case, target, floor: float, rounds: int, budget_s: float,
-                  timeout_s: float | None, pool: procs.Pool) -> Callable[[], None]:
+                  timeout_s: float | None, pool: procs.Pool, most: int = FINALISTS) -> Callable[[], None]:
     """The finalists' rounds; what they decide comes back as a change to make to `ct` (under the
     sweep's lock: a file written meanwhile, of another case's point, shows this case unfinished)."""
-    picked = finalists(ct)
+    picked = finalists(ct, most)
     final = None
     if len(picked) > 1:
         (final,) = ab.run([[target.row(case, p) for p in picked]], floor=floor, max_rounds=rounds,

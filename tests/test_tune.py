@@ -95,21 +95,26 @@ def test_finalists_are_measured_again_and_the_winner_named_with_what_is_not_told
             "the first pass, 1.300x (1.300-1.300) the winner's time (slower)") in out.stdout
 
 
-def test_points_near_the_fastest_left_out_of_the_rounds_are_named(cli, fake_gpu, fake_rows, tmp_path, monkeypatch):
+def test_points_near_the_fastest_left_out_of_the_rounds_are_named(cli, fake_gpu, fake_rows, tmp_path):
     """More points within the floor than the rounds take: the ones not measured again are said,
-    not silently dropped from the winner's company."""
-    from nvgg import tune
-    monkeypatch.setattr(tune, "FINALISTS", 2)
+    not silently dropped from the winner's company; --finalists takes them in."""
     fast, close, other, default = ((("work", 1), ("split", 2)), (("work", 1), ("split", 1)),
                                    (("work", 2), ("split", 2)), (("work", 2), ("split", 1)))
     fake_rows.answer = _answers({default: 130.0, other: 129.0, close: 101.5, fast: 100.0})
     doc = tmp_path / "t.json"
-    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", str(doc))
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", str(doc), "--finalists", "2")
     assert out.exit_code == 0, out.output
     (case,) = json.loads(doc.read_text())["cases"]
     assert [f["point"] for f in case["finalists"]] == [{"work": 1, "split": 2}, {"work": 2, "split": 1}]
     assert case["near"] == [{"work": 1, "split": 1}]  # 1.5% off, inside the 2% floor; 'other' at 29% is not near
     assert "; 1 more within 2.0% of the fastest in the first pass, not measured again" in out.stdout
+    assert {tuple(r.point) for r in fake_rows.seen[4:]} == {fast, default}  # the rounds: the two finalists only
+    fake_rows.seen.clear()
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", str(doc), "--finalists", "3")
+    assert out.exit_code == 0, out.output
+    (case,) = json.loads(doc.read_text())["cases"]
+    assert case["near"] == [] and {tuple(r.point) for r in fake_rows.seen[4:]} == {fast, default, close}
+    assert cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--finalists", "1").exit_code == 2
 
 
 def test_the_rounds_overturn_a_first_pass_that_was_luck(cli, fake_gpu, fake_rows):

@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
                  budget: Annotated[float, typer.Option("--budget", metavar="MINUTES", min=0.1, help="Time for the whole sweep; what is left unmeasured is said.")] = 10.0,
                  floor: Annotated[float, typer.Option("--floor", metavar="PCT", min=0.1, max=50.0, help="The change that matters between finalists, in percent.")] = 2.0,
                  rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=5, max=1000, help="The most interleaved rounds of the finalists a case.")] = 20,
+                 finalists: Annotated[int, typer.Option("--finalists", metavar="N", min=2, max=16, help="Points a case measured again in rounds: the fastest, the default, then the next fastest the gate cannot tell from it.")] = tunemod.FINALISTS,
                  out: Annotated[Optional[str], typer.Option("--out", metavar="FILE", help="Write the winners as a config map (case -> point) for --config.")] = None,
                  resume: Annotated[bool, typer.Option("--resume", help="Go on from the sweep in --json FILE (one stopped or cut short): its measured points are not run again.")] = False,
                  shape: Shape = None, cases_file: CasesFile = None, timeout: RowTimeout = None,
@@ -68,7 +69,7 @@ def register(app: typer.Typer) -> None:
             for c in picked:
                 rows.precheck(target.row(c, ()))
             done, space = _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread,
-                                 ray_gpus)
+                                 ray_gpus, finalists)
         env = next((r.env for ct in done for r in ct.first.values() if r.env), {})
         if out:
             write_json(out, config_map(done, target, space))
@@ -91,7 +92,8 @@ def _kernels(device) -> tunemod.KernelTarget:
                                 str(device))
 
 
-def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread=None, ray_gpus=0):
+def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread=None, ray_gpus=0,
+           most=tunemod.FINALISTS):
     """The sweep with its progress (points done and left, the best so far) and its JSON rewritten
     as points finish."""
     state = {"space": {}, "tunes": {}, "written": 0.0, "dirty": False}  # tunes: case -> its CaseTune
@@ -130,7 +132,7 @@ def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json
         try:
             done = tunemod.sweep(picked, target, budget_s=budget * 60, floor=floor / 100, rounds=rounds,
                                  timeout_s=timeout, resume=earlier, on_space=on_space, on_point=on_point,
-                                 on_case=write, gpus=spread, ray_gpus=ray_gpus)
+                                 on_case=write, gpus=spread, ray_gpus=ray_gpus, most=most)
         finally:  # stopped from outside (Ctrl-C, SIGTERM) too: the points measured since the last write
             write()
     return done, state["space"]
