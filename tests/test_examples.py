@@ -1,6 +1,7 @@
 """The probe examples on the CPU: they import without building anything, and the CuTe DSL one
 compiles for sm_90a with its six marks, and without them to the PTX of the same file with its mark
-lines deleted, and for sm_100a (their run on a GPU: tests/test_gpu_probe.py)."""
+lines deleted, and for sm_100a (their run on a GPU: tests/test_gpu_probe.py); the CUDA one's tiles
+(its TUNE) each compile for sm_90a with nvcc."""
 
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ def test_the_examples_import_without_building_anything(monkeypatch):
     monkeypatch.setenv(probe.ENV, "0")
     cute_ex, cuda_ex = _load(CUTE, "cute_example"), _load(CUDA, "cuda_example")
     assert cute_ex.PHASES.marks == MARKS and cute_ex._COMPILED == {}
-    assert cuda_ex.PHASES.marks == MARKS and cuda_ex._extension is None
+    assert cuda_ex.PHASES.marks == MARKS and cuda_ex._extensions == {}
     assert "#define NVGG_PROBES 0" in cuda_ex.PROBE_SOURCE and "namespace cuda_gemm" in cuda_ex.PROBE_SOURCE
     # every mark of the CUDA source names a column of its probe
     used = set(re.findall(r"NVGG_MARK(?:_WARP)?\(probes, cuda_gemm::(\w+)", cuda_ex.KERNEL_SOURCE))
@@ -92,3 +93,50 @@ def test_the_dsl_example_compiles_for_the_b200_too(tmp_path, monkeypatch):
     buf = from_dlpack(torch.zeros(7, len(MARKS), dtype=torch.int64), assumed_align=8)
     ptx = _ptx(marked, buf.mark_compact_shape_dynamic(mode=0, stride_order=(0, 1)), tmp_path, "sm_100a")
     assert ptx.count("%globaltimer") == len(MARKS) and "cp.async.bulk.tensor" in ptx and "mma.sync" in ptx
+
+
+def test_the_cuda_examples_tiles_are_a_six_point_space_that_compiles_for_sm90a(tmp_path, monkeypatch):
+    """The CUDA example declares its tile as TUNE (nvgg reads 6 points, the default first); each
+    tile's device code compiles for sm_90a and fits a block's registers and shared memory, the
+    default with no spills; CONFIG
+    picks the tile, and a tile outside the space is refused in the file's own words."""
+    import shutil
+    import subprocess
+    from concurrent.futures import ThreadPoolExecutor
+
+    from nvgg import tune
+    from nvgg.backends import submission as sub
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("needs nvcc (the CUDA toolkit) to compile the example's device code")
+    monkeypatch.setenv(probe.ENV, "0")
+    ex = _load(CUDA, "cuda_example_tune")
+    space = sub.declared_space(str(CUDA))
+    assert space == {"bm": [64, 32, 128], "bn": [128, 64]}
+    points = [dict(p) for p in tune.points_of(space)]
+    assert len(points) == 6 and points[0] == {"bm": 64, "bn": 128}
+
+    def build(point):
+        bm, bn = point["bm"], point["bn"]
+        src = tmp_path / f"tile_{bm}x{bn}.cu"
+        src.write_text(ex.OFF_SOURCE + ex.tile_source(bm, bn) + ex.KERNEL_SOURCE +
+                       # the launch asks for the tiles and 128 bytes to align them: at most 227 KB a block (sm_90)
+                       "static_assert(sizeof(SharedTiles) + 128 <= 232448, \"over a block's shared memory\");\n")
+        done = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-c", "-Xptxas", "-v", str(src),
+                               "-o", str(src.with_suffix(".o"))], capture_output=True, text=True, timeout=300)
+        return point, done
+
+    with ThreadPoolExecutor(3) as pool:
+        for (point, done) in pool.map(build, points):
+            assert done.returncode == 0, (point, done.stderr[-2000:])
+            info = done.stderr.split("grouped_gemm_kernel")[-1]
+            if point == points[0]:  # the file's own choice spills nothing (128 x 128, 16 warps capped at 128
+                assert "0 bytes spill stores, 0 bytes spill loads" in info, (point, info)  # registers, spills a little)
+            regs = int(re.search(r"Used (\d+) registers", info).group(1))
+            assert regs * ex.threads(point["bm"], point["bn"]) <= 65536, (point, regs)
+    assert ex.tile() == (64, 128)
+    ex.CONFIG = {"bm": 32, "bn": 64}
+    assert ex.tile() == (32, 64)
+    ex.CONFIG = {"bm": 256, "bn": 64}
+    with pytest.raises(ValueError, match="bm must be one of"):
+        ex.tile()

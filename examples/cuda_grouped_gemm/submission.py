@@ -22,6 +22,9 @@ It shows these pieces:
 Tiles: a CTA computes 64 rows of C (m) × 128 columns (n), stepping through k 128 values at a time
 with 256 threads (8 warps, each holding a 32 × 32 piece of the tile). The grid is
 (max n/128, max ceil(m/64), groups). A CTA whose tile lies outside its own group returns at once.
+The tile is the file's one choice to sweep: `TUNE` declares 32, 64 or 128 rows and 64 or 128
+columns (a warp for each 32 × 32 piece), and `nvgg tune --submission` sets `CONFIG` to each point
+before a call; without nvgg the defaults (the first values) hold. Each tile is its own build.
 The kernel is written to be read, not to be fast. It has one buffer of packed bytes: the next k
 step's load is issued once the current step is decoded, so it overlaps only the MMAs. All threads
 decode, and B is decoded again for every m tile. It is a teaching example, not a tuned kernel.
@@ -52,16 +55,27 @@ struct nvgg_probes { long long* data; int rows; int slots; };
 """
 PROBE_SOURCE = PHASES.cuda_source() if PHASES else OFF_SOURCE
 
-BM = 64          # rows of A (m) a CTA computes
-BN = 128         # rows of B (n) a CTA computes
+# The tile a CTA computes, the choice nvgg tune sweeps: BM rows of A (m) and BN rows of B (n), each
+# list's first value the default. CONFIG (set by nvgg before a call, absent in the competition's
+# harness) picks one.
+TUNE = {"bm": [64, 32, 128], "bn": [128, 64]}
+BM, BN = TUNE["bm"][0], TUNE["bn"][0]
 BK = 128         # k values a main-loop step loads: 64 bytes of packed FP4 a row
-THREADS = 256    # 8 warps
 MAX_GROUPS = 16  # fixed by the size of the kernel's parameter block (see KERNEL_SOURCE)
 
-# The tile constants, written once here and shared by the Python and CUDA code.
-TILE_SOURCE = f"""
-constexpr int BM = {BM}, BN = {BN}, BK = {BK}, THREADS = {THREADS}, MAX_GROUPS = {MAX_GROUPS};
-"""
+
+def threads(bm: int, bn: int) -> int:
+    """A warp for each 32 × 32 piece of the tile: 256 threads (8 warps) for 64 × 128."""
+    return 32 * (bm // 32) * (bn // 32)
+
+
+def tile_source(bm: int, bn: int) -> str:
+    """The tile constants, written once here and shared by the Python and CUDA code."""
+    return (f"\nconstexpr int BM = {bm}, BN = {bn}, BK = {BK}, THREADS = {threads(bm, bn)}, "
+            f"MAX_GROUPS = {MAX_GROUPS};\n")
+
+
+TILE_SOURCE = tile_source(BM, BN)
 
 # The device code. It needs no torch header, so it can also be compiled standalone with
 # `nvcc -gencode=arch=compute_90a,code=sm_90a -c`, after PROBE_SOURCE and TILE_SOURCE.
@@ -201,9 +215,9 @@ __device__ __forceinline__ void decode_tile(const uint8_t* packed, __half (*out)
 
 // ---- the kernel --------------------------------------------------------------------------------------
 
-// Two CTAs an SM (128 registers a thread, about 65 KB of shared memory each), so that one CTA can
-// decode or multiply while the other waits for its loads.
-__global__ void __launch_bounds__(THREADS, 2)
+// Two CTAs an SM (at the default tile: 128 registers a thread, about 65 KB of shared memory each), so
+// that one CTA can decode or multiply while the other waits for its loads; one for a tile of 16 warps.
+__global__ void __launch_bounds__(THREADS, THREADS <= 256 ? 2 : 1)
 grouped_gemm_kernel(const __grid_constant__ GemmArgs args, const nvgg_probes probes) {
   using namespace nvcuda;
   NVGG_MARK_WARP(probes, cuda_gemm::start, 0);
@@ -238,8 +252,11 @@ grouped_gemm_kernel(const __grid_constant__ GemmArgs args, const nvgg_probes pro
   if (tid < 16) s.e2m1[tid] = kE2M1[tid];
   __syncthreads();  // the barrier is initialised and the table is filled before anyone uses them
 
-  // warps form a 2 × 4 grid of 32 × 32 pieces of the 64 × 128 tile; each piece is 2 × 2 WMMA tiles
-  const int wm = (warp / 4) * 32, wn = (warp % 4) * 32;
+  // warps form a (BM / 32) × (BN / 32) grid of 32 × 32 pieces of the tile (2 × 4 for 64 × 128); each
+  // piece is 2 × 2 WMMA tiles
+  constexpr int WARPS_N = BN / 32;
+  static_assert(BM % 32 == 0 && BN % 32 == 0 && THREADS == 32 * (BM / 32) * WARPS_N, "a warp a 32 x 32 piece");
+  const int wm = (warp / WARPS_N) * 32, wn = (warp % WARPS_N) * 32;
   wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[2][2];
 #pragma unroll
   for (int i = 0; i < 2; ++i)
@@ -411,7 +428,12 @@ void grouped_gemm(const std::vector<at::Tensor>& a, const std::vector<at::Tensor
                   const std::optional<at::Tensor>& probes);
 """
 
-CUDA_SOURCE = PROBE_SOURCE + TILE_SOURCE + KERNEL_SOURCE + WRAPPER_SOURCE
+
+
+def cuda_source(bm: int = BM, bn: int = BN) -> str:
+    return PROBE_SOURCE + tile_source(bm, bn) + KERNEL_SOURCE + WRAPPER_SOURCE
+
+
 # The "a" targets admit the arch-specific instructions; a plain -arch=sm_90a can also compile for
 # sm_90, which would reject them. TMA, mbarriers and WMMA exist on both (the B200 build compiles,
 # with a few spilled registers under the 128 a thread of two CTAs an SM, but has never been run).
@@ -426,20 +448,29 @@ def cuda_flags() -> list[str]:
     arch = ARCHS[capability]
     return [f"-gencode=arch=compute_{arch},code=sm_{arch}", "-O3"]
 
-_extension = None
+_extensions: dict = {}  # (bm, bn) -> the extension built for that tile
 
 
-def _build():
-    """Compile the extension once per process. The name hashes the sources and flags, so a changed
-    source (including probes on versus off) builds anew instead of loading a stale cached build."""
-    global _extension
-    if _extension is None:
+def _build(bm: int, bn: int):
+    """Compile the tile's extension once per process. The name hashes the sources and flags, so a
+    changed source (including probes on versus off, or another tile) builds anew instead of loading a
+    stale cached build."""
+    if (bm, bn) not in _extensions:
         from torch.utils.cpp_extension import load_inline
-        flags = cuda_flags()
-        digest = hashlib.sha256("\0".join([CPP_SOURCE, CUDA_SOURCE, *flags]).encode()).hexdigest()[:16]
-        _extension = load_inline(name=f"cuda_grouped_gemm_{digest}", cpp_sources=CPP_SOURCE,
-                                 cuda_sources=CUDA_SOURCE, functions=["grouped_gemm"], extra_cuda_cflags=flags)
-    return _extension
+        flags, source = cuda_flags(), cuda_source(bm, bn)
+        digest = hashlib.sha256("\0".join([CPP_SOURCE, source, *flags]).encode()).hexdigest()[:16]
+        _extensions[(bm, bn)] = load_inline(name=f"cuda_grouped_gemm_{digest}", cpp_sources=CPP_SOURCE,
+                                            cuda_sources=source, functions=["grouped_gemm"], extra_cuda_cflags=flags)
+    return _extensions[(bm, bn)]
+
+
+def tile() -> tuple[int, int]:
+    """The tile of this call: CONFIG's where nvgg set one, else the defaults."""
+    chosen = globals().get("CONFIG") or {}
+    bm, bn = chosen.get("bm", BM), chosen.get("bn", BN)
+    if bm not in TUNE["bm"] or bn not in TUNE["bn"]:
+        raise ValueError(f"CONFIG {chosen}: bm must be one of {TUNE['bm']} and bn one of {TUNE['bn']}")
+    return bm, bn
 
 
 def _ceil_div(a: int, b: int) -> int:
@@ -461,14 +492,15 @@ def custom_kernel(data):
     """The competition's entry point: data = (abc, sfasfb, sfasfb_reordered, problem_sizes). Writes
     each C_g = A_g · B_gᵀ into abc[g][2] and returns those tensors."""
     abc, _, sf_blocked, sizes = data
+    bm, bn = tile()
     groups = len(abc)
     if not 1 <= groups <= MAX_GROUPS:
         raise ValueError(f"this kernel takes 1 to {MAX_GROUPS} groups (its parameter block holds "
                          f"{MAX_GROUPS} groups' tensor maps), got {groups}")
     a_list, b_list, c_list, sfa_list, sfb_list = [], [], [], [], []
     for g, ((a, b, c), (sfa, sfb), (m, n, k, l)) in enumerate(zip(abc, sf_blocked, sizes)):
-        if l != 1 or n % BN or k % BK:
-            raise ValueError(f"group {g}: needs l = 1, n a multiple of {BN} and k a multiple of {BK}; "
+        if l != 1 or n % bn or k % BK:
+            raise ValueError(f"group {g}: needs l = 1, n a multiple of {bn} and k a multiple of {BK}; "
                              f"got m={m} n={n} k={k} l={l}")
         _check_blocked(sfa, m, k, f"group {g} sfa")
         _check_blocked(sfb, n, k, f"group {g} sfb")
@@ -479,8 +511,8 @@ def custom_kernel(data):
         sfa_list.append(sfa.view(torch.uint8))
         sfb_list.append(sfb.view(torch.uint8))
 
-    grid_n = max(n // BN for _, n, _, _ in sizes)
-    grid_m = max(_ceil_div(m, BM) for m, _, _, _ in sizes)
+    grid_n = max(n // bn for _, n, _, _ in sizes)
+    grid_m = max(_ceil_div(m, bm) for m, _, _, _ in sizes)
     probes = PHASES.buffer(grid_n * grid_m * groups) if PHASES else None  # None unless probes are on
-    _build().grouped_gemm(a_list, b_list, c_list, sfa_list, sfb_list, grid_n, grid_m, probes)
+    _build(bm, bn).grouped_gemm(a_list, b_list, c_list, sfa_list, sfb_list, grid_n, grid_m, probes)
     return [c for _, _, c in abc]
