@@ -270,6 +270,18 @@ def test_our_kernels_space_swept_its_refusals_listed_and_its_map_given_to_compar
         ("persistent", tuple(case["winner"].items())), ("graph", ())]
     out = cli("compare", "--case", "4", "--config", str(cfg), "--tensormaps", "host", "--strategy", "persistent")
     assert out.exit_code == 2 and "drop --tensormaps" in out.stderr
+    # a map of our kernel that no row takes: refused, not silently measuring the untuned choice
+    mine = tmp_path / "mine.py"
+    mine.write_text("def custom_kernel(data):\n    return None\n")
+    for args in (["compare", "--strategy", "graph"], ["run", "--submission", str(mine)],
+                 ["profile", "--cupti", "--submission", str(mine)]):
+        out = cli(*args, "--case", "4", "--config", str(cfg))
+        lines = [line for line in out.stderr.splitlines() if line.strip()]
+        assert out.exit_code == 2 and len(lines) == 1 and "no row here runs that kernel" in lines[0], (args, out.output)
+    assert len(fake_rows.seen) == 2  # the compare above, nothing since
+    out = cli("compare", "--case", "4", "--config", str(cfg), "--submission", str(mine))  # beside our kernel's rows
+    assert out.exit_code == 0 and any(r.point for r in fake_rows.seen[2:]), out.output
+    del fake_rows.seen[2:]
     bad = json.loads(cfg.read_text())
     bad["cases"]["4"] = {"mma_n": 128}
     (tmp_path / "bad.json").write_text(json.dumps(bad))

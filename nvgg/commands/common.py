@@ -244,6 +244,19 @@ def config_points(path: str | None, picked, submission, device, tensormaps=None)
     return Points(by_case, kernel=True)
 
 
+def check_points_taken(path: str | None, points: Points | None, rows) -> None:
+    """A config map that none of the rows takes is refused before they run: the run would measure
+    something other than the tuned choice it was given."""
+    if points is None or any(r.point for r in rows):
+        return
+    if points.kernel:
+        raise NvggError(f"config map {path} holds builds of our persistent cute kernel and no row here runs that "
+                        "kernel: add it (--strategy persistent --backend cute), or drop --config (a submission takes "
+                        "the map nvgg tune --submission wrote)")
+    raise NvggError(f"config map {path} holds a submission's points (its CONFIG) and no row here is a submission: "
+                    "add --submission, or drop --config")
+
+
 def _read_config(path: str | Path, case_ids: list[str]) -> tuple[str, dict[str, tuple]]:
     """A config map (`nvgg tune --out`): its arch ("" for a submission's) and the point of each case
     asked for, as ((knob, value), ...); one NvggError where the file is no config map or lacks a case."""

@@ -14,8 +14,8 @@ from ..errors import NvggError
 from ..report import (check_text, compare_outcome, gate, geomean_table, in_baseline, label, load_baseline,
                       results_table)
 from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, Timer,
-                     TimerOpt, check_outputs, check_l2, check_profile, check_timer, command, config_points, finish_files,
-                     names, pick_cases, pick_gpus, submissions, tensormaps_option)
+                     TimerOpt, check_outputs, check_l2, check_points_taken, check_profile, check_timer, command,
+                     config_points, finish_files, names, pick_cases, pick_gpus, submissions, tensormaps_option)
 
 
 class What(str, Enum):
@@ -56,6 +56,7 @@ def register(app: typer.Typer) -> None:
         with submissions(submission) as versions:
             todo = rows.rows_of(picked, st_names, be_names, submissions=versions.items, tensormaps=modes, points=points,
                                 device=str(device), profile=profile, timer=timer.value, l2=l2.value)
+            check_points_taken(config, points, todo)
             _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread)
 
 

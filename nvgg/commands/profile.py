@@ -19,8 +19,8 @@ from ..profiling.phases import chrome_trace_cases
 from ..profiling.session import Request, profile as run_profile
 from ..report import profile_document, profile_text, write_json
 from .common import (CasesFile, ConfigMap, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_distinct,
-                     check_folder, check_profile, check_writable, command, config_points, emit_json, mode_value,
-                     pick_cases, submissions)
+                     check_folder, check_points_taken, check_profile, check_writable, command, config_points, emit_json,
+                     mode_value, pick_cases, submissions)
 
 
 def register(app: typer.Typer) -> None:
@@ -48,7 +48,8 @@ def register(app: typer.Typer) -> None:
             device = selection.default_device()
             if device.type != "cuda":
                 raise no_gpu("profiling needs a CUDA GPU and none is visible: run nvgg profile on a GPU machine")
-            request = _with_points(request, config_points(config, request.cases, submission, device, request.tensormaps))
+            request = _with_points(request, config_points(config, request.cases, submission, device, request.tensormaps),
+                                   config, submission)
             asked = [dataclasses.replace(request, submission=v.path, source=v.name, revision=v.revision)
                      for v in versions.items] or [request]
             done = []
@@ -71,11 +72,13 @@ def register(app: typer.Typer) -> None:
             raise NvggError(failures[-1])
 
 
-def _with_points(request: Request, points) -> Request:
+def _with_points(request: Request, points, path, submission) -> Request:
     """--config's points in the request: a submission's (its CONFIG a case), or our persistent
-    kernel's builds, which need that strategy and backend."""
+    kernel's builds, which need that strategy and backend (and no submission in their place)."""
     if points is None:
         return request
+    if points.kernel and submission:
+        check_points_taken(path, points, [])
     if points.kernel and (request.strategy not in (None, "persistent") or request.backend not in (None, "cute")):
         raise NvggError("--config holds builds of the persistent cute kernel: drop --strategy/--backend, or --config")
     by_case = {c.id: (points.submission(c.id) if not points.kernel else points.by_case[c.id]) for c in request.cases}

@@ -12,8 +12,8 @@ from ..errors import NvggError
 from ..report import compare_outcome, label, run_text
 from ..result import Row
 from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, TensorMaps,
-                     Timer, TimerOpt, check_l2, check_outputs, check_profile, check_timer, command, config_points,
-                     finish_files, mode_value, pick_cases, pick_gpus, submissions, warn_if_slow_on_cpu)
+                     Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile, check_timer, command,
+                     config_points, finish_files, mode_value, pick_cases, pick_gpus, submissions, warn_if_slow_on_cpu)
 
 
 def register(app: typer.Typer) -> None:
@@ -44,6 +44,7 @@ def register(app: typer.Typer) -> None:
         with submissions(submission) as versions:
             todo = (rows.rows_of(picked, [], [], submissions=versions.items, points=points, **common) if submission else
                     [_ours(picked[0], strategy, backend, mode_value(tensormaps), device, points, common)])
+            check_points_taken(config, points, todo)
             files = rows.LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})
             with Progress(len(todo), "running") as progress:
                 results = rows.run_many(todo, timeout_s=timeout, on_start=lambda r: _starting(r, device, progress),
