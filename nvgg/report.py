@@ -557,7 +557,7 @@ def tune_summary(ct, floor: float) -> str:
     near = near_points(ct, floor)
     if near:
         text += (f"; {len(near)} more within {floor:.1%} of the fastest in the first pass, not measured again "
-                 f"(the JSON's 'near'; --finalists N takes more into the rounds)")
+                 f"(the JSON's 'near')")
     if ct.default == ct.winner:
         text += "; the default wins"
     elif ct.default in good:

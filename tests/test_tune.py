@@ -108,6 +108,7 @@ def test_points_near_the_fastest_left_out_of_the_rounds_are_named(cli, fake_gpu,
     assert [f["point"] for f in case["finalists"]] == [{"work": 1, "split": 2}, {"work": 2, "split": 1}]
     assert case["near"] == [{"work": 1, "split": 1}]  # 1.5% off, inside the 2% floor; 'other' at 29% is not near
     assert "; 1 more within 2.0% of the fastest in the first pass, not measured again" in out.stdout
+    assert "--finalists N (now 2) takes more into the rounds" in out.stderr
     assert {tuple(r.point) for r in fake_rows.seen[4:]} == {fast, default}  # the rounds: the two finalists only
     fake_rows.seen.clear()
     out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", str(doc), "--finalists", "3")

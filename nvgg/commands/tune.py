@@ -14,7 +14,7 @@ import typer
 
 from .. import rows, selection, tune as tunemod
 from ..errors import NvggError, no_gpu
-from ..report import config_map, tune_document, tune_table, write_json
+from ..report import config_map, near_points, tune_document, tune_table, write_json
 from .common import (CasesFile, GpusOpt, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs,
                      check_writable, command, emit_json, pick_cases, pick_gpus, submissions, warn_if_slow_on_cpu)
 
@@ -76,6 +76,10 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"wrote {out} (the winners: pass it to run, compare or ab as --config)", err=True)
         if not emit_json(json_out, tune_document(done, target, space, floor / 100, env)):
             typer.echo(tune_table(done, space, floor / 100, env))
+        near = sum(len(near_points(ct, floor / 100)) for ct in done)
+        if near:
+            typer.echo(f"{near} first-pass point(s) within {floor:g}% of a case's fastest were not measured again: "
+                       f"--finalists N (now {finalists}) takes more into the rounds", err=True)
         if any(ct.winner is None for ct in done):
             raise typer.Exit(1)
 
