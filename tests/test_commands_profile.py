@@ -280,3 +280,11 @@ def test_profile_gives_a_config_maps_point_to_every_observer(cli, fake_gpu, fake
     assert [tuple(r.point) for r in fake_rows.seen] == [(("work", 2),)] and phases_points == [(("work", 2),)]
     out = cli("profile", "--cupti", "--case", "4", "--config", str(cfg))
     assert out.exit_code == 2 and "--config holds a submission's points" in out.stderr
+
+
+def test_profile_says_a_bad_config_map_before_the_missing_gpu(cli, tmp_path):
+    """On a machine without a GPU a map that cannot serve is still the first thing said (exit 2)."""
+    out = cli("profile", "--cupti", "--case", "3", "--config", str(tmp_path / "nope.json"))
+    assert out.exit_code == 2 and "config map" in out.stderr and "does not exist" in out.stderr
+    out = cli("profile", "--cupti", "--case", "3")
+    assert out.exit_code == 3 and "needs a CUDA GPU" in out.stderr

@@ -46,10 +46,11 @@ def register(app: typer.Typer) -> None:
                            profile, json_out)
         with submissions(submission) as versions:  # bad files and revisions refused before the GPU is asked for
             device = selection.default_device()
-            if device.type != "cuda":
-                raise no_gpu("profiling needs a CUDA GPU and none is visible: run nvgg profile on a GPU machine")
+            # a map that cannot serve (missing, malformed, another arch's) is bad input, said before the missing GPU
             request = _with_points(request, config_points(config, request.cases, submission, device, request.tensormaps),
                                    config, submission)
+            if device.type != "cuda":
+                raise no_gpu("profiling needs a CUDA GPU and none is visible: run nvgg profile on a GPU machine")
             asked = [dataclasses.replace(request, submission=v.path, source=v.name, revision=v.revision)
                      for v in versions.items] or [request]
             done = []
