@@ -113,3 +113,39 @@ def test_a_plot_or_a_trace_never_overwrites_another_file_of_the_command(cli, tmp
     assert results.read_text() == before
     out = cli("profile", "--phases", "--case", "3", "--trace", str(tmp_path / "p.json"), "--json", str(tmp_path / "p.json"))
     assert out.exit_code == 2 and "--trace and --json name the same file" in out.stderr
+
+
+def test_no_output_overwrites_a_file_the_command_reads(cli, tmp_path):
+    """--json (and tune's --out, profile's --trace) naming the submission, the config map or the
+    cases file, by any name (a symlink, PATH@REV's working copy): one line, exit 2, the file intact."""
+    sub = tmp_path / "submission.py"
+    sub.write_text("TUNE = {'work': [1, 2]}\n\ndef custom_kernel(data):\n    return [c for _, _, c in data[0]]\n")
+    cfg = tmp_path / "map.json"
+    cfg.write_text(json.dumps({"format": 1, "kind": "config", "target": "submission.py", "arch": "",
+                               "space": {"work": [1, 2]}, "cases": {"test-1": {"work": 2}}}))
+    yml = tmp_path / "cases.yaml"
+    yml.write_text("cases: {mine: {m: [64], n: [128], k: [256]}}\n")
+    link = tmp_path / "link.py"
+    link.symlink_to(sub)
+    kept = {p: p.read_text() for p in (sub, cfg, yml)}
+    tries = [
+        (["run", "--case", "test-1", "--submission", str(sub), "--json", str(link)], "--json and --submission"),
+        (["run", "--case", "test-1", "--submission", f"{sub}@HEAD", "--json", str(sub)], "--json and --submission"),
+        (["run", "--case", "test-1", "--submission", str(sub), "--config", str(cfg), "--json", str(cfg)],
+         "--json and --config"),
+        (["compare", "--case", "mine", "--cases", str(yml), "--backend", "torch", "--markdown", str(yml)],
+         "--markdown and --cases"),
+        (["ab", "--case", "test-1", "--submission", str(sub), "--submission", str(link), "--json", str(sub)],
+         "--json and --submission"),
+        (["tune", "--case", "test-1", "--submission", str(sub), "--out", str(sub)], "--out and --submission"),
+        (["profile", "--cupti", "--case", "mine", "--cases", str(yml), "--json", str(yml)], "--json and --cases"),
+        (["compile", "--case", "mine", "--cases", str(yml), "--json", str(yml)], "--json and --cases"),
+        (["cases", "--cases", str(yml), "--json", str(yml)], "--json and --cases"),
+        (["sol", "--case", "mine", "--cases", str(yml), "--json", str(yml)], "--json and --cases"),
+    ]
+    for args, says in tries:
+        out = cli(*args)
+        lines = [line for line in out.stderr.splitlines() if line.strip()]
+        assert out.exit_code == 2 and len(lines) == 1 and says in lines[0] and "name the same file" in lines[0], \
+            (args, out.output)
+    assert {p: p.read_text() for p in kept} == kept

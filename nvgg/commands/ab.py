@@ -12,7 +12,7 @@ from .. import ab as abmod, rows, selection
 from ..errors import NvggError
 from ..report import ab_document, ab_table, check_text
 from .common import (L2, CasesFile, ConfigMap, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, check_l2, check_outputs,
-                     check_profile, command, config_points, emit_json, pick_cases, submissions,
+                     check_profile, command, config_points, emit_json, pick_cases, read_files, submissions,
                      warn_if_slow_on_cpu)
 
 
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         picked = pick_cases(None if shape else case, shape, cases_file)
         if len(submission or []) < 2:
             raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
-        check_outputs(json_out)
+        check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
         check_profile(profile)
         device = selection.default_device()
         points = config_points(config, picked, submission, device)

@@ -6,7 +6,7 @@ import typer
 from tabulate import tabulate
 
 from ..result import document
-from .common import CasesFile, JsonOut, Shape, check_writable, command, emit_json, pick_cases
+from .common import CasesFile, JsonOut, Shape, check_distinct, check_writable, command, emit_json, pick_cases, read_files
 
 
 def register(app: typer.Typer) -> None:
@@ -16,6 +16,7 @@ def register(app: typer.Typer) -> None:
                   json_out: JsonOut = None) -> None:
         """List the cases: id, kind, G, per-group m/n/k, GFLOP and MB moved."""
         check_writable("--json", json_out, stdout_ok=True)
+        check_distinct(("--json", json_out), reads=read_files(cases_file=cases_file))
         cases = pick_cases(None, shape, cases_file, default="all")
         if emit_json(json_out, document("cases", cases=[dict(c.to_dict(), flops=c.flops, bytes=c.bytes) for c in cases])):
             return

@@ -13,7 +13,7 @@ import time
 from enum import Enum
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Annotated, Optional
+from typing import Annotated, Optional, Sequence
 
 import typer
 
@@ -331,22 +331,40 @@ class Progress:
             typer.echo(f"[{self.done}/{self.total}] {name}: {outcome}", err=True)
 
 
-def check_outputs(json_out: str | None, markdown: str | None = None, *, baseline: str | None = None) -> None:
+def check_outputs(json_out: str | None, markdown: str | None = None, *,
+                  reads: Sequence[tuple[str, str | None]] = ()) -> None:
     """--json and --markdown, each a writable file or - (stdout), not both on stdout, neither the
-    other nor the baseline being read (through links: the same file by any name)."""
+    other nor a file the command reads (`reads`, read_files: through links, the same file by any
+    name)."""
     check_writable("--json", json_out, stdout_ok=True)
     check_writable("--markdown", markdown, stdout_ok=True)
     if json_out == "-" and markdown == "-":
         raise NvggError("--json - and --markdown - would both print on stdout: send one of them to a file")
-    check_distinct(("--json", json_out), ("--markdown", markdown), ("--baseline", baseline))
+    check_distinct(("--json", json_out), ("--markdown", markdown), reads=reads)
 
 
-def check_distinct(*named: tuple[str, str | None]) -> None:
-    """No two of the files a command reads or writes ((flag, path), stdout and unset left out) are
-    one file, by any name: one would overwrite the other."""
-    named = [(flag, path) for flag, path in named if path and path != "-"]
+def read_files(*, submission: Sequence[str] | None = None, config: str | None = None, cases_file: str | None = None,
+               baseline: str | None = None) -> list[tuple[str, str | None]]:
+    """The files a command reads, by their options (a submission's PATH@REV by its PATH: the working
+    copy beside the revision), for check_outputs and check_distinct: no output may overwrite them."""
+    from ..versions import split_spec
+    files = []
+    for spec in submission or []:
+        try:
+            files.append(("--submission", split_spec(spec)[0]))
+        except NvggError:  # a malformed PATH@REV is refused where the versions are read
+            files.append(("--submission", spec))
+    return files + [("--config", config), ("--cases", cases_file), ("--baseline", baseline)]
+
+
+def check_distinct(*named: tuple[str, str | None], reads: Sequence[tuple[str, str | None]] = ()) -> None:
+    """No two of the files a command writes ((flag, path), stdout and unset left out), nor one of
+    them and a file it reads (`reads`), are one file, by any name: one would overwrite the other."""
+    def real(pairs):
+        return [(flag, path) for flag, path in pairs if path and path != "-"]
+    named, reads = real(named), real(reads)
     for i, (flag, path) in enumerate(named):
-        for other, other_path in named[i + 1:]:
+        for other, other_path in named[i + 1:] + reads:
             if _same_file(path, other_path):
                 raise NvggError(f"{flag} and {other} name the same file ({path}): give each its own file")
 

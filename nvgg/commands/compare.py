@@ -15,7 +15,7 @@ from ..report import (check_text, compare_outcome, gate, geomean_table, in_basel
                       results_table)
 from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, Timer,
                      TimerOpt, check_outputs, check_l2, check_points_taken, check_profile, check_timer, command,
-                     config_points, finish_files, names, pick_cases, pick_gpus, submissions, tensormaps_option)
+                     config_points, finish_files, names, pick_cases, pick_gpus, read_files, submissions, tensormaps_option)
 
 
 class What(str, Enum):
@@ -47,7 +47,8 @@ def register(app: typer.Typer) -> None:
         st_names, be_names = _strategies_and_backends(what, strategy, backend, device)
         modes = tensormaps_option(tensormaps)
         selection.check_modes_apply(modes, st_names)
-        check_outputs(json_out, markdown, baseline=baseline)
+        check_outputs(json_out, markdown, reads=read_files(submission=submission, config=config, cases_file=cases_file,
+                                                           baseline=baseline))
         check_profile(profile)
         check_timer(timer, device)
         check_l2(l2, device)

@@ -12,8 +12,8 @@ from .. import space as spacemod, profiles, selection
 from ..profiling import occupancy
 from ..result import document
 from ..errors import NvggError
-from .common import (CasesFile, JsonOut, Progress, Shape, TensorMaps, check_writable, command, emit_json,
-                     mode_value, pick_cases)
+from .common import (CasesFile, JsonOut, Progress, Shape, TensorMaps, check_distinct, check_writable, command, emit_json,
+                     mode_value, pick_cases, read_files)
 
 # the table's columns: a kernel's field and its heading
 COLUMNS = {"case": "case", "name": "kernel", "registers": "registers", "smem_bytes": "shared memory B",
@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
                     json_out: JsonOut = None) -> None:
         """Compile only (no GPU needed): resources, tensor memory, cluster, stages, occupancy per kernel."""
         check_writable("--json", json_out, stdout_ok=True)
+        check_distinct(("--json", json_out), reads=read_files(cases_file=cases_file))
         os.environ.setdefault("CUTE_DSL_ARCH", arch)
         picked = pick_cases(case, shape, cases_file)
         if jobs is not None and not space:

@@ -20,7 +20,7 @@ from ..profiling.session import Request, profile as run_profile
 from ..report import profile_document, profile_text, write_json
 from .common import (CasesFile, ConfigMap, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_distinct,
                      check_folder, check_points_taken, check_profile, check_writable, command, config_points, emit_json,
-                     mode_value, pick_cases, submissions)
+                     mode_value, pick_cases, read_files, submissions)
 
 
 def register(app: typer.Typer) -> None:
@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
         """Why is it slow: kernel time vs host overhead (CUPTI), counters (ncu), occupancy, phases."""
         request = _request(pick_cases(case, shape, cases_file, default="benchmarks"), strategy, backend, submission,
                            cupti, ncu, phases, occupancy, trace, clock_control, out_dir, mode_value(tensormaps), timeout,
-                           profile, json_out)
+                           profile, json_out, read_files(submission=submission, config=config, cases_file=cases_file))
         with submissions(submission) as versions:  # bad files and revisions refused before the GPU is asked for
             device = selection.default_device()
             # a map that cannot serve (missing, malformed, another arch's) is bad input, said before the missing GPU
@@ -88,7 +88,7 @@ def _with_points(request: Request, points, path, submission) -> Request:
 
 
 def _request(cases, strategy, backend, submission, cupti, ncu, phases, occupancy, trace, clock_control, out_dir,
-             tensormaps, timeout, profile, json_out) -> Request:
+             tensormaps, timeout, profile, json_out, reads=()) -> Request:
     """Every option of profile checked, before any work."""
     if not (cupti or ncu or phases or occupancy):
         raise NvggError("choose what to profile: --cupti, --ncu, --phases and/or --occupancy")
@@ -110,7 +110,7 @@ def _request(cases, strategy, backend, submission, cupti, ncu, phases, occupancy
         check_folder("--out", out_dir or "nvgg-results")
     check_writable("--trace", trace)
     check_writable("--json", json_out, stdout_ok=True)
-    check_distinct(("--trace", trace), ("--json", json_out))
+    check_distinct(("--trace", trace), ("--json", json_out), reads=reads)
     check_profile(profile)
     return Request(tuple(cases), cupti=cupti, ncu=ncu, phases=phases, occupancy=occupancy, strategy=strategy,
                    backend=backend, tensormaps=tensormaps, submission=None,

@@ -13,7 +13,8 @@ from ..report import compare_outcome, label, run_text
 from ..result import Row
 from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, TensorMaps,
                      Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile, check_timer, command,
-                     config_points, finish_files, mode_value, pick_cases, pick_gpus, submissions, warn_if_slow_on_cpu)
+                     config_points, finish_files, mode_value, pick_cases, pick_gpus, read_files, submissions,
+                     warn_if_slow_on_cpu)
 
 
 def register(app: typer.Typer) -> None:
@@ -33,7 +34,7 @@ def register(app: typer.Typer) -> None:
             raise NvggError("nvgg run takes one case: use `nvgg compare` for several")
         if submission and (strategy or backend or tensormaps):
             raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
-        check_outputs(json_out)
+        check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
         check_profile(profile)
         device = selection.default_device()
         points = config_points(config, picked, submission, device, tensormaps)

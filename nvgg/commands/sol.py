@@ -9,7 +9,8 @@ import typer
 from .. import profiles, sol as solmod
 from ..report import sol_rows, sol_table
 from ..result import document
-from .common import CasesFile, JsonOut, Profile, Shape, check_writable, command, emit_json, pick_cases
+from .common import (CasesFile, JsonOut, Profile, Shape, check_distinct, check_writable, command, emit_json, pick_cases,
+                     read_files)
 
 
 def register(app: typer.Typer) -> None:
@@ -20,6 +21,7 @@ def register(app: typer.Typer) -> None:
                 json_out: JsonOut = None) -> None:
         """Bytes, FLOPs and the floor: max(bytes / DRAM bandwidth, FLOPs / tensor peak of the data path)."""
         check_writable("--json", json_out, stdout_ok=True)
+        check_distinct(("--json", json_out), reads=read_files(cases_file=cases_file))
         cases = pick_cases(case, shape, cases_file, default="benchmarks")
         prof = profiles.resolve(profile) if profile else (profiles.resolve(None) if profiles.gpu_name() else None)
         b200 = profiles.get("b200")

@@ -16,7 +16,8 @@ from .. import rows, selection, tune as tunemod
 from ..errors import NvggError, no_gpu
 from ..report import config_map, near_points, tune_document, tune_table, write_json
 from .common import (CasesFile, GpusOpt, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs,
-                     check_writable, command, emit_json, pick_cases, pick_gpus, submissions, warn_if_slow_on_cpu)
+                     check_writable, command, emit_json, pick_cases, pick_gpus, read_files, submissions,
+                     warn_if_slow_on_cpu)
 
 WRITE_EVERY_S = 2.0  # the sweep's JSON rewritten at most this often as points finish (and at each case's end)
 # a point's time limit on a GPU where --timeout is not given: a first-pass row takes about a second
@@ -50,9 +51,9 @@ def register(app: typer.Typer) -> None:
             raise NvggError("nvgg tune sweeps one submission: pass --submission once (compare versions with nvgg ab)")
         if backend is not None and backend.strip().lower() != "cute":
             raise NvggError(f"--backend {backend}: only the cute backend's kernels have knobs to sweep")
-        check_outputs(json_out)
+        check_outputs(json_out, reads=read_files(submission=submission, cases_file=cases_file))
         check_writable("--out", out)
-        check_distinct(("--json", json_out), ("--out", out))
+        check_distinct(("--json", json_out), ("--out", out), reads=read_files(submission=submission, cases_file=cases_file))
         earlier = _earlier(json_out) if resume else None
         if ray is not None and gpus is not None:
             raise NvggError("--ray sweeps over the cluster's GPUs, --gpus over this host's: pass one")
