@@ -17,8 +17,10 @@ ray = pytest.importorskip("ray", reason="Ray comes with the test extra: pip inst
 
 @pytest.fixture(scope="module")
 def local_cluster():
-    """A Ray cluster on this machine with two GPUs declared (none needed: the rows are faked)."""
-    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    """A Ray cluster of the test's own on this machine with two GPUs declared (none needed: the rows
+    are faked); never one another run started here ("local": a new one, whatever RAY_ADDRESS says)."""
+    ray.init(address="local", num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False,
+             logging_level="ERROR")
     yield
     ray.shutdown()
 
