@@ -27,6 +27,7 @@ Two kinds, one start:
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import pickle
@@ -540,6 +541,35 @@ def side_by_side(targets: list[Callable[[threading.Event], None]], name: str) ->
             t.join(0.2)
     if raised:
         raise raised[0]
+
+
+def take_turns(items: list, servers: int, work: Callable, name: str, *, on_start: Callable | None = None,
+               on_result: Callable | None = None) -> list:
+    """`work(server, item)` for every item, `servers` threads side by side (side_by_side), each
+    taking the next item as soon as its last is done; `on_start(item)` and `on_result(value)` run
+    one at a time (under one lock), in the order items start and finish; the values come back in
+    the items' order. What spreads rows over GPUs (rows.spread) and builds over compile processes
+    (space.compile_all) through."""
+    results: list = [None] * len(items)
+    todo = iter(enumerate(items))
+    lock = threading.Lock()
+
+    def serve(server: int, stop: threading.Event) -> None:
+        while not stop.is_set():
+            with lock:
+                nxt = next(todo, None)
+                if nxt is not None and on_start:
+                    on_start(nxt[1])
+            if nxt is None:
+                return
+            value = work(server, nxt[1])
+            with lock:
+                results[nxt[0]] = value
+                if on_result:
+                    on_result(value)
+
+    side_by_side([functools.partial(serve, s) for s in range(servers)], name)
+    return results
 
 
 # ---------------------------------------------------------------- a worker started ahead

@@ -8,8 +8,7 @@ parent only schedules, enforces timeouts and hands results back.
 
 from __future__ import annotations
 
-import functools
-import threading
+import contextlib
 import time
 from typing import Callable
 
@@ -98,27 +97,10 @@ def spread(items: list, gpus: list[int], run: Callable[[procs.Pool, object], Res
     (under a lock), `on_result` in the order items finish; the results come back in the items'
     order. An exception in a thread (not a row's failure: those are results) ends the spread and
     is raised here once the other threads' items are done."""
-    results: list = [None] * len(items)
-    todo = iter(enumerate(items))
-    lock = threading.Lock()
-
-    def serve(gpu: int, stop: threading.Event) -> None:
-        with procs.Pool(timeout_s, gpu=gpu, preload=(datapath.__name__,)) as pool:
-            while not stop.is_set():
-                with lock:
-                    nxt = next(todo, None)
-                    if nxt is not None and on_start:
-                        on_start(nxt[1])
-                if nxt is None:
-                    return
-                res = run(pool, nxt[1])
-                with lock:
-                    results[nxt[0]] = res
-                    if on_result:
-                        on_result(res)
-
-    procs.side_by_side([functools.partial(serve, g) for g in gpus], "nvgg-gpu")
-    return results
+    with contextlib.ExitStack() as stack:
+        pools = [stack.enter_context(procs.Pool(timeout_s, gpu=g, preload=(datapath.__name__,))) for g in gpus]
+        return procs.take_turns(items, len(pools), lambda server, item: run(pools[server], item), "nvgg-gpu",
+                                on_start=on_start, on_result=on_result)
 
 
 class LiveFiles:

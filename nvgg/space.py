@@ -8,10 +8,8 @@ family's model of the point's time where it has one (sm_100a: the B200 model).
 
 from __future__ import annotations
 
-import functools
 import itertools
 import os
-import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -130,27 +128,19 @@ def _compile_builds(arch: str, builds: dict, sms: int | None, jobs: int) -> dict
     (kernels, error). NvggError (a cache that cannot be written, say) as raised."""
     from . import procs
     todo = list(builds.items())
-    out: dict = {}
-    lock = threading.Lock()
 
-    def serve(pool: procs.Pool, i: int, stop: threading.Event) -> None:
-        while not stop.is_set():
-            with lock:
-                if not todo:
-                    return
-                config, (case, values) = todo.pop(0)
-            try:
-                answer = (pool.call(f"compile:{i}", build, arch=arch, case=case, point=values, sms=sms), "")
-            except procs.ChildError as exc:  # the DSL or ptxas refusing a build: that point's answer
-                answer = ([], str(exc))
-            except procs.ChildFailure as exc:
-                answer = ([], f"the compiler's process ended: {exc}")
-            with lock:
-                out[config] = answer
+    def one(server: int, item) -> tuple[list, str]:
+        _, (case, values) = item
+        try:
+            return pool.call(f"compile:{server}", build, arch=arch, case=case, point=values, sms=sms), ""
+        except procs.ChildError as exc:  # the DSL or ptxas refusing a build: that point's answer
+            return [], str(exc)
+        except procs.ChildFailure as exc:
+            return [], f"the compiler's process ended: {exc}"
 
     with procs.Pool(spare=False) as pool:
-        procs.side_by_side([functools.partial(serve, pool, i) for i in range(min(jobs, len(todo)))], "nvgg-compile")
-    return out
+        answers = procs.take_turns(todo, min(jobs, len(todo)), one, "nvgg-compile")
+    return {config: answer for (config, _), answer in zip(todo, answers)}
 
 
 def _first(exc: Exception) -> str:

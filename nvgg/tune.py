@@ -102,8 +102,9 @@ class KernelTarget:
         """Build the point in its row's worker (a compile's time is never taken for a hang), then
         the row's time limit: HANG_FACTOR x the median of the case's rows so far (`walls`, once
         there are 3), None (the pool's) before."""
+        from . import space as spacemod
         try:
-            pool.call(self.row(case, point).key, compile_point, arch=self.arch, case=case, point=dict(point),
+            pool.call(self.row(case, point).key, spacemod.build, arch=self.arch, case=case, point=dict(point),
                       sms=self.sms)
         except (procs.ChildFailure, procs.ChildError, NvggError):
             return None  # the row fails the same way and says why
@@ -113,12 +114,6 @@ class KernelTarget:
 
     def row(self, case: Case, point: tuple) -> Row:
         return Row(case, "persistent", "cute", point=point, device=self.device, energy=False, span=False)
-
-
-def compile_point(arch: str, case: Case, point: dict, sms: int | None) -> None:
-    """In a worker: our kernel family's build of `point` for `case` (kernels/cache.py keeps it)."""
-    from .backends import cute
-    cute.family(arch).compile_point(case, arch, point, sms)
 
 
 @dataclass
@@ -233,8 +228,8 @@ def sweep(cases: list[Case], target, *, budget_s: float, floor: float, rounds: i
             on_space(space)
         target.build_all(cases, space)
         plan = _Plan(cases, target, space, kept_cases(resume) if resume is not None else {}, budget_s, on_point,
-                     on_case)
-        serve = [functools.partial(plan.serve, pool, floor, rounds, timeout_s, most) for pool in pools]
+                     on_case, _Rounds(floor, rounds, timeout_s, most))
+        serve = [functools.partial(plan.serve, pool) for pool in pools]
         if len(pools) == 1:
             serve[0](threading.Event())
         else:
@@ -246,8 +241,8 @@ class _Plan:
     """What is left of a sweep, shared by the GPUs' threads (one lock): each case's points not yet
     handed out, how many are being measured, whether its rounds began and ended."""
 
-    def __init__(self, cases, target, space, kept, budget_s, on_point, on_case):
-        self.cases, self.target, self.budget_s = cases, target, budget_s
+    def __init__(self, cases, target, space, kept, budget_s, on_point, on_case, rounds: "_Rounds"):
+        self.cases, self.target, self.budget_s, self.rounds = cases, target, budget_s, rounds
         self.on_point, self.on_case = on_point, on_case
         self.started = time.monotonic()
         self.cond = threading.Condition()
@@ -299,8 +294,7 @@ class _Plan:
             self.cond.wait(0.5)
         return None
 
-    def serve(self, pool: procs.Pool, floor: float, rounds: int, timeout_s: float | None, most: int,
-              stop: threading.Event) -> None:
+    def serve(self, pool: procs.Pool, stop: threading.Event) -> None:
         """One GPU's loop: tasks until none is left (or another GPU's loop raised: procs.side_by_side
         raises it)."""
         try:
@@ -324,7 +318,7 @@ class _Plan:
                         self.cond.notify_all()
                 else:
                     budget = max(1.0, self._slot_end(task[1], 1.0) - time.monotonic())
-                    settle = _final_rounds(ct, case, self.target, floor, rounds, budget, timeout_s, pool, most)
+                    settle = _final_rounds(ct, case, self.target, self.rounds, budget, pool)
                     with self.cond:
                         settle()
                         self.state[case.id] = "done"
@@ -338,15 +332,27 @@ class _Plan:
             raise
 
 
-def _final_rounds(ct: CaseTune, case: Case, target, floor: float, rounds: int, budget_s: float,
-                  timeout_s: float | None, pool: procs.Pool, most: int = FINALISTS) -> Callable[[], None]:
+@dataclass(frozen=True)
+class _Rounds:
+    """How a sweep measures its finalists again: the floor that tells them apart (a fraction), the
+    most rounds, a row's time limit, the most finalists a case."""
+
+    floor: float
+    most_rounds: int
+    timeout_s: float | None
+    finalists: int
+
+
+def _final_rounds(ct: CaseTune, case: Case, target, how: _Rounds, budget_s: float,
+                  pool: procs.Pool) -> Callable[[], None]:
     """The finalists' rounds; what they decide comes back as a change to make to `ct` (under the
     sweep's lock: a file written meanwhile, of another case's point, shows this case unfinished)."""
-    picked = finalists(ct, most)
+    floor = how.floor
+    picked = finalists(ct, how.finalists)
     final = None
     if len(picked) > 1:
-        (final,) = ab.run([[target.row(case, p) for p in picked]], floor=floor, max_rounds=rounds,
-                          budget_s=budget_s, timeout_s=timeout_s, pool=pool)
+        (final,) = ab.run([[target.row(case, p) for p in picked]], floor=floor, max_rounds=how.most_rounds,
+                          budget_s=budget_s, timeout_s=how.timeout_s, pool=pool)
 
     def settle() -> None:
         if not picked:

@@ -9,7 +9,7 @@ import jsonschema
 import pytest
 from conftest import made_result, submission_path
 
-from nvgg import tune
+from nvgg import space, tune
 from nvgg.backends import submission as sub
 from nvgg.errors import NvggError
 from nvgg.result import SCHEMA
@@ -320,7 +320,7 @@ def test_our_kernels_point_is_built_before_its_row_and_a_hang_is_told_by_the_cas
     assert target.prepare(pool, case, point, [0.2, 0.3, 0.4]) == tune.HANG_FLOOR_S
     assert target.prepare(pool, case, point, [1.0, 2.0, 2.0, 9.0]) == pytest.approx(2.0 * tune.HANG_FACTOR)
     key, fn, kwargs = pool.calls[0]
-    assert (key, fn, kwargs["point"], kwargs["case"].id) == ("backend:cute", tune.compile_point, dict(point), "4")
+    assert (key, fn, kwargs["point"], kwargs["case"].id) == ("backend:cute", space.build, dict(point), "4")
     assert target.prepare(Pool(fails=True), case, point, [1.0] * 5) is None
 
 
