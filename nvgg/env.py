@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import platform
 
@@ -71,20 +72,21 @@ def _static(index: int) -> dict:
     return dict(_STATIC[index])
 
 
-_BASE: dict[str, dict] = {}  # the process's fixed facts (library versions read through importlib.metadata)
+@functools.cache
+def _fixed() -> dict:
+    """The process's fixed facts, read once (the library versions through importlib.metadata)."""
+    return {
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda_runtime": torch.version.cuda,
+        "cutlass_dsl": _version("nvidia-cutlass-dsl", "cutlass"),
+        "nvgg": __version__,
+    }
 
 
 def collect(device: torch.device) -> dict:
-    if "base" not in _BASE:
-        _BASE["base"] = {
-            "host": platform.node(),
-            "python": platform.python_version(),
-            "torch": torch.__version__,
-            "cuda_runtime": torch.version.cuda,
-            "cutlass_dsl": _version("nvidia-cutlass-dsl", "cutlass"),
-            "nvgg": __version__,
-        }
-    env = {"device": str(device), "gpu": None, **_BASE["base"]}
+    env = {"device": str(device), "gpu": None, **_fixed()}
     if device.type == "cuda":
         index = device.index or 0
         env["gpu"] = torch.cuda.get_device_name(index)

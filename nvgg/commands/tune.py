@@ -51,9 +51,10 @@ def register(app: typer.Typer) -> None:
             raise NvggError("nvgg tune sweeps one submission: pass --submission once (compare versions with nvgg ab)")
         if backend is not None and backend.strip().lower() != "cute":
             raise NvggError(f"--backend {backend}: only the cute backend's kernels have knobs to sweep")
-        check_outputs(json_out, reads=read_files(submission=submission, cases_file=cases_file))
+        reads = read_files(submission=submission, cases_file=cases_file)
+        check_outputs(json_out, reads=reads)
         check_writable("--out", out)
-        check_distinct(("--json", json_out), ("--out", out), reads=read_files(submission=submission, cases_file=cases_file))
+        check_distinct(("--json", json_out), ("--out", out), reads=reads)
         earlier = _earlier(json_out) if resume else None
         if ray is not None and gpus is not None:
             raise NvggError("--ray sweeps over the cluster's GPUs, --gpus over this host's: pass one")
