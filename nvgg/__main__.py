@@ -27,8 +27,31 @@ def _terminated(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
+def leave(code) -> None:
+    """End the process as `sys.exit(code)` would, without the interpreter's teardown: the exit
+    handlers run (temporary folders removed, workers killed, timelines stamped) and the output is
+    flushed, then the process ends. Tearing down the modules nvgg imported (torch's above all)
+    took 0.74 s of a warm 6.5 s `nvgg run --case 3` (H100, 2026-11-27, benchmarks/warm_start.py),
+    after every result was written. A thread not marked daemon still running: the usual exit,
+    which waits for it."""
+    import atexit
+    import threading
+    if isinstance(code, bool) or not isinstance(code, (int, type(None))):
+        sys.exit(code)  # a message as the code: printed, exit 1, as Python does
+    if any(t.is_alive() and not t.daemon and t is not threading.main_thread() for t in threading.enumerate()):
+        sys.exit(code)
+    atexit._run_exitfuncs()  # what Py_Finalize would run first (CPython's exit handlers, weakref.finalize's)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a reader gone (a closed pipe): nothing more can be said
+            pass
+    os._exit(code or 0)
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminated)
+    code = 0
     try:
         rows = runs_rows(sys.argv[1:])
         if rows:
@@ -45,12 +68,15 @@ def main() -> None:
             procs.timeline("nvgg imported its commands")
         try:
             run()
+        except SystemExit as exc:
+            code = exc.code
         finally:
             if rows:
                 procs.timeline("command done")
     except KeyboardInterrupt:  # before the command runs (torch importing): no traceback either
         print("nvgg: interrupted", file=sys.stderr)
         sys.exit(130)
+    leave(code)
 
 
 if __name__ == "__main__":

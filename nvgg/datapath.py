@@ -22,6 +22,7 @@ from .errors import NvggError
 from .flags import flags_of
 from .profiles import Profile, for_gpu_name, get as get_profile
 from .result import Result, Row
+from .procs import timeline
 from .selection import default_device, select
 
 CPU_BATCH = 3  # a CPU run times 3 inputs a repetition (not 15) so it finishes in seconds
@@ -173,17 +174,22 @@ def measure(session: Session, timer: str = "leaderboard", l2: str = "nvgg", ener
                               **({} if span else {"min_span_s": 0.0}))
     if device.type == "cuda":
         result.l2_clear = l2
+    timeline("row refilled")
     with clocks.Sampler(device) as sampler:
         result.stats = clock.per_call(launches) if timer == "per-call" else clock.batch(launches)
+        timeline("row timed")
     result.clocks = sampler.summary()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+    timeline("row clocks sampled")
     if not check_timed(session, clock.outputs):
         return
+    timeline("row timed outputs checked")
     if timer == "cupti" and device.type == "cuda":
         result.cupti = cupti_per_call(launches, device, result.stats.mean_us)
     if energy:
         result.energy = clocks.energy(device, launches, result.stats.mean_us)
+        timeline("row energy measured")
     result.flags = flags_of(result)
     result.verdict = verdictmod.judge(result)
 
@@ -240,7 +246,9 @@ def _run(row: Row, keep: tuple | None = None) -> Result:
         else:
             session = setup(row.case, strategy=row.strategy, backend=row.backend, device=device, profile=row.profile,
                             batch=row.batch, tensormaps=row.tensormaps, point=dict(row.point))
+        timeline("row set up")
         if check(session):
+            timeline("row checked")
             measure(session, row.timer, row.l2, energy=row.energy, span=row.span)
         result = session.result
         if keep is not None and result.status == "ok":

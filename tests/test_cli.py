@@ -247,3 +247,27 @@ def test_a_submission_that_prints_leaves_json_on_stdout_whole(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["results"][0]["status"] == "ok"
     assert "hello from the submission" in proc.stderr and "raw hello" in proc.stderr
+
+
+def test_nvgg_leaves_without_teardown_but_with_its_exit_handlers_and_output():
+    """`leave` ends the process without the interpreter's teardown, yet as `sys.exit` would for
+    what anyone sees: the exit handlers run, buffered output reaches a pipe whole, the code is
+    kept; a message as the code is printed with exit 1; a thread not marked daemon still running
+    is waited for (the usual exit)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).parent.parent
+
+    def leaving(body: str) -> subprocess.CompletedProcess:
+        code = "import atexit, sys, threading, time\nfrom nvgg.__main__ import leave\n" + body
+        return subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=60)
+
+    proc = leaving("atexit.register(lambda: print('handler ran'))\nsys.stdout.write('x' * 200000)\nleave(3)\n")
+    assert proc.returncode == 3
+    assert proc.stdout == "x" * 200000 + "handler ran\n"
+    proc = leaving("leave('nvgg: a message as the code')\n")
+    assert (proc.returncode, proc.stderr.strip()) == (1, "nvgg: a message as the code")
+    proc = leaving("def late():\n    time.sleep(0.3)\n    print('thread done', flush=True)\n"
+                   "threading.Thread(target=late).start()\nleave(None)\n")
+    assert (proc.returncode, proc.stdout) == (0, "thread done\n")
