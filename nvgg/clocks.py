@@ -66,30 +66,53 @@ def _energy(pynvml, h) -> int | None:
 
 MIN_ENERGY_UPDATES = 5  # counter changes the power window spans (NVML's updates every 100 ms: H100, 2026-11-27)
 ENERGY_BUDGET_S = 2.0  # the most the power window runs
+# An end of the window is a change seen by a read that followed the one before it within this: the
+# change's time is known to that gap. NVML's energy read takes about 3 ms, but the thread that reads
+# it waits for the interpreter behind the launching thread, and gaps of 18-23 ms occurred (H100,
+# 2026-11-27), which alone would make a 0.5-s window's time 5% uncertain.
+SHARP_S = 0.006
+
+
+def _sharp_window(edges: list[tuple[float, int, float]], updates: int, sharp_s: float) -> tuple[int, int] | None:
+    """The first (i, j) with j - i >= updates whose changes were both seen within `sharp_s` of the
+    read before, i >= 1 (the first change seen may hold time before the work began); None if none."""
+    starts = [i for i in range(1, len(edges)) if edges[i][2] <= sharp_s]
+    for i in starts:
+        for j in range(i + updates, len(edges)):
+            if edges[j][2] <= sharp_s:
+                return i, j
+    return None
 
 
 def power_window(read_mj: Callable[[], int | None], work: Callable[[], None], *, updates: int = MIN_ENERGY_UPDATES,
-                 budget_s: float = ENERGY_BUDGET_S) -> dict:
+                 budget_s: float = ENERGY_BUDGET_S, sharp_s: float = SHARP_S) -> dict:
     """The card's mean power while `work()` runs again and again, from NVML's energy counter
     (`read_mj`), which moves in steps (every 100 ms on an H100): a thread reads it without pause
-    and notes when it changes; the window runs from the second change seen (the first may hold
-    time before the work began) to the `updates`-th after it, so its energy is the counter's exact
-    difference and only the two ends' times are uncertain, each by the read before the change.
-    {} where the counter cannot be read; {"note": why} where it did not change often enough."""
+    and notes when it changes and how long after the read before; the window runs between two
+    changes at least `updates` apart, each seen within `sharp_s` of the read before (SHARP_S), the
+    first of them not the first change seen (which may hold time before the work began). Its
+    energy is the counter's exact difference; only its ends' times are uncertain, each by the gap
+    before its change. {} where the counter cannot be read; {"note": why} where no such window
+    came within `budget_s`."""
     if read_mj() is None:
         return {}
     edges: list[tuple[float, int, float]] = []  # (time, value, time since the read before)
+    found: list[tuple[int, int]] = []
     stop = threading.Event()
 
     def poll() -> None:
         last, before = read_mj(), time.monotonic()
-        while not stop.is_set() and len(edges) < updates + 2:
+        while not stop.is_set():
             value, now = read_mj(), time.monotonic()
             if value is None:
                 return
             if value != last:
                 edges.append((now, value, now - before))
                 last = value
+                window = _sharp_window(edges, updates, sharp_s)
+                if window is not None:
+                    found.append(window)
+                    return
             before = now
 
     thread = threading.Thread(target=poll, name="nvgg-energy", daemon=True)
@@ -99,12 +122,15 @@ def power_window(read_mj: Callable[[], int | None], work: Callable[[], None], *,
         work()
     stop.set()
     thread.join()
-    if len(edges) < updates + 2:
-        return {"note": f"NVML's energy counter changed {len(edges)} time(s) in {budget_s:.1f} s, "
-                        f"{updates + 2} needed"}
-    (t0, e0, d0), (t1, e1, d1) = edges[1], edges[-1]
+    if not found:
+        sharp = sum(1 for e in edges[1:] if e[2] <= sharp_s)
+        return {"note": f"NVML's energy counter changed {len(edges)} time(s) in {budget_s:.1f} s ({sharp} seen within "
+                        f"{sharp_s * 1e3:.0f} ms of the read before, after the first); {updates} updates between two "
+                        f"such changes needed"}
+    i, j = found[0]
+    (t0, e0, d0), (t1, e1, d1) = edges[i], edges[j]
     seconds = t1 - t0
-    return {"watts": (e1 - e0) / 1000 / seconds, "seconds": round(seconds, 3), "updates": updates,
+    return {"watts": (e1 - e0) / 1000 / seconds, "seconds": round(seconds, 3), "updates": j - i,
             "within": (d0 + d1) / seconds}
 
 

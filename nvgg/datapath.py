@@ -190,8 +190,14 @@ def measure(session: Session, timer: str = "leaderboard", l2: str = "nvgg", ener
     if energy:
         result.energy = clocks.energy(device, launches, result.stats.mean_us)
         timeline("row energy measured")
+    elif device.type == "cuda" and not result.energy:  # (an A/B's later round keeps its first round's figure)
+        result.energy = {"mj_per_call": None, "note": NO_ENERGY}
     result.flags = flags_of(result)
     result.verdict = verdictmod.judge(result)
+
+
+# a row timed in one window (a sweep's first pass, `run --quick`): no energy window
+NO_ENERGY = "not measured: the row was timed in one window (--quick, or a sweep's first pass)"
 
 
 def check_timed(session: Session, outputs: list) -> bool:

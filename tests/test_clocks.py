@@ -43,10 +43,35 @@ def test_power_from_the_counters_steps_and_the_energy_a_call():
 
 def test_no_energy_figure_where_the_counter_does_not_move_or_is_missing():
     frozen = clocks.power_window(lambda: 1000, lambda: time.sleep(0.001), updates=5, budget_s=0.2)
-    assert frozen == {"note": "NVML's energy counter changed 0 time(s) in 0.2 s, 7 needed"}
+    note = ("NVML's energy counter changed 0 time(s) in 0.2 s (0 seen within 6 ms of the read before, after the "
+            "first); 5 updates between two such changes needed")
+    assert frozen == {"note": note}
     e = clocks.energy_per_call(frozen, 140.0)
     assert e["mj_per_call"] is None
     from nvgg.report import energy_line
-    assert energy_line(e) == "energy: no figure (NVML's energy counter changed 0 time(s) in 0.2 s, 7 needed)"
+    assert energy_line(e) == f"energy: no figure ({note})"
     assert clocks.power_window(lambda: None, lambda: None) == {} and clocks.energy_per_call({}, 1.0) == {}
     assert energy_line({}) == ""
+
+
+def _reads_taking(read, usual_s: float, every: int, late_s: float):
+    """`read`, taking `usual_s`, and `late_s` every `every`-th time (a reader kept waiting)."""
+    n = [0]
+
+    def slow():
+        n[0] += 1
+        time.sleep(late_s if n[0] % every == 0 else usual_s)
+        return read()
+    return slow
+
+
+def test_the_window_ends_only_on_changes_seen_soon_after_the_read_before():
+    """A change seen by a read that came late is placed in time only to that lateness: the window's
+    ends skip such changes, so its time stays certain to twice the sharp limit."""
+    power = clocks.power_window(_reads_taking(_counter(300.0, 0.02), 0.001, 8, 0.015), lambda: time.sleep(0.001),
+                                updates=5, budget_s=2.0, sharp_s=0.004)
+    assert power["updates"] >= 5 and power["within"] <= 2 * 0.004 / power["seconds"], power
+    assert abs(power["watts"] - 300.0) <= 300.0 * power["within"] + 1e-9, power
+    late = clocks.power_window(_reads_taking(_counter(300.0, 0.02), 0.015, 1, 0.015), lambda: time.sleep(0.001),
+                               updates=5, budget_s=0.3, sharp_s=0.004)
+    assert "watts" not in late and "(0 seen within 4 ms of the read before" in late["note"], late

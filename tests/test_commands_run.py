@@ -39,6 +39,12 @@ def test_run_defaults_to_this_gpus_best_and_passes_the_tensor_map_mode(cli, fake
     assert bad.exit_code == 2 and "shared" in bad.output
 
 
+def test_a_quick_run_asks_for_one_window_and_no_energy(cli, fake_gpu, fake_rows):
+    assert cli("run", "--case", "3").exit_code == 0
+    assert cli("run", "--case", "3", "--quick").exit_code == 0
+    assert [(r.span, r.energy) for r in fake_rows.seen] == [(True, True), (False, False)]
+
+
 def test_a_wrong_or_suspect_row_exits_1(cli, fake_gpu, fake_rows):
     fake_rows.answer = lambda row: made_result(row.case.id, "persistent", "cute", None, status="wrong",
                                                message="input 0: 3 of 7168 outputs differ")

@@ -27,7 +27,9 @@ def register(app: typer.Typer) -> None:
                 tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
                 cases_file: CasesFile = None,
                 profile: Profile = None, timer: TimerOpt = Timer.leaderboard, l2: L2Opt = L2.nvgg,
-                config: ConfigMap = None, gpus: GpusOpt = None, json_out: JsonOut = None) -> None:
+                config: ConfigMap = None, gpus: GpusOpt = None,
+                quick: Annotated[bool, typer.Option("--quick", help="Time one window only, as a sweep's first pass: about a second sooner, without the interval a rerun falls in (±) or the energy a call.")] = False,
+                json_out: JsonOut = None) -> None:
         """Check and time one strategy on one case (default: the best strategy and backend here)."""
         picked = pick_cases(case, shape, cases_file)
         if len(picked) != 1:
@@ -41,7 +43,8 @@ def register(app: typer.Typer) -> None:
         check_timer(timer, device)
         check_l2(l2, device)
         spread = pick_gpus(gpus)
-        common = dict(device=str(device), profile=profile, timer=timer.value, l2=l2.value)
+        common = dict(device=str(device), profile=profile, timer=timer.value, l2=l2.value,
+                      **(dict(span=False, energy=False) if quick else {}))
         with submissions(submission) as versions:
             todo = (rows.rows_of(picked, [], [], submissions=versions.items, points=points, **common) if submission else
                     [_ours(picked[0], strategy, backend, mode_value(tensormaps), device, points, common)])
