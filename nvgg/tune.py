@@ -158,18 +158,30 @@ class CaseTune:
 
 def finalists(ct: CaseTune, most: int = FINALISTS) -> list[tuple]:
     """The fastest point first, then the default, then the next fastest the gate cannot tell from
-    the fastest (its 'same' against it), up to `most` (--finalists)."""
+    the fastest (its 'same' against it), up to `most` (--finalists). A first pass spread over
+    several GPUs ranks points timed on different cards, and a card a little faster lifts all of its
+    points: so each card's own fastest point (if 'same') goes before the rest, and the rounds, on
+    one card, decide between them."""
     good = ct.good()
     if not good:
         return []
     best = good[0]
     picked = [best] + ([ct.default] if ct.default in good and ct.default != best else [])
-    for p in good[1:]:
+    by_card: dict[str, tuple] = {}
+    for p in good:  # fastest first: the first point seen of a card is its fastest
+        by_card.setdefault(card_of(ct.first[p]), p)
+    for p in [*by_card.values(), *good[1:]]:
         if len(picked) >= most:
             break
         if p not in picked and gate.compare(ct.first[p].to_dict(), ct.first[best].to_dict(), SAME_PCT).kind == "same":
             picked.append(p)
     return picked
+
+
+def card_of(result: Result) -> str:
+    """Which card measured a result: its UUID (the host's index, or its device, where NVML gave none)."""
+    env = result.env or {}
+    return str(env.get("gpu_uuid") or env.get("gpu_index") or env.get("device") or "")
 
 
 def kept_cases(doc: dict) -> dict[str, CaseTune]:

@@ -342,3 +342,23 @@ def test_a_sweep_stopped_from_outside_keeps_every_point_measured_though_the_file
     (case,) = json.loads(doc.read_text())["cases"]
     assert [p["point"] for p in case["points"]] == [{"work": 2, "split": 1}, {"work": 2, "split": 2}]
     assert case["winner"] is None
+
+
+def test_each_cards_fastest_point_is_a_finalist_when_the_first_pass_was_spread_over_cards():
+    """Card B runs 1.5% faster than card A: ranked together, B's points fill the finalists and A's
+    fastest, the best point on a card of its own, would be left out; it goes in first."""
+    from nvgg.tune import CaseTune, finalists
+    points = [(("p", i),) for i in range(8)]
+    times = {0: ("A", 100.0), 1: ("A", 101.0), 2: ("B", 98.6), 3: ("B", 98.7), 4: ("B", 98.8), 5: ("B", 98.9),
+             6: ("B", 99.0), 7: ("A", 120.0)}
+    ct = CaseTune(case="3", points=points, default=points[7])
+    for i, (card, t) in times.items():
+        r = made_result("3", "submission", "submission", t)
+        r.env = dict(r.env, gpu_uuid=f"GPU-{card}")
+        ct.first[points[i]] = r
+    picked = finalists(ct, most=4)
+    assert picked[0] == points[2] and points[0] in picked and len(picked) == 4
+    assert picked == [points[2], points[7], points[0], points[3]]  # the fastest, the default, A's fastest, the next
+    for r in ct.first.values():
+        r.env = dict(r.env, gpu_uuid="GPU-A")  # one card: the fastest in order, as before
+    assert finalists(ct, most=4) == [points[2], points[7], points[3], points[4]]
