@@ -197,7 +197,7 @@ def measure(session: Session, timer: str = "leaderboard", l2: str = "nvgg", ener
 
 
 # a row timed in one window (a sweep's first pass, `run --quick`): no energy window
-NO_ENERGY = "not measured: the row was timed in one window (--quick, or a sweep's first pass)"
+NO_ENERGY = "not measured: the row was timed in one window (a quick run, or a sweep's first pass)"
 
 
 def check_timed(session: Session, outputs: list) -> bool:
