@@ -146,7 +146,11 @@ class CaseTune:
         if self.winner == base:
             return mine
         theirs = ratios[self.final_points.index(self.winner)]
-        if mine is None or theirs is None:
+        if theirs is None:
+            return None
+        if point == base:  # the base over the winner: the winner's ratio turned over
+            return ab.Ratio(1 / theirs.ratio, 1 / theirs.hi, 1 / theirs.lo, theirs.n)
+        if mine is None:
             return None
         # both against the same base: their quotient, its interval from the two (wider, not exact)
         return ab.Ratio(mine.ratio / theirs.ratio, mine.lo / theirs.hi, mine.hi / theirs.lo, min(mine.n, theirs.n))
@@ -375,9 +379,12 @@ def _final_rounds(ct: CaseTune, case: Case, target, how: _Rounds, budget_s: floa
             return
         ct.final_points, ct.final = picked, final
         ratios = final.ratios()
-        faster = [(r.ratio, p) for p, r in zip(picked, ratios) if r is not None and r.classify(floor) == "faster"]
-        if faster:  # the rounds overturn the first pass: the fastest of those decidedly faster wins
-            ct.winner = min(faster)[1]
+        # the rounds, interleaved on one card, outrank the first pass: the finalist fastest in them
+        # wins (decidedly or not; those the rounds cannot tell from it are named with it), so no
+        # finalist reads below 1.000x the winner
+        timed = [(r.ratio, p) for p, r in zip(picked, ratios) if r is not None]
+        if timed and min(timed)[0] < 1.0:
+            ct.winner = min(timed)[1]
         for p in picked:
             r = ct.against_winner(p)
             if p != ct.winner and r is not None and r.classify(floor) in ("same", "unsure"):

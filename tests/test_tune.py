@@ -137,6 +137,29 @@ def test_the_rounds_overturn_a_first_pass_that_was_luck(cli, fake_gpu, fake_rows
     assert case["winner"] == {"work": 1, "split": 2} and case["not_apart"] == []
 
 
+def test_the_rounds_fastest_wins_even_where_they_cannot_tell_it_apart(cli, fake_gpu, fake_rows):
+    """The first pass put A ahead; in the rounds B is 4% faster, with an interval that reaches into
+    the floor ('unsure'): B wins, A is named as not told apart, and no finalist reads below 1x."""
+    a, b, default = (("work", 1), ("split", 1)), (("work", 1), ("split", 2)), (("work", 2), ("split", 1))
+    times = {default: 200.0, (("work", 2), ("split", 2)): 210.0, a: 100.0, b: 101.0}
+    seen = []
+
+    def answer(row):
+        seen.append(row)
+        t = times[tuple(row.point)]
+        if len(seen) > 4 and tuple(row.point) == b:  # in the rounds: 96, 100, 96, 100, ... against A's 100
+            t = 96.0 if len(seen) % 2 else 100.0
+        return made_result(row.case.id, "submission", "submission", t, source=row.source, point=dict(row.point))
+
+    fake_rows.answer = answer
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", "-")
+    assert out.exit_code == 0, out.output
+    (case,) = json.loads(out.stdout)["cases"]
+    assert case["winner"] == {"work": 1, "split": 2} and case["not_apart"] == [{"work": 1, "split": 1}], case
+    ct = tune.kept_cases(json.loads(out.stdout))["3"]
+    assert all(ct.against_winner(p).ratio >= 1.0 for p in ct.final_points if p != ct.winner)
+
+
 def test_tune_tells_what_it_needs_before_any_row(cli, fake_gpu, fake_rows, tmp_path):
     out = cli("tune", "--case", "3")
     assert out.exit_code == 2 and "pass --submission FILE (its declared TUNE) or --backend cute" in out.stderr
