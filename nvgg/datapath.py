@@ -20,9 +20,9 @@ from .backends.base import arch_of
 from .cases import Case
 from .errors import NvggError
 from .flags import flags_of
+from .procs import timeline
 from .profiles import Profile, for_gpu_name, get as get_profile
 from .result import Result, Row
-from .procs import timeline
 from .selection import default_device, select
 
 CPU_BATCH = 3  # a CPU run times 3 inputs a repetition (not 15) so it finishes in seconds

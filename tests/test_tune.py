@@ -118,22 +118,32 @@ def test_points_near_the_fastest_left_out_of_the_rounds_are_named(cli, fake_gpu,
     assert cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--finalists", "1").exit_code == 2
 
 
-def test_the_rounds_overturn_a_first_pass_that_was_luck(cli, fake_gpu, fake_rows):
-    lucky, truly, default = (("work", 1), ("split", 1)), (("work", 1), ("split", 2)), (("work", 2), ("split", 1))
-    times = {default: 200.0, (("work", 2), ("split", 2)): 210.0, lucky: 100.0, truly: 102.0}
+def _then_in_rounds(times: dict, point: tuple, in_rounds):
+    """Answers: each point its time in `times`; past the first pass (a row a point), `point`'s
+    rows answer `in_rounds(n)`, n the count of rows asked for so far."""
     seen = []
 
     def answer(row):
         seen.append(row)
         t = times[tuple(row.point)]
-        if len(seen) > 4 and tuple(row.point) == lucky:  # in the rounds it shows its real time
-            t = 110.0
+        if len(seen) > len(times) and tuple(row.point) == point:
+            t = in_rounds(len(seen))
         return made_result(row.case.id, "submission", "submission", t, source=row.source, point=dict(row.point))
+    return answer
 
-    fake_rows.answer = answer
+
+def _tuned_case_3(cli) -> dict:
+    """`nvgg tune` of the tunable fixture on case 3, its JSON."""
     out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", "-")
     assert out.exit_code == 0, out.output
-    (case,) = json.loads(out.stdout)["cases"]
+    return json.loads(out.stdout)
+
+
+def test_the_rounds_overturn_a_first_pass_that_was_luck(cli, fake_gpu, fake_rows):
+    lucky, truly, default = (("work", 1), ("split", 1)), (("work", 1), ("split", 2)), (("work", 2), ("split", 1))
+    times = {default: 200.0, (("work", 2), ("split", 2)): 210.0, lucky: 100.0, truly: 102.0}
+    fake_rows.answer = _then_in_rounds(times, lucky, lambda n: 110.0)  # in the rounds it shows its real time
+    (case,) = _tuned_case_3(cli)["cases"]
     assert case["winner"] == {"work": 1, "split": 2} and case["not_apart"] == []
 
 
@@ -142,21 +152,12 @@ def test_the_rounds_fastest_wins_even_where_they_cannot_tell_it_apart(cli, fake_
     the floor ('unsure'): B wins, A is named as not told apart, and no finalist reads below 1x."""
     a, b, default = (("work", 1), ("split", 1)), (("work", 1), ("split", 2)), (("work", 2), ("split", 1))
     times = {default: 200.0, (("work", 2), ("split", 2)): 210.0, a: 100.0, b: 101.0}
-    seen = []
-
-    def answer(row):
-        seen.append(row)
-        t = times[tuple(row.point)]
-        if len(seen) > 4 and tuple(row.point) == b:  # in the rounds: 96, 100, 96, 100, ... against A's 100
-            t = 96.0 if len(seen) % 2 else 100.0
-        return made_result(row.case.id, "submission", "submission", t, source=row.source, point=dict(row.point))
-
-    fake_rows.answer = answer
-    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", "-")
-    assert out.exit_code == 0, out.output
-    (case,) = json.loads(out.stdout)["cases"]
+    # in the rounds: 96, 100, 96, 100, ... against A's 100
+    fake_rows.answer = _then_in_rounds(times, b, lambda n: 96.0 if n % 2 else 100.0)
+    doc = _tuned_case_3(cli)
+    (case,) = doc["cases"]
     assert case["winner"] == {"work": 1, "split": 2} and case["not_apart"] == [{"work": 1, "split": 1}], case
-    ct = tune.kept_cases(json.loads(out.stdout))["3"]
+    ct = tune.kept_cases(doc)["3"]
     assert all(ct.against_winner(p).ratio >= 1.0 for p in ct.final_points if p != ct.winner)
 
 
