@@ -1,16 +1,25 @@
-"""Can `nvgg ab` be trusted? The same build as A and as B, and a copy made slower on purpose, each
-A/B'd several times on the benchmark cases; then the evaluator's L2 clear against nvgg's.
+"""Can `nvgg ab` be trusted? The same build as A and as B, and a copy made 3% slower on purpose,
+each A/B'd many times on the benchmark cases; then the evaluator's L2 clear against nvgg's.
 
-    python benchmarks/ab_trust.py [--tries 20] [--cases 1,2,3,4] [--slower 0.03] [--l2-table]
-        [--torch-tries N] [--torch-cases IDS] [--ab "--rounds 10"]
-    python benchmarks/ab_trust.py --smoke     # on a CPU: the mechanics on test-1, two tries
+    python benchmarks/ab_trust.py [--tries 20] [--slower-tries 10] [--cases 1,2,3,4]
+        [--groups ours,multistream,torch,slower] [--gpus 0,1,2,3] [--out DIR] [--ab "--rounds 12"]
+        [--l2-table]
+    python benchmarks/ab_trust.py --smoke     # on a CPU: the mechanics on test-1, the torch pair twice
 
-Versions (written into a temporary folder, each a folder of its own with the fixtures it imports):
-`ours` (nvgg's persistent kernel as a submission, GPU-bound), `ours-same` (the same file again),
-`ours-slower` (the same with NVGG_FIXTURE_SLOWDOWN set in its own process: a spin after each call
-of that share of the call's time), `torch` (the host-bound library submission `honest.py`) and
-`torch-same`. Targets (issue 28): the same build "same" in at least 19 of 20 tries a case; 3%
-slower "slower" in at least 9 of 10 on cases 1-3.
+Groups, each an A/B of two versions written into a temporary folder (each a folder of its own with
+the fixtures it imports, tests/fixtures/submissions):
+- `ours`: nvgg's persistent kernel as a submission (GPU-bound), against the same file again;
+- `multistream`: our kernels launched a group at a time over a stream pool (host-bound on the
+  small cases), against the same file again;
+- `torch`: the torch-eager submission `honest.py` (host-bound), against the same file again;
+- `slower`: our persistent kernel with a short spin after each call (NVGG_FIXTURE_SPIN=1), against
+  the same with the spin lengthened by 3% of the call's time (NVGG_FIXTURE_SLOWDOWN=0.03; the spin's
+  own launch cost lands on both, slowdown.py).
+Targets (issue 28): the same build "same" in at least 19 of 20 tries on each case; the 3% slower
+copy "slower" in at least 9 of 10 on cases 1-3 (case 4: what difference is detected).
+
+With --gpus, a try runs on each GPU at a time (CUDA_VISIBLE_DEVICES), the groups' tries taken in
+turn; every A/B still runs on one card. A TERM (a timeout) prints the table of the tries done.
 """
 
 from __future__ import annotations
@@ -18,11 +27,16 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import math
 import os
+import queue
 import shutil
+import signal
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -32,98 +46,161 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "submissions"
 
 
-def version(folder: Path, name: str, source: str, slowdown: float = 0.0) -> str:
-    """A version's folder: the fixture as submission.py, with slowdown.py beside it."""
+def version(folder: Path, name: str, source: str, env: dict[str, str] | None = None) -> str:
+    """A version's folder: the fixture as submission.py (`env` set in its own worker before the
+    fixtures read it), with slowdown.py beside it."""
     where = folder / name
     where.mkdir()
     text = (FIXTURES / source).read_text()
-    if slowdown:  # set in the version's own worker process before slowdown.py reads it
-        text = f"import os\nos.environ['NVGG_FIXTURE_SLOWDOWN'] = '{slowdown}'\n" + text
+    if env:
+        text = "import os\n" + "".join(f"os.environ[{k!r}] = {v!r}\n" for k, v in env.items()) + text
     (where / "submission.py").write_text(text)
     shutil.copy(FIXTURES / "slowdown.py", where / "slowdown.py")
     return str(where / "submission.py")
 
 
-def ab(versions: list[str], cases: str, out: Path, extra: list[str]) -> dict:
+def groups_in(folder: Path, names: list[str], slower: float) -> dict[str, list[str]]:
+    made = {
+        "ours": lambda: [version(folder, "ours", "ours.py"), version(folder, "ours-same", "ours.py")],
+        "multistream": lambda: [version(folder, f"ms{i}", "ours.py", {"NVGG_FIXTURE_STRATEGY": "multistream"})
+                                for i in ("", "-same")],
+        "torch": lambda: [version(folder, "torch", "honest.py"), version(folder, "torch-same", "honest.py")],
+        "slower": lambda: [version(folder, "spun", "ours.py", {"NVGG_FIXTURE_SPIN": "1"}),
+                           version(folder, f"spun-{slower:.0%}-slower", "ours.py",
+                                   {"NVGG_FIXTURE_SPIN": "1", "NVGG_FIXTURE_SLOWDOWN": str(slower)})],
+    }
+    unknown = [n for n in names if n not in made]
+    if unknown:
+        raise SystemExit(f"unknown group {unknown[0]!r}: choose from {', '.join(made)}")
+    return {n: made[n]() for n in names}
+
+
+def ab(versions: list[str], cases: str, out: Path, extra: list[str], gpu: str | None) -> dict:
     cmd = [sys.executable, "-m", "nvgg", "ab", "--case", cases, *[x for v in versions for x in ("--submission", v)],
            "--json", str(out), *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ, **({"CUDA_VISIBLE_DEVICES": gpu} if gpu is not None else {}))
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode not in (0, 1) or not out.exists():
-        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-600:]}")
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-600:]}")
     return json.loads(out.read_text())
 
 
-def classes(doc: dict) -> dict[tuple[str, str], tuple[str, float]]:
-    """(version name, case) -> (class, ratio) for every version after the first."""
+def classes(doc: dict) -> dict[str, dict]:
+    """case -> the second version's class, ratio, interval half-width (log, as a share) and rounds."""
     out = {}
     for case in doc["cases"]:
-        for v in case["versions"][1:]:
-            r = v["vs_base"]
-            out[(v["name"], case["case"])] = (r["class"], r["ratio"]) if r else ("—", float("nan"))
+        r = case["versions"][1]["vs_base"]
+        out[case["case"]] = ({"class": r["class"], "ratio": r["ratio"], "half": math.log(r["hi"] / r["lo"]) / 2,
+                              "rounds": r["rounds"]} if r else {"class": "—", "ratio": float("nan"), "half": float("nan"),
+                                                                "rounds": 0})
     return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--tries", type=int, default=20)
+    parser.add_argument("--tries", type=int, default=20, help="tries of each same-build group")
+    parser.add_argument("--slower-tries", type=int, default=10)
     parser.add_argument("--cases", default="1,2,3,4")
-    parser.add_argument("--torch-tries", type=int, default=None, help="tries of the torch pair (default --tries)")
-    parser.add_argument("--torch-cases", default=None, help="cases of the torch pair (default --cases)")
+    parser.add_argument("--groups", default="ours,multistream,torch,slower")
     parser.add_argument("--slower", type=float, default=0.03)
+    parser.add_argument("--gpus", default=None, help="GPUs to run tries on side by side (default: one at a time)")
+    parser.add_argument("--out", default=None, help="a folder for every A/B's JSON")
     parser.add_argument("--ab", default="", help="options passed to nvgg ab, as one string")
     parser.add_argument("--l2-table", action="store_true", help="also time cases with --l2 nvgg and --l2 evaluator")
-    parser.add_argument("--smoke", action="store_true", help="CPU: test-1, two tries, the torch versions only")
+    parser.add_argument("--smoke", action="store_true", help="CPU: test-1, two tries, the torch pair only")
     args = parser.parse_args()
     if args.smoke:
-        args.tries, args.cases = 2, "test-1"
+        args.tries, args.cases, args.groups = 2, "test-1", "torch"
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # a timeout's TERM: the table of the tries done
+    gpus = args.gpus.split(",") if args.gpus else [None]
     with tempfile.TemporaryDirectory(prefix="nvgg-ab-trust-") as tmp:
         folder = Path(tmp)
-        torch_pair = [version(folder, "torch", "honest.py"), version(folder, "torch-same", "honest.py")]
-        # one A/B a try for our kernel: the base, the same build again, the copy made slower
-        groups = [(torch_pair, args.torch_cases or args.cases, args.torch_tries or args.tries)]
-        if not args.smoke:
-            ours = [version(folder, "ours", "ours.py"), version(folder, "ours-same", "ours.py"),
-                    version(folder, f"ours-{args.slower:.0%}-slower", "ours.py", args.slower)]
-            groups.insert(0, (ours, args.cases, args.tries))
-        counts: dict = collections.defaultdict(collections.Counter)
-        ratios: dict = collections.defaultdict(list)
-        walls: list[float] = []
-        gpu = None
-        for g, (versions, cases, tries) in enumerate(groups):
-            for t in range(tries):
+        out = Path(args.out) if args.out else folder / "out"
+        out.mkdir(parents=True, exist_ok=True)
+        groups = groups_in(folder, args.groups.split(","), args.slower)
+        tries = {g: (args.slower_tries if g == "slower" else args.tries) for g in groups}
+        todo: queue.Queue = queue.Queue()
+        for t in range(max(tries.values())):  # the groups' tries in turn: a run cut short has some of each
+            for g in groups:
+                if t < tries[g]:
+                    todo.put((g, t))
+        done: list[tuple[str, int, dict, float, str | None]] = []
+        lock = threading.Lock()
+        failures: list[str] = []
+
+        def serve(gpu: str | None) -> None:
+            while True:
+                try:
+                    g, t = todo.get_nowait()
+                except queue.Empty:
+                    return
                 t0 = time.monotonic()
-                doc = ab(versions, cases, folder / f"{g}-{t}.json", args.ab.split())
-                walls.append(time.monotonic() - t0)
-                gpu = doc["env"].get("gpu")
-                for key, (klass, ratio) in classes(doc).items():
-                    counts[key][klass] += 1
-                    ratios[key].append(ratio)
-                said = " ".join(f"{c}:{Path(n).parent.name.split('-', 1)[-1]}={k}/{r:.3f}"
-                                for (n, c), (k, r) in classes(doc).items())
-                print(f"{Path(versions[0]).parent.name}: try {t + 1}/{tries} in {walls[-1]:.0f} s: {said}",
-                      file=sys.stderr, flush=True)
-        rows = []
-        for (name, case), counter in counts.items():
-            rs = sorted(ratios[(name, case)])
-            rows.append([name, case, sum(counter.values()), counter["same"], counter["slower"], counter["faster"],
-                         counter["unsure"], f"{rs[0]:.3f}-{rs[-1]:.3f}"])
-        print(f"card: {gpu}; nvgg ab {args.ab or '(defaults: floor 2%, 30 rounds, 120 s)'}; "
-              f"an A/B took {min(walls):.0f}-{max(walls):.0f} s")
-        print(tabulate(rows, headers=["version vs base", "case", "tries", "same", "slower", "faster", "unsure",
-                                      "ratios"], tablefmt="github"))
+                try:
+                    doc = ab(groups[g], args.cases, out / f"{g}-{t}.json", args.ab.split(), gpu)
+                except RuntimeError as exc:
+                    with lock:
+                        failures.append(str(exc))
+                    continue
+                wall = time.monotonic() - t0
+                with lock:
+                    done.append((g, t, doc, wall, gpu))
+                    said = " ".join(f"{c}:{k['class']}/{k['ratio']:.3f}" for c, k in classes(doc).items())
+                    print(f"{g}: try {t + 1}/{tries[g]} on GPU {gpu} in {wall:.0f} s: {said}", file=sys.stderr, flush=True)
+
+        threads = [threading.Thread(target=serve, args=(g,), daemon=True) for g in gpus]
+        for th in threads:
+            th.start()
+        try:
+            for th in threads:
+                while th.is_alive():
+                    th.join(0.5)
+        except KeyboardInterrupt:
+            print(f"stopped after {len(done)} A/Bs", file=sys.stderr)
+        with lock:
+            table(list(done), args, failures)
         if args.l2_table and not args.smoke:
-            l2_rows = []
-            for clear in ("nvgg", "evaluator"):
-                out = folder / f"l2-{clear}.json"
-                cmd = [sys.executable, "-m", "nvgg", "compare", "--case", args.cases, "--strategy", "persistent",
-                       "--backend", "cute", "--submission", torch_pair[0], "--l2", clear, "--json", str(out)]
-                subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ))
-                for r in json.loads(out.read_text())["results"]:
-                    l2_rows.append([clear, r["case"], r["source"] or f"{r['strategy']}/{r['backend']}", r["time_us"],
-                                    r["stats"]["std_us"] if r.get("stats") else None, r["status"],
-                                    ",".join(f["kind"] for f in r.get("flags", []))])
-            print(tabulate(l2_rows, headers=["L2 clear", "case", "row", "µs", "std µs", "status", "flags"],
-                           tablefmt="github"))
+            l2_table(args.cases, groups.get("torch") or [version(folder, "torch-l2", "honest.py")])
+
+
+def table(done: list, args, failures: list[str]) -> None:
+    by = collections.defaultdict(list)
+    card = None
+    for g, _, doc, wall, _ in done:
+        card = card or doc["env"].get("gpu")
+        for case, k in classes(doc).items():
+            by[(g, case)].append((k, wall))
+    rows = []
+    for (g, case), got in sorted(by.items()):
+        counter = collections.Counter(k["class"] for k, _ in got)
+        ratios = sorted(k["ratio"] for k, _ in got)
+        halves = [k["half"] for k, _ in got if not math.isnan(k["half"])]
+        rows.append([g, case, len(got), counter["same"], counter["slower"], counter["faster"], counter["unsure"],
+                     f"{ratios[0]:.3f}-{ratios[-1]:.3f}", f"±{statistics.median(halves):.2%}" if halves else "—",
+                     statistics.median(k["rounds"] for k, _ in got)])
+    walls = [w for _, _, _, w, _ in done]
+    print(f"card: {card}; nvgg ab {args.ab or '(defaults: floor 2%, 30 rounds, 120 s)'}; "
+          f"{len(done)} A/Bs, each {min(walls, default=0):.0f}-{max(walls, default=0):.0f} s; GPUs side by side: "
+          f"{args.gpus or 'one'}")
+    print(tabulate(rows, headers=["group", "case", "tries", "same", "slower", "faster", "unsure", "ratios",
+                                  "median ± (95%)", "median rounds"], tablefmt="github"))
+    for f in failures:
+        print(f"failed: {f}")
+
+
+def l2_table(cases: str, torch_pair: list[str]) -> None:
+    """Our persistent kernel and the torch submission timed with nvgg's L2 flush, then the evaluator's."""
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="nvgg-l2-") as tmp:
+        for clear in ("nvgg", "evaluator"):
+            out = Path(tmp) / f"l2-{clear}.json"
+            cmd = [sys.executable, "-m", "nvgg", "compare", "--case", cases, "--strategy", "persistent",
+                   "--backend", "cute", "--submission", torch_pair[0], "--l2", clear, "--json", str(out)]
+            subprocess.run(cmd, capture_output=True, text=True)
+            for r in json.loads(out.read_text())["results"]:
+                rows.append([clear, r["case"], r["source"] or f"{r['strategy']}/{r['backend']}", r["time_us"],
+                             r["stats"]["std_us"] if r.get("stats") else None, r["status"],
+                             ",".join(f["kind"] for f in r.get("flags", []))])
+    print(tabulate(rows, headers=["L2 clear", "case", "row", "µs", "std µs", "status", "flags"], tablefmt="github"))
 
 
 if __name__ == "__main__":

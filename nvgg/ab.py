@@ -1,7 +1,11 @@
-"""A fair A/B: versions of one case measured in alternating rounds (a random order each round),
-each round one leaderboard measurement in a warm worker (datapath.run_round), until the 95%
-interval of each version's time ratio to the first is decided against the floor, or the round
-limit or the time budget ends it.
+"""A fair A/B: versions of one case measured in rounds, until the 95% interval of each version's
+time ratio to the first is decided against the floor, or the round limit or the time budget ends
+it. Each version is first set up, checked and timed whole in a warm worker of its own
+(datapath.run_round: its `first` result); then each round refills every version's inputs with new
+values, alternates their timed windows (one leaderboard repetition each, a random order each
+round, then reversed: A B B A ...) for about a quarter of a second with every version's launching
+thread on one core, the next round on the next core, and checks what each version's timed calls
+returned (rows.round_in).
 
 Per case: each version's rounds, the ratio of its time to the first version's (the geometric mean
 of the per-round ratios: a round's two measurements ran back to back, so a drift lands on both),
@@ -12,17 +16,26 @@ the cases: the geometric mean of the ratios with its interval.
 
 from __future__ import annotations
 
+import dataclasses
 import math
+import os
 import random
 import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import procs, rows
+from . import procs, rows, timing
 from .timing import t975
 from .result import Result, Row
 
 MIN_ROUNDS = 5
+# A host-bound version's time depends on its own process: the same build in separate workers, each
+# A/B'd in pinned, interleaved rounds, differed by up to 5.6% (ratios 0.981-1.056, intervals about
+# ±1.5%; multistream/cute and the torch submission, cases 3-4, 12 A/Bs, H100 host, 2026-11-27; no
+# better with PYTHONHASHSEED fixed or without the pre-started worker). One process a version cannot
+# tell apart less than that: a case where a version is host-bound (its host time to issue a call
+# timing.HOST_SHARE of the call or more) is classed against this floor where it is above the asked one.
+HOST_FLOOR = 0.05
 
 
 @dataclass(frozen=True)
@@ -100,6 +113,7 @@ class CaseAB:
     versions: list[str]
     results: list[list[Result]] = field(default_factory=list)  # [version][round]
     stopped: str = ""
+    first: list[Result | None] = field(default_factory=list)  # [version]: set up, checked, timed whole
 
     def times(self, v: int) -> list[float]:
         return [r.time_us for r in self.results[v] if _good(r)]
@@ -115,7 +129,21 @@ class CaseAB:
     def failed(self) -> Result | None:
         """The first failed result (wrong, an error, a crash) or suspect one (a time that cannot be
         the work's: below the speed of light, work escaping the events): the case's A/B ends there."""
-        return next((r for results in self.results for r in results if r.status != "ok" or r.suspect), None)
+        return next((r for r in self.every() if r.status != "ok" or r.suspect), None)
+
+    @property
+    def host_bound(self) -> bool:
+        """Whether a version's first run was host-bound (timing.HOST_SHARE)."""
+        return any(r is not None and r.status == "ok" and r.stats is not None and r.time_us
+                   and r.setup_us.get("launch_host", 0.0) >= timing.HOST_SHARE * r.time_us for r in self.first)
+
+    def floor(self, asked: float) -> float:
+        """The floor this case is classed against: the asked one, or HOST_FLOOR where it is host-bound."""
+        return max(asked, HOST_FLOOR) if self.host_bound else asked
+
+    def every(self) -> list[Result]:
+        """Every result of the case: the versions' first runs, then their rounds."""
+        return [r for r in self.first if r is not None] + [r for results in self.results for r in results]
 
 
 def _good(r: Result) -> bool:
@@ -135,6 +163,8 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
             return run(case_rows, floor=floor, max_rounds=max_rounds, budget_s=budget_s, timeout_s=timeout_s,
                        seed=seed, on_case=on_case, pool=own)
     order = random.Random(seed)
+    cores = timing.cores() or [None]  # a round's versions share a core, the next round the next core
+    done_rounds = 0
     out = []
     for i, versions in enumerate(case_rows):
         ab = CaseAB(versions[0].case.id, [r.label if r.submission else r.name.split(" ", 1)[1] for r in versions],
@@ -143,16 +173,20 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
         started = time.monotonic()
         if on_case:
             on_case(ab, False)
-        for n in range(max_rounds):
+        # each set up, checked and timed whole (one window: the rounds are the A/B's blocks), its energy measured
+        ab.first = [rows.run_in(pool, dataclasses.replace(row, span=False), rounds=True) for row in versions]
+        for n in range(max_rounds if ab.failed() is None else 0):
             turn = list(range(len(versions)))
             order.shuffle(turn)
-            for v in turn:
-                ab.results[v].append(rows.run_in(pool, versions[v], rounds=True))
+            core = cores[(os.getpid() + done_rounds) % len(cores)]  # (A/Bs side by side start apart)
+            done_rounds += 1
+            for v, result in zip(turn, rows.round_in(pool, [versions[v] for v in turn], core=core)):
+                ab.results[v].append(result)
             ab.stopped = _stop(ab, n + 1, floor, deadline)
             if ab.stopped:
                 break
         else:
-            ab.stopped = f"{max_rounds} rounds"
+            ab.stopped = _stop(ab, 0, floor, deadline) if ab.failed() is not None else f"{max_rounds} rounds"
         budget_s = max(0.0, budget_s - (time.monotonic() - started))
         out.append(ab)
         if on_case:
@@ -163,9 +197,11 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
 def _stop(ab: CaseAB, rounds_done: int, floor: float, deadline: float) -> str:
     """Why the case's rounds end now ("" to go on)."""
     bad = ab.failed()
+    if bad is not None and any(bad is r for r in ab.first):
+        return f"its first run failed ({bad.status if bad.status != 'ok' else 'suspect: ' + ', '.join(f.kind for f in bad.flags)})"
     if bad is not None:
         return f"a round failed ({bad.status if bad.status != 'ok' else 'suspect: ' + ', '.join(f.kind for f in bad.flags)})"
-    if rounds_done >= MIN_ROUNDS and all(r is not None and r.classify(floor) != "unsure" for r in ab.ratios()[1:]):
+    if rounds_done >= MIN_ROUNDS and all(r is not None and r.classify(ab.floor(floor)) != "unsure" for r in ab.ratios()[1:]):
         return f"decided after {rounds_done} rounds"
     if time.monotonic() >= deadline:
         return f"time budget spent after {rounds_done} rounds"

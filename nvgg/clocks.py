@@ -178,10 +178,11 @@ def energy(device, launches, call_us: float) -> dict:
 
 class Sampler:
     """`with Sampler(device) as s:` samples every PERIOD_S until the block ends (and once at each
-    end, so the shortest row has two samples); `s.summary()` is what the row keeps. Where NVML
-    cannot be read (no driver, a CPU run) the summary says why and nothing is flagged."""
+    end, so the shortest row has two samples; `period_s=None`: those two alone, no thread beside
+    the caller's); `s.summary()` is what the row keeps. Where NVML cannot be read (no driver, a
+    CPU run) the summary says why and nothing is flagged."""
 
-    def __init__(self, device, period_s: float = PERIOD_S):
+    def __init__(self, device, period_s: float | None = PERIOD_S):
         self.device, self.period_s = device, period_s
         self.samples: list[dict] = []
         self.error = ""
@@ -204,14 +205,17 @@ class Sampler:
             self.error = f"NVML unavailable: {type(exc).__name__}: {exc}"
             return self
         self._sample()
-        self._thread = threading.Thread(target=self._loop, name="nvgg-clocks", daemon=True)
-        self._thread.start()
+        if self.period_s is not None:
+            self._thread = threading.Thread(target=self._loop, name="nvgg-clocks", daemon=True)
+            self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         if self._thread is not None:
             self._stop.set()
             self._thread.join()
+            self._sample()
+        elif self._h is not None and not self.error:  # no thread: the sample at this end too
             self._sample()
 
     def _loop(self) -> None:

@@ -8,6 +8,8 @@ as a worker runs it. Nothing here knows processes, GPUs beyond the one it is giv
 
 from __future__ import annotations
 
+import copy
+import gc
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -53,6 +55,7 @@ class Session:
     prepared: list
     result: Result
     rounds: int = 0  # timed runs so far (each on values of its own)
+    round_started: float = 0.0  # an A/B's round under way: when it began (perf_counter)
 
     @property
     def launches(self) -> list:
@@ -165,19 +168,34 @@ def measure(session: Session, timer: str = "leaderboard", l2: str = "nvgg", ener
     sampled while timed; the row is flagged where its time cannot be the work's (below the speed
     of light, work escaping the events) or the card throttled. Then, with `energy`, the energy a
     call (clocks.energy: the calls run back to back for about half a second more)."""
-    result, device, launches = session.result, session.device, session.launches
-    result.setup_us["launch_host"] = launch_host_us(launches, device)
+    clock = _refilled(session, timer, l2, span)
+    with clocks.Sampler(session.device) as sampler:
+        stats = clock.per_call(session.launches) if timer == "per-call" else clock.batch(session.launches)
+        timeline("row timed")
+    _settle(session, clock, stats, sampler, timer, energy)
+
+
+def _refilled(session: Session, timer: str, l2: str, span: bool, rotate: bool = True):
+    """Before a timed run: the host's time to issue a call, new values in every input, the timer."""
+    result, device = session.result, session.device
+    result.setup_us["launch_host"] = launch_host_us(session.launches, device)
     for i, data in enumerate(session.batch):
         inputs.refill(session.case, data, i, session.rounds)
     session.rounds += 1
     clock = timing.make_timer(device, "leaderboard" if timer == "cupti" else timer, l2=l2,
+                              host_us=result.setup_us["launch_host"], rotate=rotate,
                               **({} if span else {"min_span_s": 0.0}))
     if device.type == "cuda":
         result.l2_clear = l2
     timeline("row refilled")
-    with clocks.Sampler(device) as sampler:
-        result.stats = clock.per_call(launches) if timer == "per-call" else clock.batch(launches)
-        timeline("row timed")
+    return clock
+
+
+def _settle(session: Session, clock, stats, sampler, timer: str, energy: bool) -> None:
+    """After a timed run: its statistics and clocks kept, what the timed calls returned checked,
+    then CUPTI's and the energy's runs where asked for, the flags and the verdict."""
+    result, device, launches = session.result, session.device, session.launches
+    result.stats = stats
     result.clocks = sampler.summary()
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -272,37 +290,119 @@ def _run(row: Row, keep: tuple | None = None) -> Result:
 
 
 _ROUNDS: dict[tuple, Session] = {}  # a worker's checked sessions, kept for the rounds of an A/B (ab.py)
+_OPEN: dict[tuple, tuple] = {}  # a kept session's round under way: (timer, clock sampler)
+
+
+def _round_key(row: Row) -> tuple:
+    return (row.case.id, row.submission, row.point, row.strategy, row.backend, row.tensormaps, row.timer, row.l2,
+            row.device)
 
 
 def run_round(row: Row) -> Result:
-    """One round of an A/B for `row` in a warm worker: the first round is `run_row`'s whole path
-    (setup, the checked run, the timed run) with the session kept; each later round times the kept
-    session again, on new input values (refilled in place and checked after, as every timed run
-    is): one leaderboard measurement a round, without setting up again."""
-    key = (row.case.id, row.submission, row.point, row.strategy, row.backend, row.tensormaps, row.timer, row.l2,
-           row.device)
-    session = _ROUNDS.get(key)
-    if session is not None and row.submission:  # points of one file share its module: this round's CONFIG
-        from .backends import submission as sub
-        sub.give_point(sub.loaded(row.submission), row.point)
-    if session is None:
+    """An A/B's first call for `row` in a warm worker: `run_row`'s whole path (setup, the checked
+    run, the timed run), the session kept for its rounds (`round_begin`, `round_window`,
+    `round_end`); a later call (the session kept) is one whole round on its own."""
+    key = _round_key(row)
+    if key not in _ROUNDS:
         for other in [k for k in _ROUNDS if k[0] != row.case.id]:  # an A/B goes case by case: free the last case's
             del _ROUNDS[other]
-        return _run(row, keep=key)
-    t0 = time.perf_counter()
-    try:
-        # an A/B's later rounds: one window each (the rounds are its blocks), times only
-        measure(session, row.timer, row.l2, energy=False, span=False)
-    except Exception as exc:  # a submission's call that raised on new inputs
-        if not row.submission:
-            raise
+            _OPEN.pop(other, None)
+        return _copy(_run(row, keep=key))
+    failed = round_begin(row)
+    if failed is not None:
+        return failed
+    window_failed = round_window(row, reps=0)
+    return window_failed if window_failed is not None else round_end(row)
+
+
+def round_begin(row: Row, core: int | None = None) -> Result | None:
+    """A round of the kept session (`run_round` made it): new values refilled in place, the timer
+    and the clock sampler started, this thread on `core` (the round's versions share it: where a
+    thread runs sets a host-bound row's level, timing.pin); the versions' windows (`round_window`)
+    then take turns, so a drift of the card or the host lands on all of them, and `round_end`
+    checks what the timed calls returned. A failed Result where the session is gone or the call
+    raised, else None."""
+    key = _round_key(row)
+    session = _ROUNDS.get(key)
+    if session is None:
+        return row.failed("error", "no session kept for this row's rounds (its first round failed)")
+    _close(key)
+    if row.submission:  # points of one file share its module: this round's CONFIG
         from .backends import submission as sub
-        _ROUNDS.pop(key, None)
-        return row.failed("error", f"failed in a later round: {sub.failure(exc, row.submission, row.case.id)}")
+        sub.give_point(sub.loaded(row.submission), row.point)
+    session.round_started = time.perf_counter()
+    try:
+        timing.pin(core)
+        clock = _refilled(session, row.timer, row.l2, span=False, rotate=core is None)
+        # nothing else of this process's runs while the versions take turns: the clocks read at
+        # the round's two ends (a sampling thread shared the launching thread's core), and
+        # Python's collector run now and held until the round ends (a collection inside a window
+        # of a host-bound row made it 2-10x its neighbours: rounds' ratios spread 7-16%; H100, 2026-11-27)
+        sampler = clocks.Sampler(session.device, period_s=None).__enter__()
+        gc.collect()
+        gc.disable()
+        _OPEN[key] = (clock, sampler)
+        clock.begin(session.launches)
+    except Exception as exc:
+        return _round_failed(row, key, exc)
+    return None
+
+
+def round_window(row: Row, reps: int = 1) -> Result | None:
+    """`reps` repetitions of the round under way (0: the leaderboard's own count, one window
+    for the whole round): None, or the failed Result where the call raised (the round is over)."""
+    key = _round_key(row)
+    session, (clock, _) = _ROUNDS[key], _OPEN[key]
+    try:
+        if reps:
+            clock.window(session.launches, reps, release=True)
+        else:
+            clock.run_out(session.launches)
+    except Exception as exc:
+        return _round_failed(row, key, exc)
+    return None
+
+
+def round_end(row: Row) -> Result:
+    """The round's Result: its windows' repetitions as one measurement, what they returned checked."""
+    key = _round_key(row)
+    session = _ROUNDS[key]
+    clock, sampler = _OPEN.pop(key)
+    timing.pin(None)
+    gc.enable()
+    try:
+        stats = clock.end()
+        sampler.__exit__(None, None, None)
+        _settle(session, clock, stats, sampler, row.timer, energy=False)
+    except Exception as exc:
+        return _round_failed(row, key, exc)
     if session.result.status != "ok":
         _ROUNDS.pop(key, None)
-    session.result.wall_s = time.perf_counter() - t0
-    return session.result
+    session.result.wall_s = time.perf_counter() - session.round_started
+    return _copy(session.result)
+
+
+def _close(key: tuple) -> None:
+    opened = _OPEN.pop(key, None)
+    if opened is not None:
+        opened[1].__exit__(None, None, None)
+
+
+def _round_failed(row: Row, key: tuple, exc: Exception) -> Result:
+    """A round's call that raised: a submission's error on new inputs is the row's result (its
+    session let go); our own kernels' is raised."""
+    _close(key)
+    _ROUNDS.pop(key, None)
+    if not row.submission:
+        raise exc
+    from .backends import submission as sub
+    return row.failed("error", f"failed in a later round: {sub.failure(exc, row.submission, row.case.id)}")
+
+
+def _copy(result: Result) -> Result:
+    """A round's Result as it stands (the kept session's is rewritten by the next round; a worker's
+    reply is a copy already, a run in nvgg's own process is not)."""
+    return copy.copy(result)
 
 
 def launch_host_us(launches, device: torch.device) -> float:

@@ -475,23 +475,29 @@ def ab_table(done, means: dict, floor: float, env: dict) -> str:
     rows, notes = [], []
     for ab in done:
         ratios = ab.ratios()
+        at = ab.floor(floor)
         for v, name in enumerate(ab.versions):
             times = sorted(ab.times(v))
             median = fmt_us(times[len(times) // 2]) if times else "—"
             r = ratios[v]
-            cls = "base" if v == 0 else (r.classify(floor) if r else "—")
+            cls = "base" if v == 0 else (r.classify(at) if r else "—")
             rows.append([ab.case, name, str(len(ab.results[v])), median, "1 (base)" if v == 0 else _ratio_text(r), cls])
             if cls == "unsure":
-                need = r.rounds_to_decide(floor)
-                notes.append(f"case {ab.case} {name}: too noisy to tell apart at ±{floor:.0%} in {r.n} rounds: its "
+                need = r.rounds_to_decide(at)
+                notes.append(f"case {ab.case} {name}: too noisy to tell apart at ±{at:.0%} in {r.n} rounds: its "
                              f"rounds' ratios spread ±{math.expm1(r.spread):.1%} (one standard deviation); at that "
                              "spread " + (f"about {need} rounds would decide" if need < 10_000 else
                                           "no practical number of rounds would decide (the ratio sits on the floor)"))
+        if at != floor:
+            notes.append(f"case {ab.case}: host-bound, classed at ±{at:.0%}: a host-bound version's time depends on "
+                         "its own process (the same build in separate processes differs by up to that), and each "
+                         "version ran in one")
         notes.append(f"case {ab.case}: {ab.stopped}")
     lines = [f"card: {card(env)}   floor ±{floor:.1%}   95% intervals over rounds",
              tabulate(rows, headers=["case", "version", "rounds", "median µs", "vs base (95%)", "class"])]
     if len(done) > 1:
-        lines.append(tabulate([[name, _ratio_text(g), g.classify(floor) if g else "—"] for name, g in means.items()],
+        over = _geomean_floor(done, floor)
+        lines.append(tabulate([[name, _ratio_text(g), g.classify(over) if g else "—"] for name, g in means.items()],
                               headers=["version", "geomean vs base (95%)", "class"]))
     return "\n".join(lines + notes)
 
@@ -500,16 +506,25 @@ def ab_document(done, means: dict, floor: float, env: dict) -> dict:
     """`nvgg ab --json`: every round's result, the ratios and classes, the geometric means."""
     from .result import document
 
-    def ratio_dict(r):
-        return None if r is None else {"ratio": r.ratio, "lo": r.lo, "hi": r.hi, "rounds": r.n, "class": r.classify(floor)}
+    def ratio_dict(r, at=floor):
+        return None if r is None else {"ratio": r.ratio, "lo": r.lo, "hi": r.hi, "rounds": r.n, "class": r.classify(at)}
 
     cases = []
     for ab in done:
-        ratios = ab.ratios()
-        cases.append({"case": ab.case, "stopped": ab.stopped, "versions": [
-            {"name": name, "vs_base": ratio_dict(ratios[v]), "times_us": ab.times(v),
-             "rounds": [r.to_dict() for r in ab.results[v]]} for v, name in enumerate(ab.versions)]})
-    return document("ab", env=env, floor=floor, cases=cases, geomean={k: ratio_dict(g) for k, g in means.items()})
+        ratios, at = ab.ratios(), ab.floor(floor)
+        versions = [{"name": name, "vs_base": ratio_dict(ratios[v], at), "times_us": ab.times(v),
+                     "first": ab.first[v].to_dict() if v < len(ab.first) and ab.first[v] is not None else None,
+                     "rounds": [r.to_dict() for r in ab.results[v]]} for v, name in enumerate(ab.versions)]
+        cases.append({"case": ab.case, "stopped": ab.stopped, "floor": at, "host_bound": ab.host_bound,
+                      "versions": versions})
+    over = _geomean_floor(done, floor)
+    return document("ab", env=env, floor=floor, cases=cases,
+                    geomean={k: ratio_dict(g, over) for k, g in means.items()})
+
+
+def _geomean_floor(done, floor: float) -> float:
+    """The geometric mean's floor: the widest of its cases' (a host-bound case's, ab.HOST_FLOOR)."""
+    return max([ab.floor(floor) for ab in done] + [floor])
 
 
 # ---------------------------------------------------------------- a sweep (nvgg tune)

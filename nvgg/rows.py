@@ -64,6 +64,57 @@ def run_in(pool: procs.Pool, row: Row, rounds: bool = False, limit_s: float | No
     return result
 
 
+# An A/B's round (ab.py): the versions' timed windows take turns, each one repetition, for about
+# ROUND_S (at least MIN_WINDOWS a version, at most MAX_WINDOWS), so a level the host or the card sits
+# at lands on every version alike. Rounds of one leaderboard measurement a version, one after
+# the other with each version's check between them, paired a host-bound row's windows 0.2 s apart
+# or more, where its level no longer carries (benchmarks/host_spread.py --modes).
+ROUND_S = 0.25
+MIN_WINDOWS = 3
+MAX_WINDOWS = 50
+
+
+def round_in(pool, rows: list[Row], core: int | None = None) -> list[Result]:
+    """One round of an A/B for each row (its session kept by its first `run_in(..., rounds=True)`),
+    in the order given: each begins (new values, its worker's thread on `core`), their windows
+    alternate (A B B A A B ...), then each ends (what the timed calls returned checked): a Result
+    a row, a failed one where a call raised, hung or crashed."""
+    out: dict[int, Result] = {}
+    t0 = time.perf_counter()
+
+    def ask(i: int, fn, **kwargs):
+        try:
+            precheck(rows[i])
+            return pool.call(rows[i].key, fn, row=rows[i], **kwargs)
+        except (procs.ChildFailure, procs.ChildError) as exc:
+            return rows[i].failed("error", str(exc))
+        except NvggError as exc:
+            return rows[i].failed("error" if rows[i].submission else "unsupported", str(exc))
+
+    live = []
+    for i in range(len(rows)):
+        failed = ask(i, datapath.round_begin, core=core)
+        if failed is not None:
+            out[i] = failed
+        else:
+            live.append(i)
+    started, k = time.perf_counter(), 0
+    while live and k < MAX_WINDOWS and (k < MIN_WINDOWS or time.perf_counter() - started < ROUND_S):
+        for i in (live if k % 2 == 0 else live[::-1]):
+            failed = ask(i, datapath.round_window, reps=1)
+            if failed is not None:
+                out[i] = failed
+        live = [i for i in live if i not in out]
+        k += 1
+    for i in live:
+        out[i] = ask(i, datapath.round_end)
+    wall = time.perf_counter() - t0
+    for r in out.values():
+        if not r.wall_s:
+            r.wall_s = wall
+    return [out[i] for i in range(len(rows))]
+
+
 def run_many(rows: list[Row], *, timeout_s: float | None = None, on_result: Callable[[Result], None] | None = None,
              on_start: Callable[[Row], None] | None = None, strict: bool = False,
              gpus: list[int] | None = None) -> list[Result]:

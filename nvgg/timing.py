@@ -15,6 +15,7 @@ Compilation and warm-up happen before; the timed closures only launch.
 from __future__ import annotations
 
 import math
+import os
 import statistics
 import time
 from dataclasses import asdict, dataclass
@@ -36,6 +37,34 @@ BUDGET_S = 10.0
 BLOCK_S = 0.1
 MIN_SPAN_S = 0.5
 MIN_BLOCKS = 3
+# Half a second can sit at one level: the first run's interval held 6 of 9 later means of
+# multistream/cute (case 3, H100, 2026-11-27, benchmarks/rerun.py). A row whose host time to issue
+# a call is HOST_SHARE of the call's measured time or more (a change of the host's level moves the
+# call's time; multistream/cute on case 3: 0.8-1.3, our persistent kernel 0.1-0.4) is timed for
+# HOST_SPAN_S in blocks of HOST_BLOCK_S, past the 0.2 s its windows stay correlated.
+HOST_SHARE = 0.6
+HOST_SPAN_S = 2.0
+HOST_BLOCK_S = 0.2
+# Where a row's launching thread runs changes its host time: a host-bound row's level holds for
+# seconds in one process and differs between processes (the same build as A and as B, each in a
+# worker of its own: 1.20x on multistream/cute case 3, 1.65x and 0.67x on the torch submission;
+# first runs' intervals missed fresh processes' means; H100 host, 16 cores, 2026-11-27). So a
+# timed run moves its thread to the next core at each block (its blocks then sample the cores'
+# levels, as reruns do), and an A/B's versions take one core together a round (ab.py).
+_ALLOWED = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
+
+
+def cores() -> list[int]:
+    """The cores this process may run on (empty where the platform cannot pin a thread)."""
+    return list(_ALLOWED)
+
+
+def pin(core: int | None) -> None:
+    """Run the calling thread on `core` alone (None: on every core it may use again)."""
+    if _ALLOWED:
+        os.sched_setaffinity(0, {core} if core is not None else set(_ALLOWED))
+
+
 # Student's t, two-sided 95%, by degrees of freedom (any statistics table); 1.96 past the last
 _T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
          11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
@@ -73,23 +102,30 @@ class Stats:
     blocks: int = 0
     block_err_us: float | None = None
     rerun_us: float | None = None
+    block_s: float | None = None  # the blocks' length (HOST_BLOCK_S for a host-bound row)
 
     def to_dict(self) -> dict:
         return asdict(self)
 
 
+def _block_s(span_s: float) -> float:
+    """The block length of a measurement timed for `span_s`: HOST_BLOCK_S for a host-bound row's."""
+    return HOST_BLOCK_S if span_s >= HOST_SPAN_S else BLOCK_S
+
+
 def reduce(samples_us: Sequence[float], *, batch: int, method: str, clock: str,
-           escaped_us: Sequence[float] = (), ends_s: Sequence[float] = ()) -> Stats:
+           escaped_us: Sequence[float] = (), ends_s: Sequence[float] = (), block_s: float = BLOCK_S) -> Stats:
     """Samples -> statistics, as the competition's calculate_stats (sample std, err = std/√n);
     `escaped_us` the per-call busy time after each repetition's end event (median kept); `ends_s`
-    when each repetition ended (perf_counter), for the blocks (`blocks_of`) and the rerun interval."""
+    when each repetition ended (perf_counter), for the blocks of `block_s` (`blocks_of`) and the
+    rerun interval."""
     n = len(samples_us)
     if n == 0:
         raise ValueError("no samples to reduce")
     mean = sum(samples_us) / n
     std = math.sqrt(sum((x - mean) ** 2 for x in samples_us) / (n - 1)) if n > 1 else 0.0
     err = std / math.sqrt(n)
-    means = [sum(b) / len(b) for b in blocks_of(samples_us, ends_s)] if ends_s else []
+    means = [sum(b) / len(b) for b in blocks_of(samples_us, ends_s, block_s)] if ends_s else []
     block_err = rerun = None
     if len(means) >= MIN_BLOCKS:
         m = sum(means) / len(means)
@@ -100,7 +136,7 @@ def reduce(samples_us: Sequence[float], *, batch: int, method: str, clock: str,
                  best_us=min(samples_us), worst_us=max(samples_us),
                  median_us=statistics.median(samples_us), method=method, clock=clock,
                  escaped_us=statistics.median(escaped_us) if escaped_us else None,
-                 blocks=len(means), block_err_us=block_err, rerun_us=rerun)
+                 blocks=len(means), block_err_us=block_err, rerun_us=rerun, block_s=block_s if means else None)
 
 
 def blocks_of(samples: Sequence[float], ends_s: Sequence[float], block_s: float = BLOCK_S) -> list[list[float]]:
@@ -192,7 +228,25 @@ def spin_cycles_per_us(device: torch.device) -> float:
     return _CYCLES_PER_US[device]
 
 
-class EventTimer:
+class Windowed:
+    """A measurement in windows of repetitions: `begin`, `window` as often as wanted (an A/B's round:
+    as often as the versions take turns), `end` for the statistics; `batch` is one run of them
+    until the stopping rule (`_enough`) ends it."""
+
+    def batch(self, launches: Sequence[Launch]) -> Stats:
+        """Per-call time of the batch, the leaderboard's way: flush, events around all calls, / len."""
+        self.begin(launches)
+        self.run_out(launches)
+        return self.end()
+
+    def run_out(self, launches: Sequence[Launch]) -> None:
+        """Repetitions until the stopping rule says enough (from now)."""
+        started = time.perf_counter()
+        while not self._enough(started):
+            self.window(launches, 1)
+
+
+class EventTimer(Windowed):
     """Times a batch of launches with CUDA events on the caller's current stream.
 
     Two things are kept beside the times, so a caller can tell whether the calls did the work:
@@ -203,8 +257,13 @@ class EventTimer:
 
     def __init__(self, device: torch.device | str = "cuda", *, min_reps: int = MIN_REPS, max_reps: int = MAX_REPS,
                  target_rel_err: float = TARGET_REL_ERR, budget_s: float = BUDGET_S, flush: bool = True,
-                 queue_ahead: bool = False, l2: str = "nvgg", min_span_s: float = MIN_SPAN_S):
+                 queue_ahead: bool = False, l2: str = "nvgg", min_span_s: float = MIN_SPAN_S,
+                 host_us: float | None = None, rotate: bool = True):
         self.device = torch.device(device)
+        self.rotate = rotate  # each block on the next core (`pin`); off where the caller pins (an A/B's round)
+        self._first_core = os.getpid()  # where a process's rotation starts: workers side by side start apart
+        self._block = 0
+        self.host_us = host_us  # the host's time to issue one call (datapath.launch_host_us), where measured
         self.min_reps, self.max_reps = min_reps, max_reps
         self.min_span_s = min_span_s
         self.target, self.budget_s = target_rel_err, budget_s
@@ -212,6 +271,11 @@ class EventTimer:
         self.queue_ahead = queue_ahead
         self._spin_cycles = 0
         self.outputs: list = []
+        self._samples: list[float] = []
+        self._escaped: list[float] = []
+        self._ends: list[float] = []
+        self._span = 0.0
+        self._baseline = 0.0
 
     def _calibrate_spin(self, launches: Sequence[Launch]) -> None:
         """Spin long enough for the host to enqueue the whole batch (twice its measured enqueue time)."""
@@ -223,17 +287,33 @@ class EventTimer:
         torch.cuda.synchronize(self.device)
         self._spin_cycles = int(max(2 * enqueue_s * 1e6 + 50, 100) * spin_cycles_per_us(self.device))
 
-    def batch(self, launches: Sequence[Launch]) -> Stats:
-        """Per-call time of the batch, the leaderboard's way: flush, events around all calls, / len."""
+    def _enough(self, started: float) -> bool:
+        """Whether the repetitions so far end the measurement (`_done`); a host-bound row (its mean at
+        or under `host_us` / HOST_SHARE) is timed for HOST_SPAN_S, so that its blocks of
+        HOST_BLOCK_S see the levels its time wanders between."""
+        span = self.min_span_s
+        if span and self.host_us and self._samples and sum(self._samples) / len(self._samples) * HOST_SHARE <= self.host_us:
+            span = max(span, HOST_SPAN_S)
+        self._span = span
+        return _done(self._samples, started, self.min_reps, self.max_reps, self.target, self.budget_s, span)
+
+    # A measurement in windows (an A/B's round: `begin`, `window` as often as the versions take
+    # turns, `end`); `batch` is one run of them.
+    def begin(self, launches: Sequence[Launch]) -> None:
         if self.queue_ahead:
             self._calibrate_spin(launches)
+        self._samples, self._escaped, self._ends = [], [], []
+        self._span = 0.0
+        self._block = 0
+        if self.rotate and _ALLOWED:
+            pin(_ALLOWED[self._first_core % len(_ALLOWED)])
+        self._baseline = self._sync_baseline_us(torch.cuda.current_stream(self.device))
+
+    def window(self, launches: Sequence[Launch], reps: int = 1, release: bool = False) -> None:
+        """`reps` repetitions: flush, events around the batch's calls, the escape after; `release`:
+        give the evaluator's clear back after them (a version in another process clears next)."""
         stream = torch.cuda.current_stream(self.device)
-        samples: list[float] = []
-        escaped: list[float] = []
-        baseline = self._sync_baseline_us(stream)
-        ends: list[float] = []
-        started = time.perf_counter()
-        while not _done(samples, started, self.min_reps, self.max_reps, self.target, self.budget_s, self.min_span_s):
+        for _ in range(reps):
             torch.cuda.synchronize(self.device)
             self.flush()
             if self.queue_ahead:
@@ -245,14 +325,25 @@ class EventTimer:
             end.synchronize()
             t0 = time.perf_counter()
             torch.cuda.synchronize(self.device)
-            escaped.append(max(0.0, (time.perf_counter() - t0) * 1e6 - baseline) / len(launches))
-            samples.append(start.elapsed_time(end) * 1e3 / len(launches))
-            ends.append(time.perf_counter())
-        self.outputs = outputs
+            self._escaped.append(max(0.0, (time.perf_counter() - t0) * 1e6 - self._baseline) / len(launches))
+            self._samples.append(start.elapsed_time(end) * 1e3 / len(launches))
+            self._ends.append(time.perf_counter())
+            self.outputs = outputs
+            if self.rotate and _ALLOWED:
+                block = int((self._ends[-1] - self._ends[0]) / _block_s(self._span))
+                if block != self._block:
+                    self._block = block
+                    pin(_ALLOWED[(self._first_core + block) % len(_ALLOWED)])
+        if release:
+            self._release()
+
+    def end(self) -> Stats:
         self._release()
+        if self.rotate:
+            pin(None)
         method = "queue-ahead" if self.queue_ahead else "leaderboard"
-        return reduce(samples, batch=len(launches), method=method, clock="cuda events", escaped_us=escaped,
-                      ends_s=ends)
+        return reduce(self._samples, batch=len(self.outputs), method=method, clock="cuda events",
+                      escaped_us=self._escaped, ends_s=self._ends, block_s=_block_s(self._span))
 
     def _sync_baseline_us(self, stream, reps: int = 3) -> float:
         """What the synchronise after a completed end event takes with no calls between the events,
@@ -305,7 +396,7 @@ class EventTimer:
         return reduce(samples, batch=1, method="per-call", clock="cuda events", ends_s=ends)
 
 
-class CpuTimer:
+class CpuTimer(Windowed):
     """Host-clock timing for runs on the CPU (labelled as such everywhere it is shown)."""
 
     def __init__(self, *, min_reps: int = MIN_REPS, max_reps: int = MAX_REPS, target_rel_err: float = TARGET_REL_ERR,
@@ -313,19 +404,28 @@ class CpuTimer:
         self.min_reps, self.max_reps, self.target, self.budget_s = min_reps, max_reps, target_rel_err, budget_s
         self.min_span_s = min_span_s  # a CPU run is slow enough already; its blocks come from its budget
         self.outputs: list = []
+        self._samples: list[float] = []
+        self._ends: list[float] = []
 
-    def batch(self, launches: Sequence[Launch]) -> Stats:
-        samples: list[float] = []
-        ends: list[float] = []
-        started = time.perf_counter()
-        while not _done(samples, started, self.min_reps, self.max_reps, self.target, self.budget_s, self.min_span_s):
+    def _enough(self, started: float) -> bool:
+        return _done(self._samples, started, self.min_reps, self.max_reps, self.target, self.budget_s, self.min_span_s)
+
+    def begin(self, launches: Sequence[Launch]) -> None:
+        self._samples, self._ends = [], []
+
+    def window(self, launches: Sequence[Launch], reps: int = 1, release: bool = False) -> None:
+        for _ in range(reps):
             t0 = time.perf_counter()
             self.outputs = [launch() for launch in launches]
-            ends.append(time.perf_counter())
-            samples.append((ends[-1] - t0) * 1e6 / len(launches))
-        return reduce(samples, batch=len(launches), method="cpu", clock="host clock (CPU run)", ends_s=ends)
+            self._ends.append(time.perf_counter())
+            self._samples.append((self._ends[-1] - t0) * 1e6 / len(launches))
 
-    per_call = batch
+    def end(self) -> Stats:
+        return reduce(self._samples, batch=len(self.outputs), method="cpu", clock="host clock (CPU run)",
+                      ends_s=self._ends)
+
+    def per_call(self, launches: Sequence[Launch]) -> Stats:
+        return self.batch(launches)
 
 
 def make_timer(device: torch.device, mode: str = "leaderboard", l2: str = "nvgg", **kwargs):

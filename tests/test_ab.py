@@ -89,9 +89,18 @@ def test_ab_alternates_rounds_until_decided_and_writes_its_file(cli, fake_gpu, f
         assert other["vs_base"]["class"] == "slower" and 1.02 < other["vs_base"]["ratio"] < 1.04
         assert len(base["rounds"]) == len(other["rounds"]) >= ab.MIN_ROUNDS and case["stopped"].startswith("decided")
     assert raw["geomean"]["v2/submission.py"]["class"] == "slower"
-    # every round asked both versions, in a random order each round
-    firsts = [fake_rows.seen[i].source for i in range(0, len(fake_rows.seen), 2)]
-    assert set(firsts) == {"v1/submission.py", "v2/submission.py"}
+    assert all(v["first"]["status"] == "ok" for case in raw["cases"] for v in case["versions"])
+    # each version's first run (not a round), then rounds of both versions in a random order each round
+    assert [r.source for r in fake_rows.seen[:2]] == ["v1/submission.py", "v2/submission.py"]
+    assert all(sorted(turn) == ["v1/submission.py", "v2/submission.py"] for turn in fake_rows.rounds)
+    assert {turn[0] for turn in fake_rows.rounds} == {"v1/submission.py", "v2/submission.py"}
+    assert sum(len(v["rounds"]) for case in raw["cases"] for v in case["versions"]) == 2 * len(fake_rows.rounds)
+    # a round's versions share a core, the next round the next one (timing.pin; A/Bs side by side
+    # start at cores of their own)
+    import os
+    from nvgg import timing
+    cores = timing.cores()
+    assert fake_rows.cores == [cores[(os.getpid() + i) % len(cores)] for i in range(len(fake_rows.rounds))]
 
 
 def test_ab_tells_what_it_needs(cli, fake_gpu, fake_rows, tmp_path):
@@ -128,6 +137,7 @@ def test_a_spent_budget_leaves_one_round_a_case(monkeypatch):
     from nvgg import rows
     monkeypatch.setattr(rows, "run_in", lambda pool, row, rounds=False: made_result(row.case.id, "submission",
                                                                                  "submission", 10.0, source=row.source))
+    monkeypatch.setattr(rows, "round_in", lambda pool, asked, core=None: [rows.run_in(pool, row) for row in asked])
     versions = [[Row(cases.get(c), submission=f"/w/{v}/s.py", source=v) for v in ("a", "b")] for c in ("3", "4")]
     done = ab.run(versions, floor=0.02, max_rounds=30, budget_s=1e-9)
     assert [len(case.results[0]) for case in done] == [1, 1]
@@ -155,3 +165,81 @@ def test_an_unsure_ratio_says_how_many_rounds_its_spread_would_need():
     assert (f"case 3 v2: too noisy to tell apart at ±2% in 12 rounds: its rounds' ratios spread "
             f"±{math.expm1(sd):.1%} (one standard deviation); at that spread about {r.rounds_to_decide(0.02)} rounds "
             "would decide") in text
+
+
+def test_a_round_alternates_the_versions_windows_between_their_refill_and_their_check():
+    """rows.round_in: every version begins (new values), then their windows take turns A B B A ...
+    for at least MIN_WINDOWS each, then each ends (checked); a version whose window raised drops out
+    of the round with its failure while the others finish."""
+    from nvgg import procs, rows
+
+    class Pool:
+        def __init__(self, broken=""):
+            self.calls, self.broken = [], broken
+
+        def call(self, key, fn, *, limit_s=None, **kwargs):
+            self.calls.append((fn.__name__, kwargs["row"].source))
+            if fn.__name__ == "round_window" and kwargs["row"].source == self.broken:
+                raise procs.ChildFailure("crashed: exit code -11")
+            if fn.__name__ == "round_end":
+                return made_result("3", "submission", "submission", 10.0, source=kwargs["row"].source)
+            return None
+
+    versions = [Row(cases.get("3"), submission=f"/w/{v}/s.py", source=v) for v in ("a", "b")]
+    pool = Pool()
+    a, b = rows.round_in(pool, versions, core=1)
+    assert (a.source, b.source) == ("a", "b") and a.status == b.status == "ok"
+    assert pool.calls[:2] == [("round_begin", "a"), ("round_begin", "b")]
+    assert pool.calls[-2:] == [("round_end", "a"), ("round_end", "b")]
+    windows = [who for fn, who in pool.calls if fn == "round_window"]
+    assert len(windows) >= 2 * rows.MIN_WINDOWS and windows.count("a") == windows.count("b")
+    assert windows[:8] == ["a", "b", "b", "a", "a", "b", "b", "a"]
+    pool = Pool(broken="b")
+    a, b = rows.round_in(pool, versions)
+    assert a.status == "ok" and b.status == "error" and "crashed" in b.message
+    assert ("round_end", "b") not in pool.calls and pool.calls[-1] == ("round_end", "a")
+
+
+def test_a_rounds_thread_runs_on_the_rounds_core_and_is_let_go_after(monkeypatch):
+    """datapath.round_begin pins the worker's thread to the round's core (timing.pin), round_end
+    gives it every core back; on the CPU the round times and checks as any run."""
+    from nvgg import timing
+    if not timing.cores():
+        pytest.skip("this platform cannot pin a thread (no sched_setaffinity)")
+    import os
+    row = Row(cases.get("test-1"), "sequential", "torch", device="cpu")
+    datapath._ROUNDS.clear()
+    assert datapath.run_round(row).status == "ok"
+    core = timing.cores()[-1]
+    assert datapath.round_begin(row, core=core) is None
+    assert os.sched_getaffinity(0) == {core}
+    assert datapath.round_window(row, reps=2) is None
+    result = datapath.round_end(row)
+    assert result.status == "ok" and result.stats.runs == 2
+    assert sorted(os.sched_getaffinity(0)) == timing.cores()
+    datapath._ROUNDS.clear()
+
+
+def test_a_host_bound_case_is_classed_against_the_host_floor_and_says_so():
+    """A version whose host time to issue a call is most of the call (timing.HOST_SHARE): its own
+    process moves its time by up to ab.HOST_FLOOR, so a 4% ratio there is "same" (within ±5%), not "slower"."""
+    from nvgg import report
+    base = [100.0 * (1 + 0.001 * (i % 3)) for i in range(8)]
+
+    def results(times, host):
+        out = [made_result("3", "s", "s", t) for t in times]
+        for r in out:
+            r.setup_us["launch_host"] = host
+        return out
+
+    for host, floor, klass in ((95.0, ab.HOST_FLOOR, "same"), (10.0, 0.02, "slower")):
+        first = results([100.0, 104.0], host)
+        case = ab.CaseAB("3", ["v1", "v2"], [results(base, host), results([t * 1.04 for t in base], host)], "8 rounds",
+                         first=first)
+        assert case.host_bound == (host == 95.0) and case.floor(0.02) == floor
+        doc = report.ab_document([case], ab.geomeans([case]), 0.02, {})
+        (c,) = doc["cases"]
+        assert (c["floor"], c["host_bound"], c["versions"][1]["vs_base"]["class"]) == (floor, host == 95.0, klass)
+        text = report.ab_table([case], ab.geomeans([case]), 0.02, {})
+        assert ("case 3: host-bound, classed at ±5%" in text) == (host == 95.0)
+    assert ab.CaseAB("3", ["v1", "v2"], [[], []]).floor(0.08) == 0.08  # nothing known: the asked floor

@@ -75,3 +75,25 @@ def test_the_window_ends_only_on_changes_seen_soon_after_the_read_before():
     late = clocks.power_window(_reads_taking(_counter(300.0, 0.02), 0.015, 1, 0.015), lambda: time.sleep(0.001),
                                updates=5, budget_s=0.3, sharp_s=0.004)
     assert "watts" not in late and "(0 seen within 4 ms of the read before" in late["note"], late
+
+
+def test_a_sampler_without_a_period_reads_at_its_two_ends_alone(monkeypatch):
+    """An A/B's round: the clocks read when it begins and ends, no thread beside the launching one."""
+    import threading
+    import types
+    from nvgg import clocks, profiles
+    reads = []
+    nv = types.SimpleNamespace(NVML_CLOCK_SM=0, NVML_CLOCK_MEM=1, NVML_TEMPERATURE_GPU=0,
+                               nvmlDeviceGetClockInfo=lambda h, which: reads.append(which) or 1980,
+                               nvmlDeviceGetTemperature=lambda h, what: 50,
+                               nvmlDeviceGetPowerUsage=lambda h: 300_000,
+                               nvmlDeviceGetCurrentClocksEventReasons=lambda h: 0,
+                               nvmlDeviceGetCurrentClocksThrottleReasons=lambda h: 0)
+    monkeypatch.setattr(profiles, "nvml", lambda: nv)
+    monkeypatch.setattr(clocks, "_handle", lambda nvml, device: object())
+    before = threading.active_count()
+    sampler = clocks.Sampler(types.SimpleNamespace(type="cuda"), period_s=None).__enter__()
+    assert threading.active_count() == before and len(sampler.samples) == 1
+    sampler.__exit__(None, None, None)
+    summary = sampler.summary()
+    assert summary["samples"] == 2 and summary["sm_mhz"] == [1980, 1980, 1980] and not summary["throttled"]

@@ -39,7 +39,10 @@ def _fake_rows(monkeypatch):
         return Result(case=row.case.id, strategy="submission", backend="submission", status="ok", stats=stats,
                       env=env, source=row.source, point=point)
     monkeypatch.setattr(datapath, "run_row", answer)
-    monkeypatch.setattr(datapath, "run_round", answer)
+    monkeypatch.setattr(datapath, "run_round", answer)  # a version's first run in an A/B
+    monkeypatch.setattr(datapath, "round_begin", lambda row, core=None: None)  # then its rounds (rows.round_in)
+    monkeypatch.setattr(datapath, "round_window", lambda row, reps=1: None)
+    monkeypatch.setattr(datapath, "round_end", answer)
 
 
 def _measured(doc: dict) -> list:

@@ -69,3 +69,25 @@ def test_a_gpu_run_is_timed_for_its_minimum_span():
     assert timing._done(precise, now - 1.1, 3, 100, 1e-3, 1e9, min_span_s=1.0)
     assert not timing._done(precise * 20, now, 3, 100, 1e-3, 1e9, min_span_s=1.0)  # past the cap, still too short
     assert timing._done(precise, now - 11, 3, 100, 1e-3, 10.0, min_span_s=20.0)  # the budget ends it
+
+
+def test_a_host_bound_row_is_timed_longer_in_longer_blocks():
+    import time
+    timer = timing.EventTimer("cuda", flush=False, host_us=60.0)  # the host takes 60 µs to issue a call
+    now = time.perf_counter()
+    timer._samples = [200.0] * 50  # GPU-bound: a call takes far longer than its issue
+    assert timer._enough(now - 0.6) and timer._span == timing.MIN_SPAN_S
+    timer._samples = [62.0] * 50  # host-bound: 60 µs of 62 is over HOST_SHARE
+    assert not timer._enough(now - 0.6) and timer._span == timing.HOST_SPAN_S
+    assert not timer._enough(now - 1.9) and timer._enough(now - 2.1)
+    # its blocks are HOST_BLOCK_S long: 2 s of repetitions 20 ms apart make 10, not 20
+    timer._ends = [i * 0.02 for i in range(100)]
+    timer._samples = [62.0 + (i // 10) % 2 for i in range(100)]
+    timer._escaped, timer.outputs = [0.0] * 100, [None] * 15
+    stats = timer.end()
+    assert (stats.blocks, stats.block_s, stats.batch) == (10, timing.HOST_BLOCK_S, 15)
+    quiet = timing.EventTimer("cuda", flush=False)  # no host time measured: never held longer
+    quiet._samples = [62.0] * 50
+    assert quiet._enough(now - 0.6) and quiet._span == timing.MIN_SPAN_S
+    assert timing.reduce([1.0] * 100, batch=15, method="leaderboard", clock="cuda events",
+                         ends_s=[i * 0.02 for i in range(100)]).block_s == timing.BLOCK_S

@@ -22,7 +22,7 @@ def register(app: typer.Typer) -> None:
     def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="A version: a submission.py, or PATH@REV for the file at a git revision; two or more, the first the base.")] = None,
                case: Annotated[str, typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
                floor: Annotated[float, typer.Option("--floor", metavar="PCT", min=0.1, max=50.0, help="The change that matters, in percent: an interval inside ±PCT is same, one wholly beyond it faster or slower.")] = 2.0,
-               rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=abmod.MIN_ROUNDS, max=1000, help="The most rounds a case (each a leaderboard measurement of every version).")] = 30,
+               rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=abmod.MIN_ROUNDS, max=1000, help="The most rounds a case (each the versions' timed windows taking turns for about a quarter of a second, every version's calls then checked).")] = 30,
                budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", min=1.0, help="Time for the rounds of all cases together.")] = 120.0,
                shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, timeout: RowTimeout = None,
                l2: L2Opt = L2.nvgg, config: ConfigMap = None, json_out: JsonOut = None) -> None:
@@ -53,7 +53,7 @@ def register(app: typer.Typer) -> None:
                         progress.start(f"case {ab.case}")
                 done = abmod.run(todo, floor=floor / 100, max_rounds=rounds, budget_s=budget, timeout_s=timeout,
                                  on_case=on_case)
-        env = next((r.env for ab in done for results in ab.results for r in results if r.env), {})
+        env = next((r.env for ab in done for r in ab.every() if r.env), {})
         means = abmod.geomeans(done)
         if not emit_json(json_out, ab_document(done, means, floor / 100, env)):
             typer.echo(ab_table(done, means, floor / 100, env))
