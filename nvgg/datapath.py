@@ -390,7 +390,9 @@ def _close(key: tuple) -> None:
 
 def _round_failed(row: Row, key: tuple, exc: Exception) -> Result:
     """A round's call that raised: a submission's error on new inputs is the row's result (its
-    session let go); our own kernels' is raised."""
+    session let go, the thread on every core and the collector on again); our own kernels' is raised."""
+    timing.pin(None)
+    gc.enable()
     _close(key)
     _ROUNDS.pop(key, None)
     if not row.submission:

@@ -243,3 +243,28 @@ def test_a_host_bound_case_is_classed_against_the_host_floor_and_says_so():
         text = report.ab_table([case], ab.geomeans([case]), 0.02, {})
         assert ("case 3: host-bound, classed at ±5%" in text) == (host == 95.0)
     assert ab.CaseAB("3", ["v1", "v2"], [[], []]).floor(0.08) == 0.08  # nothing known: the asked floor
+
+
+def test_a_submission_that_raises_in_a_window_leaves_its_worker_as_it_found_it(tmp_path):
+    """A call that raises in a round ends the version's round with its error; the worker's thread runs
+    on every core again and Python's collector is back on (the round held both)."""
+    import gc
+    import os
+    from nvgg import timing
+    (tmp_path / "late").mkdir()
+    late = tmp_path / "late" / "submission.py"
+    late.write_text(open(submission_path("honest")).read().replace("import slowdown\n", "") +
+                    "\nFAIL = [False]\n\n\ndef custom_kernel(data):\n"
+                    "    if FAIL[0]:\n        raise RuntimeError('late failure')\n    return compute(data)\n")
+    row = Row(cases.get("test-1"), submission=str(late), source="late/submission.py", device="cpu")
+    datapath._ROUNDS.clear()
+    first = datapath.run_round(row)
+    assert first.status == "ok", first.message
+    from nvgg.backends import submission as sub
+    sub.loaded(str(late)).FAIL[0] = True  # from now on each call raises
+    # (the round's first call of it, the host time to issue one, raises already)
+    failed = datapath.round_begin(row, core=(timing.cores() or [None])[-1]) or datapath.round_window(row, reps=1)
+    assert failed is not None and failed.status == "error" and "late failure" in failed.message
+    assert gc.isenabled() and not datapath._ROUNDS
+    if timing.cores():
+        assert sorted(os.sched_getaffinity(0)) == timing.cores()
