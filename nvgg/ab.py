@@ -133,9 +133,11 @@ class CaseAB:
 
     @property
     def host_bound(self) -> bool:
-        """Whether a version's first run was host-bound (timing.HOST_SHARE)."""
-        return any(r is not None and r.status == "ok" and r.stats is not None and r.time_us
-                   and r.setup_us.get("launch_host", 0.0) >= timing.HOST_SHARE * r.time_us for r in self.first)
+        """Whether a version's first run on a GPU was host-bound (timing.HOST_SHARE; a CPU run's calls
+        are all host time, and no GPU waits for them)."""
+        return any(r is not None and r.status == "ok" and r.stats is not None and r.stats.clock == "cuda events"
+                   and r.time_us and r.setup_us.get("launch_host", 0.0) >= timing.HOST_SHARE * r.time_us
+                   for r in self.first)
 
     def floor(self, asked: float) -> float:
         """The floor this case is classed against: the asked one, or HOST_FLOOR where it is host-bound."""

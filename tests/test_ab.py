@@ -1,6 +1,7 @@
 """A fair A/B (nvgg/ab.py, `nvgg ab`): the interval and the classes, the rounds in kept sessions on
 new values, the command with its rows faked (conftest: fake_gpu, fake_rows), and for real on the CPU."""
 
+import dataclasses
 import json
 import math
 import random
@@ -243,6 +244,10 @@ def test_a_host_bound_case_is_classed_against_the_host_floor_and_says_so():
         text = report.ab_table([case], ab.geomeans([case]), 0.02, {})
         assert ("case 3: host-bound, classed at ±5%" in text) == (host == 95.0)
     assert ab.CaseAB("3", ["v1", "v2"], [[], []]).floor(0.08) == 0.08  # nothing known: the asked floor
+    cpu = results([100.0, 100.0], 100.0)  # a CPU run: its calls are host time alone, nothing waits on a GPU
+    for r in cpu:
+        r.stats = dataclasses.replace(r.stats, clock="host clock (CPU run)")
+    assert not ab.CaseAB("test-1", ["v1", "v2"], [[], []], first=cpu).host_bound
 
 
 def test_a_submission_that_raises_in_a_window_leaves_its_worker_as_it_found_it(tmp_path):
