@@ -199,10 +199,9 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
 def _stop(ab: CaseAB, rounds_done: int, floor: float, deadline: float) -> str:
     """Why the case's rounds end now ("" to go on)."""
     bad = ab.failed()
-    if bad is not None and any(bad is r for r in ab.first):
-        return f"its first run failed ({bad.status if bad.status != 'ok' else 'suspect: ' + ', '.join(f.kind for f in bad.flags)})"
     if bad is not None:
-        return f"a round failed ({bad.status if bad.status != 'ok' else 'suspect: ' + ', '.join(f.kind for f in bad.flags)})"
+        which = "its first run" if any(bad is r for r in ab.first) else "a round"
+        return f"{which} failed ({bad.status if bad.status != 'ok' else 'suspect: ' + ', '.join(f.kind for f in bad.flags)})"
     if rounds_done >= MIN_ROUNDS and all(r is not None and r.classify(ab.floor(floor)) != "unsure" for r in ab.ratios()[1:]):
         return f"decided after {rounds_done} rounds"
     if time.monotonic() >= deadline:

@@ -53,15 +53,23 @@ def run_in(pool: procs.Pool, row: Row, rounds: bool = False, limit_s: float | No
     keeping the row's session for the next, datapath.run_round; `limit_s`: its time limit where
     not the pool's); a hang or a crash becomes the row's failed Result with its reason."""
     t0 = time.perf_counter()
-    try:
+
+    def call():
         precheck(row)
-        result = pool.call(row.key, datapath.run_round if rounds else datapath.run_row, limit_s=limit_s, row=row)
-    except (procs.ChildFailure, procs.ChildError) as exc:
-        result = row.failed("error", str(exc))
-    except NvggError as exc:
-        result = row.failed("error" if row.submission else "unsupported", str(exc))
+        return pool.call(row.key, datapath.run_round if rounds else datapath.run_row, limit_s=limit_s, row=row)
+    result = _answered(row, call)
     result.wall_s = time.perf_counter() - t0
     return result
+
+
+def _answered(row: Row, call: Callable[[], Result | None]) -> Result | None:
+    """`call()`'s answer for `row`, a hang, a crash or a refusal made the row's failed Result."""
+    try:
+        return call()
+    except (procs.ChildFailure, procs.ChildError) as exc:
+        return row.failed("error", str(exc))
+    except NvggError as exc:
+        return row.failed("error" if row.submission else "unsupported", str(exc))
 
 
 # An A/B's round (ab.py): the versions' timed windows take turns, each one repetition, for about
@@ -82,14 +90,8 @@ def round_in(pool, rows: list[Row], core: int | None = None) -> list[Result]:
     out: dict[int, Result] = {}
     t0 = time.perf_counter()
 
-    def ask(i: int, fn, **kwargs):
-        try:
-            precheck(rows[i])
-            return pool.call(rows[i].key, fn, row=rows[i], **kwargs)
-        except (procs.ChildFailure, procs.ChildError) as exc:
-            return rows[i].failed("error", str(exc))
-        except NvggError as exc:
-            return rows[i].failed("error" if rows[i].submission else "unsupported", str(exc))
+    def ask(i: int, fn, **kwargs):  # (each row was prechecked for its first run: not again between windows)
+        return _answered(rows[i], lambda: pool.call(rows[i].key, fn, row=rows[i], **kwargs))
 
     live = []
     for i in range(len(rows)):

@@ -261,7 +261,7 @@ class EventTimer(Windowed):
                  host_us: float | None = None, rotate: bool = True):
         self.device = torch.device(device)
         self.rotate = rotate  # each block on the next core (`pin`); off where the caller pins (an A/B's round)
-        self._first_core = os.getpid()  # where a process's rotation starts: workers side by side start apart
+        self._core_offset = os.getpid()  # which core a process's rotation starts on: workers side by side start apart
         self._block = 0
         self.host_us = host_us  # the host's time to issue one call (datapath.launch_host_us), where measured
         self.min_reps, self.max_reps = min_reps, max_reps
@@ -306,7 +306,7 @@ class EventTimer(Windowed):
         self._span = 0.0
         self._block = 0
         if self.rotate and _ALLOWED:
-            pin(_ALLOWED[self._first_core % len(_ALLOWED)])
+            pin(_ALLOWED[self._core_offset % len(_ALLOWED)])
         self._baseline = self._sync_baseline_us(torch.cuda.current_stream(self.device))
 
     def window(self, launches: Sequence[Launch], reps: int = 1, release: bool = False) -> None:
@@ -333,7 +333,7 @@ class EventTimer(Windowed):
                 block = int((self._ends[-1] - self._ends[0]) / _block_s(self._span))
                 if block != self._block:
                     self._block = block
-                    pin(_ALLOWED[(self._first_core + block) % len(_ALLOWED)])
+                    pin(_ALLOWED[(self._core_offset + block) % len(_ALLOWED)])
         if release:
             self._release()
 
