@@ -8,7 +8,7 @@ import platform
 
 import torch
 
-from . import __version__
+from . import __version__, procs
 
 
 def _version(dist: str, module: str | None = None) -> str | None:
@@ -75,14 +75,16 @@ def _static(index: int) -> dict:
 @functools.cache
 def _fixed() -> dict:
     """The process's fixed facts, read once (the library versions through importlib.metadata)."""
-    return {
+    fixed = {
         "host": platform.node(),
         "python": platform.python_version(),
         "torch": torch.__version__,
         "cuda_runtime": torch.version.cuda,
         "cutlass_dsl": _version("nvidia-cutlass-dsl", "cutlass"),
         "nvgg": __version__,
+        "address_layout": procs.layout(),  # "fixed" in nvgg's workers (procs.fixed_layout)
     }
+    return {k: v for k, v in fixed.items() if k != "address_layout" or v is not None}
 
 
 def collect(device: torch.device) -> dict:

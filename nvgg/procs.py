@@ -2,8 +2,8 @@
 
 Every child is this same nvgg (`python -m nvgg.procs`, under a wrapper such as ncu where asked),
 started by `Child` with one environment (`environment`: this checkout first on PYTHONPATH, its GPU
-where it owns one), in a process session of its own (a timeout kills everything it started), its
-output in a log file. A child runs function objects of nvgg's (they pickle by reference) and
+where it owns one) and one memory layout (`fixed_layout`), in a process session of its own (a
+timeout kills everything it started), its output in a log file. A child runs function objects of nvgg's (they pickle by reference) and
 answers with their value, or with what they raised. It ends one of four ways, each worded the same
 for every kind of child:
 - its answer: the function's value, or the exception it raised (`ChildError`; an `NvggError`
@@ -27,6 +27,8 @@ Two kinds, one start:
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import functools
 import importlib
 import os
@@ -89,6 +91,46 @@ def timeline(event: str) -> None:
                 fh.write(f"{time.monotonic():.6f} {os.getpid()} {event}\n")
         except OSError:
             pass
+
+
+# Linux's personality flag that turns off address-space randomisation for the programs a process
+# executes (<linux/personality.h>; what `setarch -R` sets). With it off, each worker of one
+# host-bound submission ran at a speed of its own: three workers of one file, A/B'd in pinned,
+# interleaved rounds, differed by up to 5.6%, their intervals about ±1.5% (12 A/Bs); with it on,
+# the ratios of 16 such A/Bs were 0.980-1.019 and every interval held 1 (multistream/cute and a
+# torch submission, cases 3-4, H100 hosts, 2026-11-27).
+ADDR_NO_RANDOMIZE = 0x0040000
+
+
+@contextlib.contextmanager
+def fixed_layout():
+    """While a child is started: the calling thread's personality with ADDR_NO_RANDOMIZE (a
+    thread's own; fork copies the caller's, exec keeps it), so every child lays its memory out
+    alike; then as it was. Yields whether it was set: not on another OS, nor where the kernel
+    refuses it (a container's seccomp filter may), the child then started as before."""
+    try:
+        call = ctypes.CDLL(None, use_errno=True).personality
+    except (OSError, AttributeError):
+        yield False
+        return
+    call.argtypes, call.restype = [ctypes.c_ulong], ctypes.c_int
+    old = call(0xFFFFFFFF)  # (0xffffffff: only read it)
+    if old == -1 or call(old | ADDR_NO_RANDOMIZE) == -1:
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        call(old)
+
+
+def layout() -> str | None:
+    """This process's memory layout: "fixed" (started by `fixed_layout`) or "randomised"; None off Linux."""
+    try:
+        flags = int(Path("/proc/self/personality").read_text(), 16)
+    except (OSError, ValueError):
+        return None
+    return "fixed" if flags & ADDR_NO_RANDOMIZE else "randomised"
 
 
 def environment(gpu: int | None = None, extra: dict | None = None) -> dict:
@@ -267,8 +309,9 @@ class Child:
         env = environment(self.gpu, self.extra_env)
         self._log = open(self.log_path, "ab")
         streams = (subprocess.PIPE, subprocess.PIPE) if pipes else (subprocess.DEVNULL, self._log)
-        self.proc = subprocess.Popen([*self.wrap, sys.executable, "-m", "nvgg.procs", *args], env=env,
-                                     start_new_session=True, stdin=streams[0], stdout=streams[1], stderr=self._log)
+        with fixed_layout():
+            self.proc = subprocess.Popen([*self.wrap, sys.executable, "-m", "nvgg.procs", *args], env=env,
+                                         start_new_session=True, stdin=streams[0], stdout=streams[1], stderr=self._log)
 
     def kill_after_timeout(self, timeout_s: float, doing: str = "") -> str:
         """Kill the child (and what it started) that gave no answer in time, and say so."""

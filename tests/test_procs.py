@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 from conftest import running as _running
 
-from nvgg import cases, procs
+import torch
+
+from nvgg import cases, env, procs
 from nvgg.errors import NvggError
 
 
@@ -177,3 +179,42 @@ def test_side_by_side_runs_every_target_at_once_and_raises_the_first_failure_onc
     assert started == ["steady"] and ended == [True]  # stopped, and ended before the error came back
     procs.side_by_side([lambda stop: ended.append(stop.is_set())], "test")
     assert ended[-1] is False
+
+
+def _thread_personality() -> int:
+    return int(Path("/proc/thread-self/personality").read_text(), 16)
+
+
+def _layout_of_a_child() -> tuple[str, str]:
+    """Where a one-call child's executable and stack were mapped (its first line of /proc/self/maps,
+    the end of its [stack])."""
+    maps = procs.run_once(Path("/proc/self/maps").read_text).splitlines()
+    return maps[0].split()[0], next(line.split()[0].split("-")[1] for line in maps if line.endswith("[stack]"))
+
+
+@pytest.mark.skipif(not Path("/proc/thread-self/personality").exists(), reason="Linux's personality flags")
+def test_children_start_with_one_memory_layout():
+    """Address randomisation is off in every child where the kernel lets this thread turn it off:
+    two children map their executable and stack alike, workers report a fixed layout in their
+    environment; this thread's own personality is as it was once the child started."""
+    before = _thread_personality()
+    with procs.fixed_layout() as fixed:
+        inside = _thread_personality()
+    assert _thread_personality() == before
+    assert bool(inside & procs.ADDR_NO_RANDOMIZE) == fixed
+    want = "fixed" if fixed or procs.layout() == "fixed" else "randomised"
+    assert procs.run_once(procs.layout) == want
+    assert (_layout_of_a_child() == _layout_of_a_child()) == (want == "fixed")
+    with procs.Pool(60) as pool:
+        assert pool.call("a", env.collect, device=torch.device("cpu"))["address_layout"] == want
+
+
+def test_a_child_starts_where_the_kernel_refuses_a_fixed_layout(monkeypatch):
+    class Refusing:
+        @staticmethod
+        def personality(_flags):
+            return -1
+    monkeypatch.setattr(procs.ctypes, "CDLL", lambda *a, **k: Refusing())
+    with procs.fixed_layout() as fixed:
+        assert not fixed
+    assert procs.run_once(procs.layout) == procs.layout()  # as this process's own, inherited
