@@ -29,12 +29,11 @@ from .timing import t975
 from .result import Result, Row
 
 MIN_ROUNDS = 5
-# A host-bound version's time depends on its own process: the same build in separate workers, each
-# A/B'd in pinned, interleaved rounds, differed by up to 5.6% (ratios 0.981-1.056, intervals about
-# ±1.5%; multistream/cute and the torch submission, cases 3-4, 12 A/Bs, H100 host, 2026-11-27; no
-# better with PYTHONHASHSEED fixed or without the pre-started worker). One process a version cannot
-# tell apart less than that: a case where a version is host-bound (its host time to issue a call
-# timing.HOST_SHARE of the call or more) is classed against this floor where it is above the asked one.
+# A host-bound version's rounds spread wide: the same build as A and as B, its workers' layout fixed
+# (procs.fixed_layout), gave intervals of ±1.2-4.5% (median over 5 A/Bs a case; multistream/cute and
+# a torch submission, cases 1-4, H100, 2026-11-27), too wide to class at 2% in the rounds an A/B
+# has. A case where a version is host-bound (its host time to issue a call timing.HOST_SHARE of the
+# call or more) is classed against this floor where it is above the asked one.
 HOST_FLOOR = 0.05
 
 

@@ -94,11 +94,11 @@ def timeline(event: str) -> None:
 
 
 # Linux's personality flag that turns off address-space randomisation for the programs a process
-# executes (<linux/personality.h>; what `setarch -R` sets). With it off, each worker of one
+# executes (<linux/personality.h>; what `setarch -R` sets). With randomisation, each worker of one
 # host-bound submission ran at a speed of its own: three workers of one file, A/B'd in pinned,
-# interleaved rounds, differed by up to 5.6%, their intervals about ±1.5% (12 A/Bs); with it on,
-# the ratios of 16 such A/Bs were 0.980-1.019 and every interval held 1 (multistream/cute and a
-# torch submission, cases 3-4, H100 hosts, 2026-11-27).
+# interleaved rounds, differed by up to 6.7%, with intervals of ±1.5-4%; without it, the ratios of
+# 16 such A/Bs were 0.980-1.019 and every interval held 1 (multistream/cute and a torch
+# submission, cases 3-4, H100 hosts, 2026-11-27).
 ADDR_NO_RANDOMIZE = 0x0040000
 
 
