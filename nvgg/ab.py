@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import random
 import time
 from dataclasses import dataclass, field
@@ -164,7 +163,6 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
             return run(case_rows, floor=floor, max_rounds=max_rounds, budget_s=budget_s, timeout_s=timeout_s,
                        seed=seed, on_case=on_case, pool=own)
     order = random.Random(seed)
-    cores = timing.cores() or [None]  # a round's versions share a core, the next round the next core
     done_rounds = 0
     out = []
     for i, versions in enumerate(case_rows):
@@ -179,7 +177,7 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
         for n in range(max_rounds if ab.failed() is None else 0):
             turn = list(range(len(versions)))
             order.shuffle(turn)
-            core = cores[(os.getpid() + done_rounds) % len(cores)]  # (A/Bs side by side start apart)
+            core = timing.core_for(done_rounds)  # a round's versions share a core, the next round the next core
             done_rounds += 1
             for v, result in zip(turn, rows.round_in(pool, [versions[v] for v in turn], core=core)):
                 ab.results[v].append(result)

@@ -367,12 +367,12 @@ def round_end(row: Row) -> Result:
     """The round's Result: its windows' repetitions as one measurement, what they returned checked."""
     key = _round_key(row)
     session = _ROUNDS[key]
-    clock, sampler = _OPEN.pop(key)
+    clock, sampler = _OPEN[key]
     timing.pin(None)
     gc.enable()
     try:
         stats = clock.end()
-        sampler.__exit__(None, None, None)
+        _close(key)  # the clocks read at the round's end
         _settle(session, clock, stats, sampler, row.timer, energy=False)
     except Exception as exc:
         return _round_failed(row, key, exc)

@@ -82,9 +82,9 @@ def _fixed() -> dict:
         "cuda_runtime": torch.version.cuda,
         "cutlass_dsl": _version("nvidia-cutlass-dsl", "cutlass"),
         "nvgg": __version__,
-        "address_layout": procs.layout(),  # "fixed" in nvgg's workers (procs.fixed_layout)
     }
-    return {k: v for k, v in fixed.items() if k != "address_layout" or v is not None}
+    layout = procs.layout()  # "fixed" in nvgg's workers (procs.fixed_layout); None off Linux
+    return {**fixed, "address_layout": layout} if layout else fixed
 
 
 def collect(device: torch.device) -> dict:

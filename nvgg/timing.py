@@ -59,6 +59,12 @@ def cores() -> list[int]:
     return list(_ALLOWED)
 
 
+def core_for(n: int) -> int | None:
+    """The core of a process's `n`-th block or round: the next core each time, from one chosen by
+    the process id (processes side by side start apart); None where no thread can be pinned."""
+    return _ALLOWED[(os.getpid() + n) % len(_ALLOWED)] if _ALLOWED else None
+
+
 def pin(core: int | None) -> None:
     """Run the calling thread on `core` alone (None: on every core it may use again)."""
     if _ALLOWED:
@@ -261,7 +267,6 @@ class EventTimer(Windowed):
                  host_us: float | None = None, rotate: bool = True):
         self.device = torch.device(device)
         self.rotate = rotate  # each block on the next core (`pin`); off where the caller pins (an A/B's round)
-        self._core_offset = os.getpid()  # which core a process's rotation starts on: workers side by side start apart
         self._block = 0
         self.host_us = host_us  # the host's time to issue one call (datapath.launch_host_us), where measured
         self.min_reps, self.max_reps = min_reps, max_reps
@@ -305,8 +310,8 @@ class EventTimer(Windowed):
         self._samples, self._escaped, self._ends = [], [], []
         self._span = 0.0
         self._block = 0
-        if self.rotate and _ALLOWED:
-            pin(_ALLOWED[self._core_offset % len(_ALLOWED)])
+        if self.rotate:
+            pin(core_for(0))
         self._baseline = self._sync_baseline_us(torch.cuda.current_stream(self.device))
 
     def window(self, launches: Sequence[Launch], reps: int = 1, release: bool = False) -> None:
@@ -329,11 +334,11 @@ class EventTimer(Windowed):
             self._samples.append(start.elapsed_time(end) * 1e3 / len(launches))
             self._ends.append(time.perf_counter())
             self.outputs = outputs
-            if self.rotate and _ALLOWED:
+            if self.rotate:
                 block = int((self._ends[-1] - self._ends[0]) / _block_s(self._span))
                 if block != self._block:
                     self._block = block
-                    pin(_ALLOWED[(self._core_offset + block) % len(_ALLOWED)])
+                    pin(core_for(block))
         if release:
             self._release()
 
