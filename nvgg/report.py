@@ -489,9 +489,8 @@ def ab_table(done, means: dict, floor: float, env: dict) -> str:
                              "spread " + (f"about {need} rounds would decide" if need < 10_000 else
                                           "no practical number of rounds would decide (the ratio sits on the floor)"))
         if at != floor:
-            notes.append(f"case {ab.case}: host-bound, classed at ±{at:.0%}: a host-bound version's time depends on "
-                         "its own process (the same build in separate processes differs by up to that), and each "
-                         "version ran in one")
+            notes.append(f"case {ab.case}: host-bound, classed at ±{at:.0%}: host-bound rounds spread too wide to "
+                         "class a smaller change (the same build twice: intervals up to ±4.5% on an H100)")
         notes.append(f"case {ab.case}: {ab.stopped}")
     lines = [f"card: {card(env)}   floor ±{floor:.1%}   95% intervals over rounds",
              tabulate(rows, headers=["case", "version", "rounds", "median µs", "vs base (95%)", "class"])]
