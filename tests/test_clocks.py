@@ -32,7 +32,8 @@ def test_power_from_the_counters_steps_and_the_energy_a_call():
     calls = []
     power = clocks.power_window(_counter(300.0, 0.02), lambda: (calls.append(1), time.sleep(0.001)), updates=5,
                                 budget_s=2.0)
-    assert power["updates"] == 5 and 0.07 < power["seconds"] < 0.2 and calls
+    # 5 steps of 20 ms: about 0.1 s, well under the 2-s budget (a loaded CI machine can stretch it)
+    assert power["updates"] == 5 and 0.07 < power["seconds"] < 1.0 and calls
     # exact energy between two steps; the ends' times uncertain by the read before each change
     assert abs(power["watts"] - 300.0) <= 300.0 * power["within"] + 1e-9, power
     e = clocks.energy_per_call(power, call_us=140.0)
