@@ -29,14 +29,12 @@ import collections
 import json
 import math
 import os
-import queue
 import shutil
 import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -44,6 +42,8 @@ from tabulate import tabulate
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "submissions"
+sys.path.insert(0, str(ROOT))
+from nvgg import procs  # noqa: E402
 
 
 def version(folder: Path, name: str, source: str, env: dict[str, str] | None = None) -> str:
@@ -119,45 +119,32 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         groups = groups_in(folder, args.groups.split(","), args.slower)
         tries = {g: (args.slower_tries if g == "slower" else args.tries) for g in groups}
-        todo: queue.Queue = queue.Queue()
-        for t in range(max(tries.values())):  # the groups' tries in turn: a run cut short has some of each
-            for g in groups:
-                if t < tries[g]:
-                    todo.put((g, t))
-        done: list[tuple[str, int, dict, float, str | None]] = []
-        lock = threading.Lock()
+        todo = [(g, t) for t in range(max(tries.values())) for g in groups if t < tries[g]]  # the groups' tries
+        done: list[tuple[str, int, dict, float, str | None]] = []  # in turn: a run cut short has some of each
         failures: list[str] = []
 
-        def serve(gpu: str | None) -> None:
-            while True:
-                try:
-                    g, t = todo.get_nowait()
-                except queue.Empty:
-                    return
-                t0 = time.monotonic()
-                try:
-                    doc = ab(groups[g], args.cases, out / f"{g}-{t}.json", args.ab.split(), gpu)
-                except RuntimeError as exc:
-                    with lock:
-                        failures.append(str(exc))
-                    continue
-                wall = time.monotonic() - t0
-                with lock:
-                    done.append((g, t, doc, wall, gpu))
-                    said = " ".join(f"{c}:{k['class']}/{k['ratio']:.3f}" for c, k in classes(doc).items())
-                    print(f"{g}: try {t + 1}/{tries[g]} on GPU {gpu} in {wall:.0f} s: {said}", file=sys.stderr, flush=True)
+        def work(server: int, item: tuple[str, int]) -> tuple:
+            (g, t), gpu = item, gpus[server]
+            t0 = time.monotonic()
+            try:
+                return g, t, ab(groups[g], args.cases, out / f"{g}-{t}.json", args.ab.split(), gpu), time.monotonic() - t0, gpu
+            except RuntimeError as exc:
+                return str(exc)
 
-        threads = [threading.Thread(target=serve, args=(g,), daemon=True) for g in gpus]
-        for th in threads:
-            th.start()
-        try:
-            for th in threads:
-                while th.is_alive():
-                    th.join(0.5)
+        def finished(got) -> None:  # (one at a time)
+            if isinstance(got, str):
+                failures.append(got)
+                return
+            done.append(got)
+            g, t, doc, wall, gpu = got
+            said = " ".join(f"{c}:{k['class']}/{k['ratio']:.3f}" for c, k in classes(doc).items())
+            print(f"{g}: try {t + 1}/{tries[g]} on GPU {gpu} in {wall:.0f} s: {said}", file=sys.stderr, flush=True)
+
+        try:  # a try on each GPU at a time, each GPU taking the next as its last ends
+            procs.take_turns(todo, len(gpus), work, "ab-trust", on_result=finished)
         except KeyboardInterrupt:
             print(f"stopped after {len(done)} A/Bs", file=sys.stderr)
-        with lock:
-            table(list(done), args, failures)
+        table(list(done), args, failures)
         if args.l2_table and not args.smoke:
             l2_table(args.cases, groups.get("torch") or [version(folder, "torch-l2", "honest.py")])
 
