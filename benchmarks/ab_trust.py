@@ -5,6 +5,7 @@ each A/B'd many times on the benchmark cases; then the evaluator's L2 clear agai
         [--groups ours,multistream,torch,slower] [--gpus 0,1,2,3] [--out DIR] [--ab "--rounds 12"]
         [--l2-table]
     python benchmarks/ab_trust.py --smoke     # on a CPU: the mechanics on test-1, the torch pair twice
+    python benchmarks/ab_trust.py --tables DIR [DIR ...]   # one table from the A/Bs several --out folders kept
 
 Groups, each an A/B of two versions written into a temporary folder (each a folder of its own with
 the fixtures it imports, tests/fixtures/submissions):
@@ -20,6 +21,7 @@ copy "slower" in at least 9 of 10 on cases 1-3 (case 4: what difference is detec
 
 With --gpus, a try runs on each GPU at a time (CUDA_VISIBLE_DEVICES), the groups' tries taken in
 turn; every A/B still runs on one card. A TERM (a timeout) prints the table of the tries done.
+Tries spread over several calls: give each its own --out and --first-try, then --tables.
 """
 
 from __future__ import annotations
@@ -108,7 +110,11 @@ def main() -> None:
     parser.add_argument("--ab", default="", help="options passed to nvgg ab, as one string")
     parser.add_argument("--l2-table", action="store_true", help="also time cases with --l2 nvgg and --l2 evaluator")
     parser.add_argument("--smoke", action="store_true", help="CPU: test-1, two tries, the torch pair only")
+    parser.add_argument("--first-try", type=int, default=0, help="the number of the first try (its files' names)")
+    parser.add_argument("--tables", nargs="+", default=None, help="print the table of the A/Bs kept in these --out folders")
     args = parser.parse_args()
+    if args.tables:
+        return kept(args)
     if args.smoke:
         args.tries, args.cases, args.groups = 2, "test-1", "torch"
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a timeout's TERM: the table of the tries done
@@ -119,7 +125,7 @@ def main() -> None:
         out.mkdir(parents=True, exist_ok=True)
         groups = groups_in(folder, args.groups.split(","), args.slower)
         tries = {g: (args.slower_tries if g == "slower" else args.tries) for g in groups}
-        todo = [(g, t) for t in range(max(tries.values())) for g in groups if t < tries[g]]  # the groups' tries
+        todo = [(g, args.first_try + t) for t in range(max(tries.values())) for g in groups if t < tries[g]]
         done: list[tuple[str, int, dict, float, str | None]] = []  # in turn: a run cut short has some of each
         failures: list[str] = []
 
@@ -137,8 +143,10 @@ def main() -> None:
                 return
             done.append(got)
             g, t, doc, wall, gpu = got
+            (out / f"{g}-{t}.meta.json").write_text(json.dumps({"group": g, "try": t, "wall_s": wall, "gpu": gpu,
+                                                               "ab": args.ab, "gpus": args.gpus}))
             said = " ".join(f"{c}:{k['class']}/{k['ratio']:.3f}" for c, k in classes(doc).items())
-            print(f"{g}: try {t + 1}/{tries[g]} on GPU {gpu} in {wall:.0f} s: {said}", file=sys.stderr, flush=True)
+            print(f"{g}: try {t + 1} of {args.first_try + tries[g]} on GPU {gpu} in {wall:.0f} s: {said}", file=sys.stderr, flush=True)
 
         try:  # a try on each GPU at a time, each GPU taking the next as its last ends
             procs.take_turns(todo, len(gpus), work, "ab-trust", on_result=finished)
@@ -147,6 +155,21 @@ def main() -> None:
         table(list(done), args, failures)
         if args.l2_table and not args.smoke:
             l2_table(args.cases, groups.get("torch") or [version(folder, "torch-l2", "honest.py")])
+
+
+def kept(args) -> None:
+    """The table of every A/B the given --out folders kept (each with its .meta.json)."""
+    done = []
+    for folder in map(Path, args.tables):
+        metas = sorted(folder.glob("*.meta.json"))
+        if not metas:
+            raise SystemExit(f"{folder}: no A/B kept here (no *.meta.json): give the folders --out wrote")
+        for meta in metas:
+            m = json.loads(meta.read_text())
+            doc = json.loads((folder / f"{m['group']}-{m['try']}.json").read_text())
+            done.append((m["group"], m["try"], doc, m["wall_s"], m["gpu"]))
+            args.ab, args.gpus = m["ab"], m["gpus"]
+    table(done, args, [])
 
 
 def table(done: list, args, failures: list[str]) -> None:

@@ -1,6 +1,8 @@
 """Does the ± nvgg prints hold in the next run? The same rows in fresh processes, one after the
 other: how many of the later runs' means fall inside the interval the first run printed (its
-`± rerun`), and inside the repetitions' standard error alone (what the ± was before).
+`± rerun`), inside the blocks' t-interval alone (what `± rerun` is on a row that is not
+host-bound), and inside the repetitions' standard error alone; and the same with every run taken
+as the first in turn ("any first").
 
     python benchmarks/rerun.py [--runs 11] [--case 3,4] [--strategy multistream,persistent]
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import signal
 import subprocess
 import sys
@@ -21,6 +24,8 @@ from pathlib import Path
 from tabulate import tabulate
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from nvgg import timing  # noqa: E402
 HONEST = ROOT / "tests" / "fixtures" / "submissions" / "honest.py"
 
 
@@ -54,26 +59,56 @@ def _runs(args, tmp: Path, runs: list[dict]) -> None:
         if not out.exists():
             raise SystemExit(f"run {i} wrote nothing ({proc.returncode}): {proc.stderr[-500:]}")
         doc = json.loads(out.read_text())
-        rows = {(r["case"], r["source"] or r["strategy"]): r for r in doc["results"] if r["status"] == "ok"}
+        rows = {(r["case"], r["source"] or r["strategy"]): {**r, "host_bound": (r["stats"].get("block_s") or 0) >= timing.HOST_BLOCK_S}
+                for r in doc["results"] if r["status"] == "ok"}
         runs.append({"gpu": doc["results"][0]["env"].get("gpu"), **rows})
-        print(f"run {i + 1}/{args.runs} done", file=sys.stderr, flush=True)
+        said = " ".join(f"{c}/{name}:{r['stats']['mean_us']:.1f}" for (c, name), r in rows.items())
+        print(f"run {i + 1}/{args.runs} done: {said}", file=sys.stderr, flush=True)
+
+
+def _t_interval(st: dict) -> float | None:
+    """The blocks' t-interval alone (what `± rerun` is for a row that is not host-bound)."""
+    if not st.get("blocks") or st["blocks"] < timing.MIN_BLOCKS or st.get("block_err_us") is None:
+        return None
+    return timing.t975(st["blocks"] - 1) * math.sqrt(2) * max(st["err_us"], st["block_err_us"])
+
+
+def _held(runs: list[dict], key, width) -> tuple[int, int]:
+    """Every run taken as the first in turn: how many of the other runs' means its interval held."""
+    held = total = 0
+    for i, run in enumerate(runs):
+        if key not in run or width(run[key]["stats"]) is None:
+            continue
+        st = run[key]["stats"]
+        for j, other in enumerate(runs):
+            if j != i and key in other:
+                total += 1
+                held += abs(other[key]["stats"]["mean_us"] - st["mean_us"]) <= width(st)
+    return held, total
 
 
 def table(runs: list[dict], gpu) -> None:
     first, later = runs[0], runs[1:]
+    widths = {"± rerun": lambda st: st.get("rerun_us"), "blocks' t": _t_interval,
+              "±1.96 err": lambda st: 1.96 * st["err_us"]}
     rows = []
     for key, r in first.items():
         st = r["stats"]
-        mean, rerun, err = st["mean_us"], st.get("rerun_us"), st["err_us"]
         means = [run[key]["stats"]["mean_us"] for run in later if key in run]
-        inside = sum(abs(m - mean) <= rerun for m in means) if rerun is not None else None
-        inside_err = sum(abs(m - mean) <= 1.96 * err for m in means)
-        rows.append([key[0], key[1], f"{mean:.1f}", f"±{rerun:.1f}" if rerun is not None else "—", st.get("blocks"),
-                     f"{inside}/{len(means)}" if inside is not None else "—", f"±{1.96 * err:.2f}",
-                     f"{inside_err}/{len(means)}", f"{min(means):.1f}-{max(means):.1f}"])
-    print(f"card: {gpu}; the first run's interval against {len(later)} later runs, each a fresh process")
-    print(tabulate(rows, headers=["case", "row", "first µs", "± rerun", "blocks", "inside", "±1.96 err", "inside",
-                                  "later means"], tablefmt="github"))
+        row = [key[0], key[1], f"{st['mean_us']:.1f}", st.get("blocks"), "yes" if r["host_bound"] else "no"]
+        for width in widths.values():
+            w = width(st)
+            inside = sum(abs(m - st["mean_us"]) <= w for m in means) if w is not None else None
+            held, total = _held(runs, key, width)
+            row += [f"±{w:.1f}" if w is not None else "—", f"{inside}/{len(means)}" if w is not None else "—",
+                    f"{held}/{total}" if total else "—"]
+        rows.append(row + [f"{min(means):.1f}-{max(means):.1f}"])
+    print(f"card: {gpu}; the first run's interval against {len(later)} later runs, each a fresh process; "
+          f"'any first': every run's interval against all the others' means")
+    headers = ["case", "row", "first µs", "blocks", "host-bound"]
+    for name in widths:
+        headers += [name, "inside", "any first"]
+    print(tabulate(rows, headers=headers + ["later means"], tablefmt="github"))
 
 
 if __name__ == "__main__":

@@ -8,6 +8,9 @@ A row's noise band is the widest of:
 - the spread of either run's repetitions (its std over its mean): a repetition of the batch is
   the unit the timer measures, and a mean that moved by less than one repetition's scatter has
   not moved,
+- either run's rerun interval (timing.Stats.rerun_us over its mean): where that run said a rerun's
+  mean would fall; a host-bound row's reaches its fastest and slowest block, since its reruns mix
+  the host's levels in other shares,
 - NOISE_FLOOR: what the same build moves between two processes on an idle card beyond both
   (the clocks' state at the start of a run): up to 2.9% on an H100 (our persistent kernel on
   benchmarks 1-4, five runs against one baseline, 2026-11-26), so 4%.
@@ -48,12 +51,13 @@ class Compared:
         return out + (f": {self.reason}" if self.reason else "")
 
 
-def _noise(stats: dict) -> tuple[float, float, float]:
-    """(mean, relative standard error, relative spread) of a Stats dict; the error the wider of
-    the repetitions' and the blocks' (timing.Stats: a host-bound row's time wanders
-    over tenths of a second, which consecutive repetitions do not show)."""
+def _noise(stats: dict) -> tuple[float, float, float, float]:
+    """(mean, relative standard error, relative spread, relative rerun half-width) of a Stats
+    dict; the error the wider of the repetitions' and the blocks' (timing.Stats: a host-bound row's
+    time wanders over tenths of a second, which consecutive repetitions do not show)."""
     mean = stats["mean_us"]
-    return mean, max(stats["err_us"], stats.get("block_err_us") or 0.0) / mean, stats["std_us"] / mean
+    return (mean, max(stats["err_us"], stats.get("block_err_us") or 0.0) / mean, stats["std_us"] / mean,
+            (stats.get("rerun_us") or 0.0) / mean)
 
 
 def _clock_reason(new_clocks: dict, old_clocks: dict) -> str:
@@ -75,11 +79,11 @@ def compare(new: dict, old: dict, max_regression_pct: float) -> Compared:
                         f"was ok, now {new.get('status')}" + (f" ({new['message']})" if new.get("message") else ""), True)
     if not (new.get("stats") and old.get("stats") and new.get("status") == "ok" and old.get("status") == "ok"):
         return Compared("unsure", None, None, old.get("time_us"), "not timed in both runs", False)
-    m1, err1, spread1 = _noise(new["stats"])
-    m0, err0, spread0 = _noise(old["stats"])
+    m1, err1, spread1, rerun1 = _noise(new["stats"])
+    m0, err0, spread0, rerun0 = _noise(old["stats"])
     change = m1 / m0 - 1
     stat = SIGMAS * math.hypot(err0, err1)
-    band = max(stat, spread0, spread1, NOISE_FLOOR)
+    band = max(stat, spread0, spread1, rerun0, rerun1, NOISE_FLOOR)
     if abs(change) <= band:
         if abs(change) + stat > allowed:
             return Compared("unsure", change, band, m0, f"the noise is wider than the allowed {max_regression_pct:g}%", False)

@@ -45,6 +45,12 @@ MIN_BLOCKS = 3
 HOST_SHARE = 0.6
 HOST_SPAN_S = 2.0
 HOST_BLOCK_S = 0.2
+# A host-bound row's mean is a mix of the host's levels, and a rerun mixes them in
+# other shares: over minutes, later runs' means drifted past the t-interval of the first run's
+# blocks (it held 8, 10, 8 and 5 of 10 later means of multistream/cute and the torch submission on
+# cases 3-4; H100, benchmarks/rerun.py, 2026-11-27). A rerun's mean is still a mix of levels the
+# blocks, moved core to core, have seen; so a host-bound row's rerun interval reaches from its mean
+# at least to its fastest and its slowest block.
 # Where a row's launching thread runs changes its host time: a host-bound row's level holds for
 # seconds in one process and differs between processes (the same build as A and as B, each in a
 # worker of its own: 1.20x on multistream/cute case 3, 1.65x and 0.67x on the torch submission;
@@ -109,6 +115,9 @@ class Stats:
     block_err_us: float | None = None
     rerun_us: float | None = None
     block_s: float | None = None  # the blocks' length (HOST_BLOCK_S for a host-bound row)
+    # the fastest and the slowest block's mean (None under MIN_BLOCKS blocks)
+    block_lo_us: float | None = None
+    block_hi_us: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -120,11 +129,13 @@ def _block_s(span_s: float) -> float:
 
 
 def reduce(samples_us: Sequence[float], *, batch: int, method: str, clock: str,
-           escaped_us: Sequence[float] = (), ends_s: Sequence[float] = (), block_s: float = BLOCK_S) -> Stats:
+           escaped_us: Sequence[float] = (), ends_s: Sequence[float] = (), block_s: float = BLOCK_S,
+           host_bound: bool = False) -> Stats:
     """Samples -> statistics, as the competition's calculate_stats (sample std, err = std/√n);
     `escaped_us` the per-call busy time after each repetition's end event (median kept); `ends_s`
     when each repetition ended (perf_counter), for the blocks of `block_s` (`blocks_of`) and the
-    rerun interval."""
+    rerun interval, which for a `host_bound` row reaches at least its farthest block
+    (the note after HOST_BLOCK_S)."""
     n = len(samples_us)
     if n == 0:
         raise ValueError("no samples to reduce")
@@ -132,17 +143,21 @@ def reduce(samples_us: Sequence[float], *, batch: int, method: str, clock: str,
     std = math.sqrt(sum((x - mean) ** 2 for x in samples_us) / (n - 1)) if n > 1 else 0.0
     err = std / math.sqrt(n)
     means = [sum(b) / len(b) for b in blocks_of(samples_us, ends_s, block_s)] if ends_s else []
-    block_err = rerun = None
+    block_err = rerun = lo = hi = None
     if len(means) >= MIN_BLOCKS:
         m = sum(means) / len(means)
         block_err = math.sqrt(sum((x - m) ** 2 for x in means) / (len(means) - 1) / len(means))
         # a rerun's mean and this one each carry the error: their difference √2 times it
         rerun = t975(len(means) - 1) * math.sqrt(2) * max(err, block_err)
+        lo, hi = min(means), max(means)
+        if host_bound:
+            rerun = max(rerun, mean - lo, hi - mean)
     return Stats(runs=n, batch=batch, mean_us=mean, std_us=std, err_us=err,
                  best_us=min(samples_us), worst_us=max(samples_us),
                  median_us=statistics.median(samples_us), method=method, clock=clock,
                  escaped_us=statistics.median(escaped_us) if escaped_us else None,
-                 blocks=len(means), block_err_us=block_err, rerun_us=rerun, block_s=block_s if means else None)
+                 blocks=len(means), block_err_us=block_err, rerun_us=rerun, block_s=block_s if means else None,
+                 block_lo_us=lo, block_hi_us=hi)
 
 
 def blocks_of(samples: Sequence[float], ends_s: Sequence[float], block_s: float = BLOCK_S) -> list[list[float]]:
@@ -348,7 +363,8 @@ class EventTimer(Windowed):
             pin(None)
         method = "queue-ahead" if self.queue_ahead else "leaderboard"
         return reduce(self._samples, batch=len(self.outputs), method=method, clock="cuda events",
-                      escaped_us=self._escaped, ends_s=self._ends, block_s=_block_s(self._span))
+                      escaped_us=self._escaped, ends_s=self._ends, block_s=_block_s(self._span),
+                      host_bound=self._span >= HOST_SPAN_S)
 
     def _sync_baseline_us(self, stream, reps: int = 5) -> float:
         """What the synchronise after a completed end event takes with no calls between the events,

@@ -52,6 +52,21 @@ def test_a_slowdown_under_throttling_or_other_clocks_is_unsure_not_a_failure():
     assert same_clock.kind == "slower" and same_clock.fails
 
 
+def test_a_host_bound_rows_rerun_interval_widens_the_band():
+    # 18% slower, repetitions scattered 5%: slower, and it fails
+    plain = _row(118.0, 5.0, runs=200)
+    assert gate.compare(plain, _row(100.0, 5.0, runs=200), 5.0).kind == "slower"
+    # the baseline said a rerun may land 25% away (its blocks sat at two levels): the change is
+    # inside that, and wider than the allowed 5%: unsure, not a failure
+    levels = _row(100.0, 5.0, runs=200)
+    levels["stats"]["rerun_us"] = 25.0
+    found = gate.compare(plain, levels, 5.0)
+    assert (found.kind, found.fails, found.band) == ("unsure", False, pytest.approx(0.25))
+    # a rerun interval narrower than the other terms changes nothing
+    levels["stats"]["rerun_us"] = 1.0
+    assert gate.compare(plain, levels, 5.0).band == pytest.approx(0.05)
+
+
 def test_lost_correctness_fails_and_untimed_rows_are_unsure():
     lost = gate.compare(_row(0, 0, status="wrong") | {"stats": None, "message": "input 2: mismatch"}, _row(100.0, 0.5), 5.0)
     assert lost.kind == "failed" and lost.fails and "was ok, now wrong (input 2: mismatch)" in lost.text()

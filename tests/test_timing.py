@@ -57,6 +57,17 @@ def test_a_time_that_wanders_between_blocks_widens_the_rerun_interval():
     assert wandering.block_err_us == pytest.approx(means_sd / math.sqrt(10))
     assert wandering.rerun_us == pytest.approx(2.262 * math.sqrt(2) * means_sd / math.sqrt(10))
     assert wandering.rerun_us > 5 * wandering.err_us
+    assert (wandering.block_lo_us, wandering.block_hi_us) == (55.0, 92.0)
+    # a host-bound row: nine blocks at 55 µs, one at 92; the t-interval of the blocks (11.8 µs)
+    # falls short of the slow block, 33.3 µs above the mean, where a rerun mixing more of it lands
+    once = [92.0 if i >= 90 else 55.0 for i in range(100)]
+    plain = timing.reduce(once, batch=15, method="leaderboard", clock="cuda events", ends_s=ends)
+    host = timing.reduce(once, batch=15, method="leaderboard", clock="cuda events", ends_s=ends, host_bound=True)
+    assert plain.rerun_us == pytest.approx(11.8, abs=0.1) and host.mean_us == pytest.approx(58.7)
+    assert host.rerun_us == pytest.approx(92.0 - 58.7)
+    # where the blocks' t-interval is the wider, it stays
+    assert timing.reduce(levels, batch=15, method="leaderboard", clock="cuda events", ends_s=ends,
+                         host_bound=True).rerun_us == wandering.rerun_us
     short = timing.reduce([50.0] * 5, batch=15, method="leaderboard", clock="cuda events", ends_s=[0.0, 0.01, 0.02, 0.03, 0.04])
     assert short.blocks == 1 and short.rerun_us is None and short.block_err_us is None
 
@@ -86,6 +97,9 @@ def test_a_host_bound_row_is_timed_longer_in_longer_blocks():
     timer._escaped, timer.outputs = [0.0] * 100, [None] * 15
     stats = timer.end()
     assert (stats.blocks, stats.block_s, stats.batch) == (10, timing.HOST_BLOCK_S, 15)
+    # and its rerun interval reaches its farthest block: one slow block among ten
+    timer._samples = [62.0 if i < 90 else 99.0 for i in range(100)]
+    assert timer.end().rerun_us == pytest.approx(99.0 - 65.7)
     quiet = timing.EventTimer("cuda", flush=False)  # no host time measured: never held longer
     quiet._samples = [62.0] * 50
     assert quiet._enough(now - 0.6) and quiet._span == timing.MIN_SPAN_S
