@@ -154,7 +154,7 @@ def spread_cell(st, footnotes: dict[str, int]) -> str:
                                 "rerun will show")
     if st.rerun_us > TELL_APART * st.mean_us:
         return noted(st.rerun_us, f"too noisy to tell versions {TELL_APART:.0%} apart: a rerun's mean may move by "
-                                  f"more (the time wanders between 0.1-s blocks); `nvgg ab` alternates versions")
+                                  f"more (the time wanders between the run's blocks); `nvgg ab` alternates versions")
     return fmt_us(st.rerun_us)
 
 

@@ -133,16 +133,18 @@ def test_a_suspect_round_ends_the_case_like_a_failed_one():
     assert ab._stop(case, 2, 0.02, math.inf) == "a round failed (suspect: below-sol)"
 
 
-def test_a_spent_budget_leaves_one_round_a_case(monkeypatch):
-    """Past the budget each later case still gets its one round, then stops (no budget is no limit)."""
+def test_a_spent_budget_leaves_each_case_its_least_rounds(monkeypatch):
+    """Past the budget each case still gets MIN_ROUNDS, the least that can class it, then stops."""
     from nvgg import rows
-    monkeypatch.setattr(rows, "run_in", lambda pool, row, rounds=False: made_result(row.case.id, "submission",
-                                                                                 "submission", 10.0, source=row.source))
+    import itertools
+    wide = itertools.cycle([7.0, 13.0, 9.0, 12.0])  # b's rounds 30% apart: never decided in 5
+    monkeypatch.setattr(rows, "run_in", lambda pool, row, rounds=False: made_result(
+        row.case.id, "submission", "submission", 10.0 if row.source == "a" else next(wide), source=row.source))
     monkeypatch.setattr(rows, "round_in", lambda pool, asked, core=None: [rows.run_in(pool, row) for row in asked])
     versions = [[Row(cases.get(c), submission=f"/w/{v}/s.py", source=v) for v in ("a", "b")] for c in ("3", "4")]
     done = ab.run(versions, floor=0.02, max_rounds=30, budget_s=1e-9)
-    assert [len(case.results[0]) for case in done] == [1, 1]
-    assert all(case.stopped == "time budget spent after 1 rounds" for case in done)
+    assert ab.MIN_ROUNDS == 5 and [len(case.results[0]) for case in done] == [5, 5]
+    assert all(case.stopped == "time budget spent after 5 rounds" for case in done)
 
 
 def test_an_unsure_ratio_says_how_many_rounds_its_spread_would_need():
