@@ -30,9 +30,12 @@ from .result import Result, Row
 MIN_ROUNDS = 5
 # A host-bound version's rounds spread wide: the same build as A and as B, its workers' layout fixed
 # (procs.fixed_layout), gave intervals of ±1.2-4.5% (median over 5 A/Bs a case; multistream/cute and
-# a torch submission, cases 1-4, H100, 2026-11-27), too wide to class at 2% in the rounds an A/B
-# has. A case where a version is host-bound (its host time to issue a call timing.HOST_SHARE of the
-# call or more) is classed against this floor where it is above the asked one.
+# a torch submission, cases 1-4, H100, 2026-11-27), too wide to call same at 2% in the rounds an A/B
+# has. In a case where a version is host-bound (its host time to issue a call timing.HOST_SHARE of
+# the call or more) an interval within this floor is same. One wholly beyond the asked floor is
+# still faster or slower: no interval of the same build lay wholly beyond ±2% (106 host-bound
+# case-tries, four A/Bs side by side on a 4-GPU H100 host, 2026-11-27), while the 3% slower copy's
+# case 4, host-bound there, lay at 1.034-1.038.
 HOST_FLOOR = 0.05
 
 
@@ -45,13 +48,16 @@ class Ratio:
     hi: float
     n: int
 
-    def classify(self, floor: float) -> str:
-        """faster / slower / same / unsure against a floor (0.02: a 2% change is one that matters)."""
+    def classify(self, floor: float, same_within: float | None = None) -> str:
+        """faster / slower where the whole interval lies beyond the floor (0.02: a 2% change is one
+        that matters), same where it lies within `same_within` (the floor unless given: a host-bound
+        case's ab.HOST_FLOOR), unsure otherwise."""
+        within = floor if same_within is None else same_within
         if self.hi < 1 - floor:
             return "faster"
         if self.lo > 1 + floor:
             return "slower"
-        if self.lo >= 1 - floor and self.hi <= 1 + floor:
+        if self.lo >= 1 - within and self.hi <= 1 + within:
             return "same"
         return "unsure"
 
@@ -138,8 +144,12 @@ class CaseAB:
                    for r in self.first)
 
     def floor(self, asked: float) -> float:
-        """The floor this case is classed against: the asked one, or HOST_FLOOR where it is host-bound."""
+        """Within what an interval is same here: the asked floor, or HOST_FLOOR where it is host-bound."""
         return max(asked, HOST_FLOOR) if self.host_bound else asked
+
+    def classify(self, r: Ratio, asked: float) -> str:
+        """A ratio's class here: against the asked floor, same within `floor(asked)`."""
+        return r.classify(asked, self.floor(asked))
 
     def every(self) -> list[Result]:
         """Every result of the case: the versions' first runs, then their rounds."""
@@ -199,7 +209,7 @@ def _stop(ab: CaseAB, rounds_done: int, floor: float, deadline: float) -> str:
     if bad is not None:
         which = "its first run" if any(bad is r for r in ab.first) else "a round"
         return f"{which} failed ({bad.status if bad.status != 'ok' else 'suspect: ' + ', '.join(f.kind for f in bad.flags)})"
-    if rounds_done >= MIN_ROUNDS and all(r is not None and r.classify(ab.floor(floor)) != "unsure" for r in ab.ratios()[1:]):
+    if rounds_done >= MIN_ROUNDS and all(r is not None and ab.classify(r, floor) != "unsure" for r in ab.ratios()[1:]):
         return f"decided after {rounds_done} rounds"
     # the budget ends a case only after MIN_ROUNDS: a case whose workers' start and first runs ate
     # its share got 1-4 rounds and no class (the torch submission on case 1 beside three other

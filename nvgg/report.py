@@ -480,7 +480,7 @@ def ab_table(done, means: dict, floor: float, env: dict) -> str:
             times = sorted(ab.times(v))
             median = fmt_us(times[len(times) // 2]) if times else "—"
             r = ratios[v]
-            cls = "base" if v == 0 else (r.classify(at) if r else "—")
+            cls = "base" if v == 0 else (ab.classify(r, floor) if r else "—")
             rows.append([ab.case, name, str(len(ab.results[v])), median, "1 (base)" if v == 0 else _ratio_text(r), cls])
             if cls == "unsure":
                 need = r.rounds_to_decide(at)
@@ -489,14 +489,15 @@ def ab_table(done, means: dict, floor: float, env: dict) -> str:
                              "spread " + (f"about {need} rounds would decide" if need < 10_000 else
                                           "no practical number of rounds would decide (the ratio sits on the floor)"))
         if at != floor:
-            notes.append(f"case {ab.case}: host-bound, classed at ±{at:.0%}: host-bound rounds spread too wide to "
-                         "class a smaller change (the same build twice: intervals up to ±4.5% on an H100)")
+            notes.append(f"case {ab.case}: host-bound, same within ±{at:.0%}: host-bound rounds spread too wide to "
+                         f"call a smaller change same (the same build twice: intervals up to ±4.5% on an H100); an "
+                         f"interval wholly beyond ±{floor:.0%} is still faster or slower")
         notes.append(f"case {ab.case}: {ab.stopped}")
     lines = [f"card: {card(env)}   floor ±{floor:.1%}   95% intervals over rounds",
              tabulate(rows, headers=["case", "version", "rounds", "median µs", "vs base (95%)", "class"])]
     if len(done) > 1:
         over = _geomean_floor(done, floor)
-        lines.append(tabulate([[name, _ratio_text(g), g.classify(over) if g else "—"] for name, g in means.items()],
+        lines.append(tabulate([[name, _ratio_text(g), g.classify(floor, over) if g else "—"] for name, g in means.items()],
                               headers=["version", "geomean vs base (95%)", "class"]))
     return "\n".join(lines + notes)
 
@@ -505,8 +506,9 @@ def ab_document(done, means: dict, floor: float, env: dict) -> dict:
     """`nvgg ab --json`: every round's result, the ratios and classes, the geometric means."""
     from .result import document
 
-    def ratio_dict(r, at=floor):
-        return None if r is None else {"ratio": r.ratio, "lo": r.lo, "hi": r.hi, "rounds": r.n, "class": r.classify(at)}
+    def ratio_dict(r, within=floor):
+        return None if r is None else {"ratio": r.ratio, "lo": r.lo, "hi": r.hi, "rounds": r.n,
+                                       "class": r.classify(floor, within)}
 
     cases = []
     for ab in done:
@@ -514,7 +516,7 @@ def ab_document(done, means: dict, floor: float, env: dict) -> dict:
         versions = [{"name": name, "vs_base": ratio_dict(ratios[v], at), "times_us": ab.times(v),
                      "first": ab.first[v].to_dict() if v < len(ab.first) and ab.first[v] is not None else None,
                      "rounds": [r.to_dict() for r in ab.results[v]]} for v, name in enumerate(ab.versions)]
-        cases.append({"case": ab.case, "stopped": ab.stopped, "floor": at, "host_bound": ab.host_bound,
+        cases.append({"case": ab.case, "stopped": ab.stopped, "floor": floor, "same_within": at, "host_bound": ab.host_bound,
                       "versions": versions})
     over = _geomean_floor(done, floor)
     return document("ab", env=env, floor=floor, cases=cases,
@@ -522,7 +524,7 @@ def ab_document(done, means: dict, floor: float, env: dict) -> dict:
 
 
 def _geomean_floor(done, floor: float) -> float:
-    """The geometric mean's floor: the widest of its cases' (a host-bound case's, ab.HOST_FLOOR)."""
+    """Within what the geometric mean is same: the widest of its cases' (a host-bound case's, ab.HOST_FLOOR)."""
     return max([ab.floor(floor) for ab in done] + [floor])
 
 

@@ -223,11 +223,13 @@ def test_a_rounds_thread_runs_on_the_rounds_core_and_is_let_go_after(monkeypatch
     datapath._ROUNDS.clear()
 
 
-def test_a_host_bound_case_is_classed_against_the_host_floor_and_says_so():
-    """A version whose host time to issue a call is most of the call (timing.HOST_SHARE): its own
-    process moves its time by up to ab.HOST_FLOOR, so a 4% ratio there is "same" (within ±5%), not "slower"."""
+def test_a_host_bound_case_is_same_within_the_host_floor_and_says_so():
+    """A version whose host time to issue a call is most of the call (timing.HOST_SHARE): its rounds
+    spread wide, so an interval within ab.HOST_FLOOR (±5%) is "same" there, where at ±2% it would be
+    "unsure"; an interval wholly beyond ±2% is "slower" either way (a tight 4% is a change)."""
     from nvgg import report
     base = [100.0 * (1 + 0.001 * (i % 3)) for i in range(8)]
+    wide = [1.0 + 0.03 * (-1) ** i for i in range(8)]  # rounds 3% either side of 1.01: interval ±2.6%
 
     def results(times, host):
         out = [made_result("3", "s", "s", t) for t in times]
@@ -235,16 +237,18 @@ def test_a_host_bound_case_is_classed_against_the_host_floor_and_says_so():
             r.setup_us["launch_host"] = host
         return out
 
-    for host, floor, klass in ((95.0, ab.HOST_FLOOR, "same"), (10.0, 0.02, "slower")):
+    for host, within, tight, spread in ((95.0, ab.HOST_FLOOR, "slower", "same"), (10.0, 0.02, "slower", "unsure")):
         first = results([100.0, 104.0], host)
-        case = ab.CaseAB("3", ["v1", "v2"], [results(base, host), results([t * 1.04 for t in base], host)], "8 rounds",
-                         first=first)
-        assert case.host_bound == (host == 95.0) and case.floor(0.02) == floor
-        doc = report.ab_document([case], ab.geomeans([case]), 0.02, {})
-        (c,) = doc["cases"]
-        assert (c["floor"], c["host_bound"], c["versions"][1]["vs_base"]["class"]) == (floor, host == 95.0, klass)
-        text = report.ab_table([case], ab.geomeans([case]), 0.02, {})
-        assert ("case 3: host-bound, classed at ±5%" in text) == (host == 95.0)
+        for times, klass in (([t * 1.04 for t in base], tight), ([t * 1.01 * w for t, w in zip(base, wide)], spread)):
+            case = ab.CaseAB("3", ["v1", "v2"], [results(base, host), results(times, host)], "8 rounds", first=first)
+            assert case.host_bound == (host == 95.0) and case.floor(0.02) == within
+            doc = report.ab_document([case], ab.geomeans([case]), 0.02, {})
+            (c,) = doc["cases"]
+            assert (c["floor"], c["same_within"], c["host_bound"], c["versions"][1]["vs_base"]["class"]) == \
+                (0.02, within, host == 95.0, klass)
+            text = report.ab_table([case], ab.geomeans([case]), 0.02, {})
+            assert ("case 3: host-bound, same within ±5%" in text) == (host == 95.0)
+            assert text.splitlines()[4].split("|")[-2].strip() == klass  # v2's row, its class
     assert ab.CaseAB("3", ["v1", "v2"], [[], []]).floor(0.08) == 0.08  # nothing known: the asked floor
     cpu = results([100.0, 100.0], 100.0)  # a CPU run: its calls are host time alone, nothing waits on a GPU
     for r in cpu:
