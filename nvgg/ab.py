@@ -143,13 +143,13 @@ class CaseAB:
                    and r.time_us and r.setup_us.get("launch_host", 0.0) >= timing.HOST_SHARE * r.time_us
                    for r in self.first)
 
-    def floor(self, asked: float) -> float:
+    def same_within(self, asked: float) -> float:
         """Within what an interval is same here: the asked floor, or HOST_FLOOR where it is host-bound."""
         return max(asked, HOST_FLOOR) if self.host_bound else asked
 
     def classify(self, r: Ratio, asked: float) -> str:
-        """A ratio's class here: against the asked floor, same within `floor(asked)`."""
-        return r.classify(asked, self.floor(asked))
+        """A ratio's class here: against the asked floor, same within `same_within(asked)`."""
+        return r.classify(asked, self.same_within(asked))
 
     def every(self) -> list[Result]:
         """Every result of the case: the versions' first runs, then their rounds."""
@@ -166,8 +166,8 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
     """Each case's versions (its rows, the first the base) in rounds, a random order each round,
     all in one pool (a worker a version, kept across cases and rounds; `pool`: one the caller
     holds); a case stops once every ratio is decided after MIN_ROUNDS, at `max_rounds`, on a
-    failure, or when its share of the budget is spent and it has had MIN_ROUNDS. `on_case(ab, done)` as each case starts
-    (done False) and ends (True)."""
+    failure, or when its share of the budget is spent and it has had MIN_ROUNDS. `on_case(ab,
+    done)` as each case starts (done False) and ends (True)."""
     if pool is None:
         with procs.Pool(timeout_s, preload=("nvgg.datapath",)) as own:
             return run(case_rows, floor=floor, max_rounds=max_rounds, budget_s=budget_s, timeout_s=timeout_s,

@@ -475,7 +475,7 @@ def ab_table(done, means: dict, floor: float, env: dict) -> str:
     rows, notes = [], []
     for ab in done:
         ratios = ab.ratios()
-        at = ab.floor(floor)
+        at = ab.same_within(floor)
         for v, name in enumerate(ab.versions):
             times = sorted(ab.times(v))
             median = fmt_us(times[len(times) // 2]) if times else "—"
@@ -512,7 +512,7 @@ def ab_document(done, means: dict, floor: float, env: dict) -> dict:
 
     cases = []
     for ab in done:
-        ratios, at = ab.ratios(), ab.floor(floor)
+        ratios, at = ab.ratios(), ab.same_within(floor)
         versions = [{"name": name, "vs_base": ratio_dict(ratios[v], at), "times_us": ab.times(v),
                      "first": ab.first[v].to_dict() if v < len(ab.first) and ab.first[v] is not None else None,
                      "rounds": [r.to_dict() for r in ab.results[v]]} for v, name in enumerate(ab.versions)]
@@ -525,7 +525,7 @@ def ab_document(done, means: dict, floor: float, env: dict) -> dict:
 
 def _geomean_floor(done, floor: float) -> float:
     """Within what the geometric mean is same: the widest of its cases' (a host-bound case's, ab.HOST_FLOOR)."""
-    return max([ab.floor(floor) for ab in done] + [floor])
+    return max([ab.same_within(floor) for ab in done] + [floor])
 
 
 # ---------------------------------------------------------------- a sweep (nvgg tune)

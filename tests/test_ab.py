@@ -241,7 +241,7 @@ def test_a_host_bound_case_is_same_within_the_host_floor_and_says_so():
         first = results([100.0, 104.0], host)
         for times, klass in (([t * 1.04 for t in base], tight), ([t * 1.01 * w for t, w in zip(base, wide)], spread)):
             case = ab.CaseAB("3", ["v1", "v2"], [results(base, host), results(times, host)], "8 rounds", first=first)
-            assert case.host_bound == (host == 95.0) and case.floor(0.02) == within
+            assert case.host_bound == (host == 95.0) and case.same_within(0.02) == within
             doc = report.ab_document([case], ab.geomeans([case]), 0.02, {})
             (c,) = doc["cases"]
             assert (c["floor"], c["same_within"], c["host_bound"], c["versions"][1]["vs_base"]["class"]) == \
@@ -249,7 +249,7 @@ def test_a_host_bound_case_is_same_within_the_host_floor_and_says_so():
             text = report.ab_table([case], ab.geomeans([case]), 0.02, {})
             assert ("case 3: host-bound, same within ±5%" in text) == (host == 95.0)
             assert text.splitlines()[4].split("|")[-2].strip() == klass  # v2's row, its class
-    assert ab.CaseAB("3", ["v1", "v2"], [[], []]).floor(0.08) == 0.08  # nothing known: the asked floor
+    assert ab.CaseAB("3", ["v1", "v2"], [[], []]).same_within(0.08) == 0.08  # nothing known: the asked floor
     cpu = results([100.0, 100.0], 100.0)  # a CPU run: its calls are host time alone, nothing waits on a GPU
     for r in cpu:
         r.stats = dataclasses.replace(r.stats, clock="host clock (CPU run)")
