@@ -123,9 +123,14 @@ class Stats:
         return asdict(self)
 
 
+def _host_bound(span_s: float) -> bool:
+    """Whether a measurement timed for `span_s` was a host-bound row's (`_enough` set its span)."""
+    return span_s >= HOST_SPAN_S
+
+
 def _block_s(span_s: float) -> float:
     """The block length of a measurement timed for `span_s`: HOST_BLOCK_S for a host-bound row's."""
-    return HOST_BLOCK_S if span_s >= HOST_SPAN_S else BLOCK_S
+    return HOST_BLOCK_S if _host_bound(span_s) else BLOCK_S
 
 
 def reduce(samples_us: Sequence[float], *, batch: int, method: str, clock: str,
@@ -364,7 +369,7 @@ class EventTimer(Windowed):
         method = "queue-ahead" if self.queue_ahead else "leaderboard"
         return reduce(self._samples, batch=len(self.outputs), method=method, clock="cuda events",
                       escaped_us=self._escaped, ends_s=self._ends, block_s=_block_s(self._span),
-                      host_bound=self._span >= HOST_SPAN_S)
+                      host_bound=_host_bound(self._span))
 
     def _sync_baseline_us(self, stream, reps: int = 5) -> float:
         """What the synchronise after a completed end event takes with no calls between the events,
