@@ -66,12 +66,16 @@ class Ratio:
         """The rounds' spread: the standard deviation of their log ratios (from the interval)."""
         return (math.log(self.hi) - math.log(self.lo)) / 2 / t975(self.n - 1) * math.sqrt(self.n)
 
-    def rounds_to_decide(self, floor: float) -> int:
+    def rounds_to_decide(self, floor: float, same_within: float | None = None) -> int:
         """About how many rounds at this spread would narrow the interval enough to class this ratio
-        against the floor: its half-width under the distance from the estimate to the nearer edge
-        of ±floor (1.96 for t: many rounds)."""
+        (`classify`'s widths): its half-width under the distance from the estimate to the nearer
+        edge of ±same_within where it lies inside, or past the edge of ±floor where it lies beyond
+        (1.96 for t: many rounds)."""
         m = math.log(self.ratio)
-        distance = min(abs(m - math.log(1 - floor)), abs(m - math.log(1 + floor)))
+        within = floor if same_within is None else same_within
+        inside = min(math.log(1 + within) - m, m - math.log(1 - within))
+        beyond = max(m - math.log(1 + floor), math.log(1 - floor) - m)
+        distance = max(inside, beyond)
         if distance <= 0:
             return 10**9
         return max(self.n, math.ceil((1.96 * self.spread / distance) ** 2))

@@ -483,7 +483,7 @@ def ab_table(done, means: dict, floor: float, env: dict) -> str:
             cls = "base" if v == 0 else (ab.classify(r, floor) if r else "—")
             rows.append([ab.case, name, str(len(ab.results[v])), median, "1 (base)" if v == 0 else _ratio_text(r), cls])
             if cls == "unsure":
-                need = r.rounds_to_decide(at)
+                need = r.rounds_to_decide(floor, at)
                 notes.append(f"case {ab.case} {name}: too noisy to tell apart at ±{at:.0%} in {r.n} rounds: its "
                              f"rounds' ratios spread ±{math.expm1(r.spread):.1%} (one standard deviation); at that "
                              "spread " + (f"about {need} rounds would decide" if need < 10_000 else

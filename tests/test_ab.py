@@ -159,6 +159,12 @@ def test_an_unsure_ratio_says_how_many_rounds_its_spread_would_need():
     assert r.spread == pytest.approx(sd)
     distance = min(abs(mean - math.log(0.98)), abs(mean - math.log(1.02)))
     assert r.rounds_to_decide(0.02) == math.ceil((1.96 * sd / distance) ** 2) > 12
+    # a host-bound case's two widths: at 1.045 the interval clears +2% (slower) long before it
+    # could fit inside ±5%; at 1.01 it fits inside ±5% (same) sooner than it could clear +2%
+    wide = ab.Ratio(1.045, 1.0, 1.09, 5)
+    assert wide.rounds_to_decide(0.02, 0.05) == math.ceil((1.96 * wide.spread / (math.log(1.045) - math.log(1.02))) ** 2)
+    near = ab.Ratio(1.01, 0.92, 1.10, 5)
+    assert near.rounds_to_decide(0.02, 0.05) == math.ceil((1.96 * near.spread / (math.log(1.05) - math.log(1.01))) ** 2)
     decided = ab.ratio([100.0] * 6, [100.0 + 0.01 * i for i in range(6)])
     assert decided.classify(0.02) == "same" and decided.rounds_to_decide(0.02) == 6
     from nvgg import report
