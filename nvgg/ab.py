@@ -3,13 +3,14 @@ time ratio to the first is decided against the floor, or the round limit or the 
 it. Each version is first set up, checked and timed whole in a warm worker of its own
 (datapath.run_round: its `first` result); then each round refills every version's inputs with new
 values, alternates their timed windows (one leaderboard repetition each, a random order each
-round, then reversed: A B B A ...) for about a quarter of a second with every version's launching
-thread on one core, the next round on the next core, and checks what each version's timed calls
-returned (rows.round_in).
+round, then reversed: A B B A ...) for a quarter of a second or as long as the rest of the last
+round took (round_window_s) with every version's launching thread on one core, the next round on
+the next core, and checks what each version's timed calls returned (rows.round_in).
 
-Per case: each version's rounds, the ratio of its time to the first version's (the geometric mean
-of the per-round ratios: a round's two measurements ran back to back, so a drift lands on both),
-its 95% interval (Student's t over the rounds' log ratios) and a class: `faster` or `slower` where
+Per case: each version's rounds, the ratio of its time to the first version's (the 20%-trimmed
+mean of the per-round log ratios: a round's two measurements ran back to back, so a drift lands on
+both; a round that a pause of the host hit on one version only is trimmed), its 95% interval
+(Yuen's, Student's t over the rounds kept) and a class: `faster` or `slower` where
 the whole interval lies beyond the floor, `same` where it lies within it, `unsure` otherwise. Over
 the cases: the geometric mean of the ratios with its interval.
 """
@@ -37,6 +38,16 @@ MIN_ROUNDS = 5
 # case-tries, four A/Bs side by side on a 4-GPU H100 host, 2026-11-27), while the 3% slower copy's
 # case 4, host-bound there, lay at 1.034-1.038.
 HOST_FLOOR = 0.05
+# The share of rounds trimmed from each end of the log ratios (Yuen's trimmed mean; 20% is the usual
+# choice in robust statistics, e.g. Wilcox, "Introduction to Robust Estimation"). A host-bound
+# round now and then lands a pause of the host on one version only (a round's ratio 1.3-1.5 among
+# rounds within 1-2%), and one such round widened a plain t interval past the floor. 13 A/Bs of
+# the same build (multistream/cute and a torch submission, cases 1-4, two A/Bs side by side on a
+# 2-GPU H100 host, 2026-11-27), replayed round by round with the same stopping rule: trimmed, 42 of
+# 52 case-tries same (2 more still open where the kept rounds end), plain 35; neither called one
+# faster or slower.
+TRIM = 0.2
+ROUND_MAX_S = 2.0  # the longest a round's windows take turns (round_window_s)
 
 
 @dataclass(frozen=True)
@@ -47,6 +58,11 @@ class Ratio:
     lo: float
     hi: float
     n: int
+    df: int | None = None  # the interval's degrees of freedom (None: n - 1, nothing trimmed)
+
+    @property
+    def dof(self) -> int:
+        return self.n - 1 if self.df is None else self.df
 
     def classify(self, floor: float, same_within: float | None = None) -> str:
         """faster / slower where the whole interval lies beyond the floor (0.02: a 2% change is one
@@ -63,8 +79,9 @@ class Ratio:
 
     @property
     def spread(self) -> float:
-        """The rounds' spread: the standard deviation of their log ratios (from the interval)."""
-        return (math.log(self.hi) - math.log(self.lo)) / 2 / t975(self.n - 1) * math.sqrt(self.n)
+        """The rounds' spread: the standard deviation of their log ratios as the interval sees it
+        (its standard error times the square root of the rounds)."""
+        return (math.log(self.hi) - math.log(self.lo)) / 2 / t975(self.dof) * math.sqrt(self.n)
 
     def rounds_to_decide(self, floor: float, same_within: float | None = None) -> int:
         """About how many rounds at this spread would narrow the interval enough to class this ratio
@@ -81,16 +98,24 @@ class Ratio:
         return max(self.n, math.ceil((1.96 * self.spread / distance) ** 2))
 
 
-def ratio(base: list[float], other: list[float]) -> Ratio | None:
-    """Paired by round: the geometric mean of other/base and its t interval; None under 2 rounds."""
+def ratio(base: list[float], other: list[float], trim: float = TRIM) -> Ratio | None:
+    """Paired by round: the trimmed mean of log(other/base) (`trim` of the rounds off each end,
+    none under 5 rounds) and Yuen's t interval (the winsorized spread over the rounds kept); None
+    under 2 rounds. With nothing trimmed: the geometric mean and the plain t interval."""
     logs = [math.log(o / b) for b, o in zip(base, other) if b > 0 and o > 0]
     n = len(logs)
     if n < 2:
         return None
-    mean = sum(logs) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (n - 1))
-    half = t975(n - 1) * sd / math.sqrt(n)
-    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n)
+    cut = int(trim * n)
+    kept = n - 2 * cut
+    ordered = sorted(logs)
+    mean = sum(ordered[cut:n - cut]) / kept
+    low, high = ordered[cut], ordered[n - cut - 1]
+    wins = [min(max(x, low), high) for x in logs]
+    wmean = sum(wins) / n
+    var = sum((x - wmean) ** 2 for x in wins) / (n - 1)
+    half = t975(kept - 1) * math.sqrt((n - 1) * var / (kept * (kept - 1)))
+    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, kept - 1)
 
 
 def geomean(ratios: list[Ratio]) -> Ratio | None:
@@ -99,11 +124,12 @@ def geomean(ratios: list[Ratio]) -> Ratio | None:
     if not ratios:
         return None
     logs = [math.log(r.ratio) for r in ratios]
-    ses = [(math.log(r.hi) - math.log(r.lo)) / 2 / t975(r.n - 1) for r in ratios]
+    ses = [(math.log(r.hi) - math.log(r.lo)) / 2 / t975(r.dof) for r in ratios]
     mean = sum(logs) / len(logs)
     se = math.sqrt(sum(s * s for s in ses)) / len(ses)
-    half = t975(sum(r.n - 1 for r in ratios)) * se
-    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), min(r.n for r in ratios))
+    dof = sum(r.dof for r in ratios)
+    half = t975(dof) * se
+    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), min(r.n for r in ratios), dof)
 
 
 def geomeans(done: list["CaseAB"]) -> dict[str, Ratio | None]:
@@ -179,32 +205,48 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
     order = random.Random(seed)
     done_rounds = 0
     out = []
+    started = time.monotonic()
     for i, versions in enumerate(case_rows):
         ab = CaseAB(versions[0].case.id, [r.label if r.submission else r.name.split(" ", 1)[1] for r in versions],
                     [[] for _ in versions])
-        deadline = time.monotonic() + budget_s / (len(case_rows) - i)  # spent: MIN_ROUNDS a case
-        started = time.monotonic()
         if on_case:
             on_case(ab, False)
         # each set up, checked and timed whole (one window: the rounds are the A/B's blocks), its energy measured
         ab.first = [rows.run_in(pool, dataclasses.replace(row, span=False), rounds=True) for row in versions]
+        # the case's rounds get an equal share of the budget left once its first runs are done (spent:
+        # MIN_ROUNDS), so the workers' start, which lands on the first case, is shared by all cases:
+        # charged to the first case's share, it left the torch submission's case 1 its 5 rounds (first
+        # runs 21-31 s of a 30-s share; H100, 2026-11-27)
+        left = max(0.0, budget_s - (time.monotonic() - started))
+        deadline = time.monotonic() + left / (len(case_rows) - i)
+        window_s = rows.ROUND_S
         for n in range(max_rounds if ab.failed() is None else 0):
             turn = list(range(len(versions)))
             order.shuffle(turn)
             core = timing.core_for(done_rounds)  # a round's versions share a core, the next round the next core
             done_rounds += 1
-            for v, result in zip(turn, rows.round_in(pool, [versions[v] for v in turn], core=core)):
+            began = time.monotonic()
+            for v, result in zip(turn, rows.round_in(pool, [versions[v] for v in turn], core=core, window_s=window_s)):
                 ab.results[v].append(result)
+            window_s = round_window_s(time.monotonic() - began, window_s)
             ab.stopped = _stop(ab, n + 1, floor, deadline)
             if ab.stopped:
                 break
         else:
             ab.stopped = _stop(ab, 0, floor, deadline) if ab.failed() is not None else f"{max_rounds} rounds"
-        budget_s = max(0.0, budget_s - (time.monotonic() - started))
         out.append(ab)
         if on_case:
             on_case(ab, True)
     return out
+
+
+def round_window_s(round_s: float, window_s: float) -> float:
+    """How long the next round's windows take turns: as long as the rest of the last round took
+    (its new values, each version's check; its length less the windows' `window_s`), within
+    rows.ROUND_S and ROUND_MAX_S. So at least about half an A/B's time is timed windows, where a
+    version's calls are long and its checks slow (the torch submission's case 1: a 45-ms window
+    and rounds of about 1 s, 3 windows a version in a quarter-second; H100, 2026-11-27)."""
+    return min(ROUND_MAX_S, max(rows.ROUND_S, round_s - window_s))
 
 
 def _stop(ab: CaseAB, rounds_done: int, floor: float, deadline: float) -> str:

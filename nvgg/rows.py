@@ -72,9 +72,9 @@ def _answered(row: Row, call: Callable[[], Result | None]) -> Result | None:
         return row.failed("error" if row.submission else "unsupported", str(exc))
 
 
-# An A/B's round (ab.py): the versions' timed windows take turns, each one repetition, for about
-# ROUND_S (at least MIN_WINDOWS a version, at most MAX_WINDOWS), so a level the host or the card sits
-# at lands on every version alike. Rounds of one leaderboard measurement a version, one after
+# An A/B's round (ab.py): the versions' timed windows take turns, each one repetition, for ROUND_S
+# or longer (ab.round_window_s; at least MIN_WINDOWS a version, at most MAX_WINDOWS), so a level
+# the host or the card sits at lands on every version alike. Rounds of one leaderboard measurement a version, one after
 # the other with each version's check between them, paired a host-bound row's windows 0.2 s apart
 # or more, where its level no longer carries (benchmarks/host_spread.py --modes).
 ROUND_S = 0.25
@@ -82,10 +82,10 @@ MIN_WINDOWS = 3
 MAX_WINDOWS = 50
 
 
-def round_in(pool, rows: list[Row], core: int | None = None) -> list[Result]:
+def round_in(pool, rows: list[Row], core: int | None = None, window_s: float = ROUND_S) -> list[Result]:
     """One round of an A/B for each row (its session kept by its first `run_in(..., rounds=True)`),
     in the order given: each begins (new values, its worker's thread on `core`), their windows
-    alternate (A B B A A B ...), then each ends (what the timed calls returned checked): a Result
+    alternate (A B B A A B ...) for about `window_s`, then each ends (what the timed calls returned checked): a Result
     a row, a failed one where a call raised, hung or crashed."""
     out: dict[int, Result] = {}
     t0 = time.perf_counter()
@@ -101,7 +101,7 @@ def round_in(pool, rows: list[Row], core: int | None = None) -> list[Result]:
         else:
             live.append(i)
     started, k = time.perf_counter(), 0
-    while live and k < MAX_WINDOWS and (k < MIN_WINDOWS or time.perf_counter() - started < ROUND_S):
+    while live and k < MAX_WINDOWS and (k < MIN_WINDOWS or time.perf_counter() - started < window_s):
         for i in (live if k % 2 == 0 else live[::-1]):
             failed = ask(i, datapath.round_window, reps=1)
             if failed is not None:

@@ -149,11 +149,12 @@ class CaseTune:
         if theirs is None:
             return None
         if point == base:  # the base over the winner: the winner's ratio turned over
-            return ab.Ratio(1 / theirs.ratio, 1 / theirs.hi, 1 / theirs.lo, theirs.n)
+            return ab.Ratio(1 / theirs.ratio, 1 / theirs.hi, 1 / theirs.lo, theirs.n, theirs.df)
         if mine is None:
             return None
         # both against the same base: their quotient, its interval from the two (wider, not exact)
-        return ab.Ratio(mine.ratio / theirs.ratio, mine.lo / theirs.hi, mine.hi / theirs.lo, min(mine.n, theirs.n))
+        return ab.Ratio(mine.ratio / theirs.ratio, mine.lo / theirs.hi, mine.hi / theirs.lo, min(mine.n, theirs.n),
+                        min(mine.dof, theirs.dof))
 
     def gain(self) -> ab.Ratio | None:
         """The default's time over the winner's (1.05: the winner is 5% faster)."""

@@ -99,7 +99,7 @@ def fake_rows(monkeypatch):
             self.timeouts.append(pool.timeout_s)
             return self.answer(row)
 
-        def round_in(self, pool, asked, core=None):  # an A/B's round: a row's answer each, in the order asked
+        def round_in(self, pool, asked, core=None, window_s=None):  # an A/B's round: a row's answer each, in the order asked
             self.rounds.append([row.source for row in asked])
             self.cores.append(core)
             return [self(pool, row, rounds=True) for row in asked]

@@ -6,6 +6,7 @@ import json
 import math
 import random
 import shutil
+import statistics
 
 import jsonschema
 import pytest
@@ -26,6 +27,25 @@ def test_t_quantiles_and_the_interval_of_a_ratio():
     r = ab.ratio(base, [t * 1.03 for t in base])
     assert math.isclose(r.ratio, 1.03) and math.isclose(r.lo, 1.03) and r.classify(0.02) == "slower"
     assert ab.ratio(base, [t / 1.05 for t in base]).classify(0.02) == "faster"
+
+
+def test_a_round_a_pause_hit_on_one_version_is_trimmed_and_a_steady_change_is_not():
+    """ab.ratio trims TRIM of the rounds' log ratios off each end (Yuen): one round of twelve that
+    a host pause hit on one version (1.45) put a plain t interval past ±5% (unsure); trimmed, the
+    same rounds are same, and 3% slower rounds with the same pause are still slower. Under 5
+    rounds nothing is trimmed."""
+    rng = random.Random(3)
+    base = [300 * (1 + rng.gauss(0, 0.15)) for _ in range(12)]  # host-bound: rounds 15% apart, paired
+    same = [b * (1 + rng.gauss(0, 0.005)) for b in base]  # paired: their ratio within about 0.5%
+    same[4] *= 1.45
+    plain, trimmed = ab.ratio(base, same, trim=0), ab.ratio(base, same)
+    assert plain.hi > 1.05 and plain.classify(0.02, 0.05) == "unsure"
+    assert trimmed.classify(0.02, 0.05) == "same" and trimmed.hi < 1.02 and trimmed.dof == 7
+    slower = [t * 1.03 for t in same]
+    slower[4] = base[4] * 1.03  # the pause now on the base's side of another round
+    slower[7] = base[7] * 1.03 / 1.45
+    assert ab.ratio(base, slower).classify(0.02, 0.05) == "slower"
+    assert ab.ratio(base[:4], same[:4]).dof == 3  # 4 rounds: nothing trimmed
 
 
 @pytest.mark.parametrize("lo, hi, klass", [
@@ -140,11 +160,49 @@ def test_a_spent_budget_leaves_each_case_its_least_rounds(monkeypatch):
     wide = itertools.cycle([7.0, 13.0, 9.0, 12.0])  # b's rounds 30% apart: never decided in 5
     monkeypatch.setattr(rows, "run_in", lambda pool, row, rounds=False: made_result(
         row.case.id, "submission", "submission", 10.0 if row.source == "a" else next(wide), source=row.source))
-    monkeypatch.setattr(rows, "round_in", lambda pool, asked, core=None: [rows.run_in(pool, row) for row in asked])
+    monkeypatch.setattr(rows, "round_in", lambda pool, asked, core=None, window_s=None: [rows.run_in(pool, row) for row in asked])
     versions = [[Row(cases.get(c), submission=f"/w/{v}/s.py", source=v) for v in ("a", "b")] for c in ("3", "4")]
     done = ab.run(versions, floor=0.02, max_rounds=30, budget_s=1e-9)
     assert ab.MIN_ROUNDS == 5 and [len(case.results[0]) for case in done] == [5, 5]
     assert all(case.stopped == "time budget spent after 5 rounds" for case in done)
+
+
+def test_the_budget_is_shared_after_the_first_runs_and_slow_rounds_get_longer_windows(monkeypatch):
+    """On a clock of its own: the workers' start and first runs (40 s, on the first case only) come
+    off the whole budget, and each case's rounds share what is left (100 s: 30 s each for two
+    cases; charged to case 3 alone, they left it 10 s). A round whose begin and check take 0.75 s
+    makes the next round's windows 0.75 s (ab.round_window_s), within ROUND_S and ROUND_MAX_S."""
+    import itertools
+    from nvgg import rows
+    now = [0.0]
+    monkeypatch.setattr(ab.time, "monotonic", lambda: now[0])
+    started = set()
+    wide = itertools.cycle([7.0, 13.0, 9.0, 12.0])  # b's rounds 30% apart: never decided
+
+    def run_in(pool, row, rounds=False):
+        if row.source not in started:  # a worker's start and its first run: 20 s
+            started.add(row.source)
+            now[0] += 20.0
+        return made_result(row.case.id, "submission", "submission", 10.0 if row.source == "a" else next(wide),
+                           source=row.source)
+
+    windows = []
+
+    def round_in(pool, asked, core=None, window_s=None):
+        windows.append(window_s)
+        now[0] += 0.75 + window_s  # new values and the checks, then the windows
+        return [run_in(pool, row) for row in asked]
+
+    monkeypatch.setattr(rows, "run_in", run_in)
+    monkeypatch.setattr(rows, "round_in", round_in)
+    versions = [[Row(cases.get(c), submission=f"/w/{v}/s.py", source=v) for v in ("a", "b")] for c in ("3", "4")]
+    done = ab.run(versions, floor=0.02, max_rounds=100, budget_s=100.0)
+    rounds = [len(case.results[0]) for case in done]
+    assert rounds == [21, 20], rounds  # 1.0 s, then 1.5 s a round: past 30 s after 21; then past 100 s in all
+    assert windows[:3] == [rows.ROUND_S, 0.75, 0.75] and set(windows[21:]) == {rows.ROUND_S, 0.75}
+    assert 100.0 <= now[0] < 100.0 + 1.5
+    assert ab.round_window_s(0.3, 0.25) == rows.ROUND_S and ab.round_window_s(9.0, 0.25) == ab.ROUND_MAX_S
+    assert ab.round_window_s(1.3, 0.25) == pytest.approx(1.05)
 
 
 def test_an_unsure_ratio_says_how_many_rounds_its_spread_would_need():
@@ -153,10 +211,14 @@ def test_an_unsure_ratio_says_how_many_rounds_its_spread_would_need():
     other = [b * (1 + rng.gauss(0, 0.08)) for b in base]
     r = ab.ratio(base, other)
     assert r.classify(0.02) == "unsure"
-    logs = [math.log(o / b) for b, o in zip(base, other)]
-    mean = sum(logs) / len(logs)
-    sd = math.sqrt(sum((x - mean) ** 2 for x in logs) / (len(logs) - 1))
-    assert r.spread == pytest.approx(sd)
+    logs = sorted(math.log(o / b) for b, o in zip(base, other))
+    # 12 rounds, 20% trimmed: the 2 lowest and 2 highest off, the spread winsorized to the 8 kept
+    mean = sum(logs[2:10]) / 8
+    wins = [logs[2]] * 2 + logs[2:10] + [logs[9]] * 2
+    wvar = sum((x - sum(wins) / 12) ** 2 for x in wins) / 11
+    sd = math.sqrt(11 * wvar / (8 * 7)) * math.sqrt(12)
+    assert (r.n, r.dof) == (12, 7) and r.spread == pytest.approx(sd) and math.log(r.ratio) == pytest.approx(mean)
+    assert ab.ratio(base, other, trim=0).spread == pytest.approx(statistics.stdev(logs))  # nothing trimmed: plain t
     distance = min(abs(mean - math.log(0.98)), abs(mean - math.log(1.02)))
     assert r.rounds_to_decide(0.02) == math.ceil((1.96 * sd / distance) ** 2) > 12
     # a host-bound case's two widths: at 1.045 the interval clears +2% (slower) long before it
@@ -235,7 +297,7 @@ def test_a_host_bound_case_is_same_within_the_host_floor_and_says_so():
     "unsure"; an interval wholly beyond ±2% is "slower" either way (a tight 4% is a change)."""
     from nvgg import report
     base = [100.0 * (1 + 0.001 * (i % 3)) for i in range(8)]
-    wide = [1.0 + 0.03 * (-1) ** i for i in range(8)]  # rounds 3% either side of 1.01: interval ±2.6%
+    wide = [1.0 + 0.02 * (-1) ** i for i in range(8)]  # rounds 2% either side of 1.01: trimmed, ±2.7%
 
     def results(times, host):
         out = [made_result("3", "s", "s", t) for t in times]
