@@ -22,8 +22,9 @@ copy "slower" in at least 9 of 10 on cases 1-3 (case 4: what difference is detec
 With --gpus, a try runs on each GPU at a time (CUDA_VISIBLE_DEVICES), the groups' tries taken in
 turn; every A/B still runs on one card, but they share the host: beside three others (4-GPU H100
 host, 2026-11-27) the torch submission's A/Bs took 64-88 s (host-bound A/Bs alone on an H100:
-39-66 s) and rows near timing.HOST_SHARE turned host-bound, so host-bound groups are best tried
-one A/B to a host. A TERM (a timeout) prints the table of the tries done.
+39-66 s) and rows near timing.HOST_SHARE turned host-bound; two to a 2-GPU H100 host (32 cores,
+2026-11-27) took 41-94 s and called every same-build case same (NOTES.md), so host-bound groups
+are best tried at most two A/Bs to a host. A TERM (a timeout) prints the table of the tries done.
 Tries spread over several calls: give each its own --out and --first-try, then --tables.
 """
 
