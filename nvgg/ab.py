@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import statistics
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -111,10 +112,8 @@ def ratio(base: list[float], other: list[float], trim: float = TRIM) -> Ratio | 
     ordered = sorted(logs)
     mean = sum(ordered[cut:n - cut]) / kept
     low, high = ordered[cut], ordered[n - cut - 1]
-    wins = [min(max(x, low), high) for x in logs]
-    wmean = sum(wins) / n
-    var = sum((x - wmean) ** 2 for x in wins) / (n - 1)
-    half = t975(kept - 1) * math.sqrt((n - 1) * var / (kept * (kept - 1)))
+    wins = [min(max(x, low), high) for x in logs]  # winsorized: the cut rounds set to the nearest kept
+    half = t975(kept - 1) * math.sqrt((n - 1) * statistics.variance(wins) / (kept * (kept - 1)))
     return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, kept - 1)
 
 
