@@ -24,7 +24,11 @@ turn; every A/B still runs on one card, but they share the host: beside three ot
 host, 2026-11-27) the torch submission's A/Bs took 64-88 s (host-bound A/Bs alone on an H100:
 39-66 s) and rows near timing.HOST_SHARE turned host-bound; two to a 2-GPU H100 host (32 cores,
 2026-11-27) took 41-94 s and called every same-build case same (NOTES.md), so host-bound groups
-are best tried at most two A/Bs to a host. A TERM (a timeout) prints the table of the tries done.
+are best tried at most two A/Bs to a host. Four to a 4-GPU H100 host again at 64ddb04 (load 76 on 64
+cores, 2026-11-28): our kernel, multistream/cute and the slower copy as alone, the torch submission
+slower once on case 1 (1.043, every round) and unsure thrice: the table's last column counts the
+case-tries where the host had more threads ready to run than it has cores. A TERM (a timeout) prints
+the table of the tries done.
 Tries spread over several calls: give each its own --out and --first-try, then --tables.
 """
 
@@ -92,13 +96,15 @@ def ab(versions: list[str], cases: str, out: Path, extra: list[str], gpu: str | 
 
 
 def classes(doc: dict) -> dict[str, dict]:
-    """case -> the second version's class, ratio, interval half-width (log, as a share) and rounds."""
+    """case -> the second version's class, ratio, interval half-width (log, as a share), rounds, and
+    whether the host had more threads ready to run than it has cores during the case."""
     out = {}
     for case in doc["cases"]:
         r = case["versions"][1]["vs_base"]
+        loaded = (case.get("host_load") or {}).get("oversubscribed")  # None: not recorded (files from before)
         out[case["case"]] = ({"class": r["class"], "ratio": r["ratio"], "half": math.log(r["hi"] / r["lo"]) / 2,
-                              "rounds": r["rounds"]} if r else {"class": "—", "ratio": float("nan"), "half": float("nan"),
-                                                                "rounds": 0})
+                              "rounds": r["rounds"], "loaded": loaded} if r else
+                             {"class": "—", "ratio": float("nan"), "half": float("nan"), "rounds": 0, "loaded": loaded})
     return out
 
 
@@ -190,13 +196,16 @@ def table(done: list, args, failures: list[str]) -> None:
         halves = [k["half"] for k, _ in got if not math.isnan(k["half"])]
         rows.append([g, case, len(got), counter["same"], counter["slower"], counter["faster"], counter["unsure"],
                      f"{ratios[0]:.3f}-{ratios[-1]:.3f}", f"±{statistics.median(halves):.2%}" if halves else "—",
-                     statistics.median(k["rounds"] for k, _ in got)])
+                     statistics.median(k["rounds"] for k, _ in got),
+                     sum(k["loaded"] for k, _ in got if k["loaded"] is not None)
+                     if any(k["loaded"] is not None for k, _ in got) else "—"])
     walls = [w for _, _, _, w, _ in done]
     print(f"card: {card}; nvgg ab {args.ab or '(defaults: floor 2%, 30 rounds, 120 s)'}; "
           f"{len(done)} A/Bs, each {min(walls, default=0):.0f}-{max(walls, default=0):.0f} s; GPUs side by side: "
           f"{args.gpus or 'one'}")
     print(tabulate(rows, headers=["group", "case", "tries", "same", "slower", "faster", "unsure", "ratios",
-                                  "median ± (95%)", "median rounds"], tablefmt="github"))
+                                  "median ± (95%)", "median rounds", "host over its cores"],
+                   tablefmt="github"))
     for f in failures:
         print(f"failed: {f}")
 

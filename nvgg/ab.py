@@ -37,7 +37,8 @@ MIN_ROUNDS = 5
 # the call or more) an interval within this floor is same. One wholly beyond the asked floor is
 # still faster or slower: no interval of the same build lay wholly beyond ±2% (106 host-bound
 # case-tries, four A/Bs side by side on a 4-GPU H100 host, 2026-11-27), while the 3% slower copy's
-# case 4, host-bound there, lay at 1.034-1.038.
+# case 4, host-bound there, lay at 1.034-1.038. (One did later on a host loaded past its cores, in a
+# case not host-bound by this measure: CaseAB.oversubscribed.)
 HOST_FLOOR = 0.05
 # The share of rounds trimmed from each end of the log ratios (Yuen's trimmed mean; 20% is the usual
 # choice in robust statistics, e.g. Wilcox, "Introduction to Robust Estimation"). A host-bound
@@ -147,6 +148,24 @@ class CaseAB:
     results: list[list[Result]] = field(default_factory=list)  # [version][round]
     stopped: str = ""
     first: list[Result | None] = field(default_factory=list)  # [version]: set up, checked, timed whole
+    load: float | None = None  # the host's highest load seen in the case (timing.host_load), on `cores` cores
+    cores: int = 0
+
+    def saw_load(self) -> None:
+        """Keep the host's load now where it is the case's highest yet."""
+        now = timing.host_load()
+        if now is not None and (self.load is None or now[0] > self.load):
+            self.load, self.cores = now
+
+    @property
+    def oversubscribed(self) -> bool:
+        """Whether the host had more threads ready to run than it has cores during the case. The
+        rounds' interval covers what changes from round to round; a version's worker slowed for the
+        whole case is a bias it cannot show. On such a host (four A/Bs side by side, load 76 on 64 cores) the same
+        torch submission twice was once slower in every round of case 1, called slower at 1.043
+        (1.027-1.060), and alone on a 16-core host (load 1.5) same in 14 of 14 tries (H100,
+        2026-11-28, benchmarks/ab_trust.py)."""
+        return self.load is not None and self.load >= self.cores
 
     def times(self, v: int) -> list[float]:
         return [r.time_us for r in self.results[v] if _good(r)]
@@ -210,6 +229,7 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
                     [[] for _ in versions])
         if on_case:
             on_case(ab, False)
+        ab.saw_load()
         # each set up, checked and timed whole (one window: the rounds are the A/B's blocks), its energy measured
         ab.first = [rows.run_in(pool, dataclasses.replace(row, span=False), rounds=True) for row in versions]
         # the case's rounds get an equal share of the budget left once its first runs are done (spent:
@@ -228,6 +248,7 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
             for v, result in zip(turn, rows.round_in(pool, [versions[v] for v in turn], core=core, window_s=window_s)):
                 ab.results[v].append(result)
             window_s = round_window_s(time.monotonic() - began, window_s)
+            ab.saw_load()
             ab.stopped = _stop(ab, n + 1, floor, deadline)
             if ab.stopped:
                 break

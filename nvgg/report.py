@@ -492,6 +492,10 @@ def ab_table(done, means: dict, floor: float, env: dict) -> str:
             notes.append(f"case {ab.case}: host-bound, same within ±{at:.0%}: host-bound rounds spread too wide to "
                          f"call a smaller change same (the same build twice: intervals up to ±4.5% on an H100); an "
                          f"interval wholly beyond ±{floor:.0%} is still faster or slower")
+        if ab.oversubscribed:
+            notes.append(f"case {ab.case}: the host's load reached {ab.load:.0f} on {ab.cores} cores (more threads ready "
+                         "to run than cores): a version slowed for the whole case by the others' load is a bias its "
+                         "interval does not show; A/B on a quieter host before trusting a faster or slower here")
         notes.append(f"case {ab.case}: {ab.stopped}")
     lines = [f"card: {card(env)}   floor ±{floor:.1%}   95% intervals over rounds",
              tabulate(rows, headers=["case", "version", "rounds", "median µs", "vs base (95%)", "class"])]
@@ -517,6 +521,8 @@ def ab_document(done, means: dict, floor: float, env: dict) -> dict:
                      "first": ab.first[v].to_dict() if v < len(ab.first) and ab.first[v] is not None else None,
                      "rounds": [r.to_dict() for r in ab.results[v]]} for v, name in enumerate(ab.versions)]
         cases.append({"case": ab.case, "stopped": ab.stopped, "floor": floor, "same_within": at, "host_bound": ab.host_bound,
+                      "host_load": None if ab.load is None else {"load": ab.load, "cores": ab.cores,
+                                                                 "oversubscribed": ab.oversubscribed},
                       "versions": versions})
     over = _geomean_floor(done, floor)
     return document("ab", env=env, floor=floor, cases=cases,
@@ -583,6 +589,9 @@ def tune_summary(ct, floor: float) -> str:
             text += f", {_ratio_text(gain)} the winner's time ({gain.classify(floor)})"
     else:
         text += "; the default did not run right"
+    if ct.final is not None and ct.final.oversubscribed:
+        text += (f"; the host's load reached {ct.final.load:.0f} on {ct.final.cores} cores during the rounds: a point "
+                 "slowed throughout by that load is a bias their intervals do not show")
     return text
 
 

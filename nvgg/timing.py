@@ -71,6 +71,15 @@ def core_for(n: int) -> int | None:
     return _ALLOWED[(os.getpid() + n) % len(_ALLOWED)] if _ALLOWED else None
 
 
+def host_load() -> tuple[float, int] | None:
+    """The host's load, the one-minute average of threads running or waiting to run (every process's,
+    `os.getloadavg`), and its cores; None where the platform reports no load."""
+    try:
+        return os.getloadavg()[0], os.cpu_count() or 1
+    except (AttributeError, OSError):
+        return None
+
+
 def pin(core: int | None) -> None:
     """Run the calling thread on `core` alone (None: on every core it may use again)."""
     if _ALLOWED:

@@ -34,6 +34,17 @@ def pytest_collection_modifyitems(config, items):
                 break
 
 
+REAL_HOST_LOAD = timing.host_load
+
+
+@pytest.fixture(autouse=True)
+def idle_host(monkeypatch):
+    """The host's load as an idle 64-core host's (timing.host_load), so what an A/B or a sweep says
+    does not hang on how busy the machine running the tests is; a test sets its own to change it
+    (REAL_HOST_LOAD: the function itself)."""
+    monkeypatch.setattr(timing, "host_load", lambda: (0.0, 64))
+
+
 @pytest.fixture
 def cli():
     """`cli(*argv)`: the app through typer's CliRunner (stdout and stderr apart)."""

@@ -206,6 +206,41 @@ def test_the_budget_is_shared_after_the_first_runs_and_slow_rounds_get_longer_wi
     assert ab.round_window_s(1.3, 0.25) == pytest.approx(1.05)
 
 
+def test_a_host_loaded_past_its_cores_during_a_case_is_said_beside_the_case(monkeypatch):
+    """The case keeps the highest load the host showed (at its start and after each round): a host
+    running more threads than it has cores is said in the table and the JSON, beside the class (a
+    version slowed throughout is a bias the rounds cannot show); a quiet host's case says nothing,
+    and a platform without a load average leaves it unknown."""
+    import itertools
+    from conftest import REAL_HOST_LOAD
+    from nvgg import report, rows, timing
+    sizes = itertools.cycle([10.0, 10.2, 9.9, 10.1, 10.0])
+    monkeypatch.setattr(rows, "run_in", lambda pool, row, rounds=False: made_result(
+        row.case.id, "submission", "submission", next(sizes), source=row.source))
+    monkeypatch.setattr(rows, "round_in", lambda pool, asked, core=None, window_s=None: [rows.run_in(pool, row) for row in asked])
+    loads = {"3": itertools.chain([(1.5, 16), (3.0, 16), (2.0, 16)], itertools.repeat((1.0, 16))),  # at most 3 on 16
+             "4": itertools.chain([(20.0, 64), (76.2, 64), (40.0, 64)], itertools.repeat((30.0, 64)))}  # 76 on 64
+    now = ["3"]
+    monkeypatch.setattr(timing, "host_load", lambda: next(loads[now[0]]))
+    versions = [[Row(cases.get(c), submission=f"/w/{v}/s.py", source=v) for v in ("a", "b")] for c in ("3", "4")]
+    done = ab.run(versions, floor=0.02, max_rounds=8, budget_s=1e9, on_case=lambda case, _: now.__setitem__(0, case.case))
+    assert [(c.load, c.cores, c.oversubscribed) for c in done] == [(3.0, 16, False), (76.2, 64, True)]
+    doc = report.ab_document(done, ab.geomeans(done), 0.02, done[0].first[0].env)
+    jsonschema.validate(doc, json.loads(SCHEMA.read_text()))
+    assert [c["host_load"] for c in doc["cases"]] == [{"load": 3.0, "cores": 16, "oversubscribed": False},
+                                                     {"load": 76.2, "cores": 64, "oversubscribed": True}]
+    notes = [line for line in report.ab_table(done, ab.geomeans(done), 0.02, {}).splitlines() if "load reached" in line]
+    assert notes == ["case 4: the host's load reached 76 on 64 cores (more threads ready to run than cores): a "
+                     "version slowed for the whole case by the others' load is a bias its interval does not show; "
+                     "A/B on a quieter host before trusting a faster or slower here"]
+    monkeypatch.setattr(timing, "host_load", lambda: None)  # no load average on this platform
+    (unknown,) = ab.run(versions[:1], floor=0.02, max_rounds=5, budget_s=1e9)
+    assert (unknown.load, unknown.oversubscribed) == (None, False)
+    assert report.ab_document([unknown], {}, 0.02, {})["cases"][0]["host_load"] is None
+    load, cores = REAL_HOST_LOAD()  # Linux: the load average and the cores
+    assert load >= 0 and cores >= 1
+
+
 def test_an_unsure_ratio_says_how_many_rounds_its_spread_would_need():
     rng = random.Random(5)
     base = [100 * (1 + rng.gauss(0, 0.08)) for _ in range(12)]  # a host-bound row: rounds 8% apart

@@ -95,6 +95,20 @@ def test_finalists_are_measured_again_and_the_winner_named_with_what_is_not_told
             "the first pass, 1.300x (1.300-1.300) the winner's time (slower)") in out.stdout
 
 
+def test_a_host_loaded_past_its_cores_during_the_finalists_rounds_is_said_in_the_cases_line(cli, fake_gpu, fake_rows,
+                                                                                             monkeypatch):
+    from nvgg import timing
+    points = [(("work", w), ("split", s)) for w in (2, 1) for s in (1, 2)]
+    fake_rows.answer = _answers(dict(zip(points, (130.0, 129.0, 100.5, 100.0))))
+    for load, said in (((9.0, 4), True), ((3.9, 4), False)):
+        monkeypatch.setattr(timing, "host_load", lambda: load)
+        out = cli("tune", "--submission", submission_path("tunable"), "--case", "3")
+        assert out.exit_code == 0, out.output
+        (line,) = [x for x in out.stdout.splitlines() if x.startswith("case 3: winner")]
+        assert line.endswith("; the host's load reached 9 on 4 cores during the rounds: a point slowed throughout "
+                             "by that load is a bias their intervals do not show") == said, line
+
+
 def test_points_near_the_fastest_left_out_of_the_rounds_are_named(cli, fake_gpu, fake_rows, tmp_path):
     """More points within the floor than the rounds take: the ones not measured again are said,
     not silently dropped from the winner's company; --finalists takes them in."""
