@@ -27,8 +27,8 @@ host, 2026-11-27) the torch submission's A/Bs took 64-88 s (host-bound A/Bs alon
 are best tried at most two A/Bs to a host. Four to a 4-GPU H100 host again at 64ddb04 (load 76 on 64
 cores, 2026-11-28): our kernel, multistream/cute and the slower copy as alone, the torch submission
 slower once on case 1 (1.043, every round) and unsure thrice: the table's last column counts the
-case-tries where the host had more threads ready to run than it has cores. A TERM (a timeout) prints
-the table of the tries done.
+case-tries where the host's load average reached its cores. A TERM (a timeout) prints the table of
+the tries done.
 Tries spread over several calls: give each its own --out and --first-try, then --tables.
 """
 
@@ -97,7 +97,7 @@ def ab(versions: list[str], cases: str, out: Path, extra: list[str], gpu: str | 
 
 def classes(doc: dict) -> dict[str, dict]:
     """case -> the second version's class, ratio, interval half-width (log, as a share), rounds, and
-    whether the host had more threads ready to run than it has cores during the case."""
+    whether the host's load average reached its cores during the case."""
     out = {}
     for case in doc["cases"]:
         r = case["versions"][1]["vs_base"]

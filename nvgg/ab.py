@@ -159,7 +159,7 @@ class CaseAB:
 
     @property
     def oversubscribed(self) -> bool:
-        """Whether the host had more threads ready to run than it has cores during the case. The
+        """Whether the host's load average reached its cores during the case (timing.host_load). The
         rounds' interval covers what changes from round to round; a version's worker slowed for the
         whole case is a bias it cannot show. On such a host (four A/Bs side by side, load 76 on 64 cores) the same
         torch submission twice was once slower in every round of case 1, called slower at 1.043

@@ -493,8 +493,8 @@ def ab_table(done, means: dict, floor: float, env: dict) -> str:
                          f"call a smaller change same (the same build twice: intervals up to ±4.5% on an H100); an "
                          f"interval wholly beyond ±{floor:.0%} is still faster or slower")
         if ab.oversubscribed:
-            notes.append(f"case {ab.case}: the host's load reached {ab.load:.0f} on {ab.cores} cores (more threads ready "
-                         "to run than cores): a version slowed for the whole case by the others' load is a bias its "
+            notes.append(f"case {ab.case}: the host's load average reached {ab.load:.0f} on {ab.cores} cores: a "
+                         "version slowed for the whole case by the others' load is a bias its "
                          "interval does not show; A/B on a quieter host before trusting a faster or slower here")
         notes.append(f"case {ab.case}: {ab.stopped}")
     lines = [f"card: {card(env)}   floor ±{floor:.1%}   95% intervals over rounds",
@@ -590,7 +590,7 @@ def tune_summary(ct, floor: float) -> str:
     else:
         text += "; the default did not run right"
     if ct.final is not None and ct.final.oversubscribed:
-        text += (f"; the host's load reached {ct.final.load:.0f} on {ct.final.cores} cores during the rounds: a point "
+        text += (f"; the host's load average reached {ct.final.load:.0f} on {ct.final.cores} cores during the rounds: a point "
                  "slowed throughout by that load is a bias their intervals do not show")
     return text
 

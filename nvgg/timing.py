@@ -72,8 +72,9 @@ def core_for(n: int) -> int | None:
 
 
 def host_load() -> tuple[float, int] | None:
-    """The host's load, the one-minute average of threads running or waiting to run (every process's,
-    `os.getloadavg`), and its cores; None where the platform reports no load."""
+    """The host's one-minute load average (`os.getloadavg`: every process's threads running or
+    waiting to run, on Linux those in uninterruptible waits too) and its cores; None where the
+    platform reports no load."""
     try:
         return os.getloadavg()[0], os.cpu_count() or 1
     except (AttributeError, OSError):

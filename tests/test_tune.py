@@ -105,7 +105,7 @@ def test_a_host_loaded_past_its_cores_during_the_finalists_rounds_is_said_in_the
         out = cli("tune", "--submission", submission_path("tunable"), "--case", "3")
         assert out.exit_code == 0, out.output
         (line,) = [x for x in out.stdout.splitlines() if x.startswith("case 3: winner")]
-        assert line.endswith("; the host's load reached 9 on 4 cores during the rounds: a point slowed throughout "
+        assert line.endswith("; the host's load average reached 9 on 4 cores during the rounds: a point slowed throughout "
                              "by that load is a bias their intervals do not show") == said, line
 
 
