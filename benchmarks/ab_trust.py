@@ -204,7 +204,7 @@ def table(done: list, args, failures: list[str]) -> None:
           f"{len(done)} A/Bs, each {min(walls, default=0):.0f}-{max(walls, default=0):.0f} s; GPUs side by side: "
           f"{args.gpus or 'one'}")
     print(tabulate(rows, headers=["group", "case", "tries", "same", "slower", "faster", "unsure", "ratios",
-                                  "median ± (95%)", "median rounds", "host over its cores"],
+                                  "median ± (95%)", "median rounds", "load ≥ cores"],
                    tablefmt="github"))
     for f in failures:
         print(f"failed: {f}")

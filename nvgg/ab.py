@@ -161,11 +161,15 @@ class CaseAB:
     def oversubscribed(self) -> bool:
         """Whether the host's load average reached its cores during the case (timing.host_load). The
         rounds' interval covers what changes from round to round; a version's worker slowed for the
-        whole case is a bias it cannot show. On such a host (four A/Bs side by side, load 76 on 64 cores) the same
-        torch submission twice was once slower in every round of case 1, called slower at 1.043
-        (1.027-1.060), and alone on a 16-core host (load 1.5) same in 14 of 14 tries (H100,
-        2026-11-28, benchmarks/ab_trust.py)."""
+        whole case is a bias it cannot show. On such a host (four A/Bs side by side, load 76 on 64
+        cores) the same torch submission twice was once slower in every round of case 1, called
+        slower at 1.043 (1.027-1.060), and alone on a 16-core host (load 1.5) same in 14 of 14 tries
+        (H100, 2026-11-28, benchmarks/ab_trust.py)."""
         return self.load is not None and self.load >= self.cores
+
+    def load_text(self) -> str:
+        """How loaded the host was, for a note: "the host's load average reached 76 on 64 cores"."""
+        return f"the host's load average reached {self.load:.0f} on {self.cores} cores"
 
     def times(self, v: int) -> list[float]:
         return [r.time_us for r in self.results[v] if _good(r)]

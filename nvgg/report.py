@@ -493,9 +493,9 @@ def ab_table(done, means: dict, floor: float, env: dict) -> str:
                          f"call a smaller change same (the same build twice: intervals up to ±4.5% on an H100); an "
                          f"interval wholly beyond ±{floor:.0%} is still faster or slower")
         if ab.oversubscribed:
-            notes.append(f"case {ab.case}: the host's load average reached {ab.load:.0f} on {ab.cores} cores: a "
-                         "version slowed for the whole case by the others' load is a bias its "
-                         "interval does not show; A/B on a quieter host before trusting a faster or slower here")
+            notes.append(f"case {ab.case}: {ab.load_text()}: a version slowed for the whole case by the others' "
+                         "load is a bias its interval does not show; A/B on a quieter host before trusting a faster or "
+                         "slower here")
         notes.append(f"case {ab.case}: {ab.stopped}")
     lines = [f"card: {card(env)}   floor ±{floor:.1%}   95% intervals over rounds",
              tabulate(rows, headers=["case", "version", "rounds", "median µs", "vs base (95%)", "class"])]
@@ -590,8 +590,8 @@ def tune_summary(ct, floor: float) -> str:
     else:
         text += "; the default did not run right"
     if ct.final is not None and ct.final.oversubscribed:
-        text += (f"; the host's load average reached {ct.final.load:.0f} on {ct.final.cores} cores during the rounds: a point "
-                 "slowed throughout by that load is a bias their intervals do not show")
+        text += (f"; {ct.final.load_text()} during the rounds: a point slowed throughout by that load is a bias "
+                 "their intervals do not show")
     return text
 
 
