@@ -25,10 +25,12 @@ host, 2026-11-27) the torch submission's A/Bs took 64-88 s (host-bound A/Bs alon
 39-66 s) and rows near timing.HOST_SHARE turned host-bound; two to a 2-GPU H100 host (32 cores,
 2026-11-27) took 41-94 s and called every same-build case same (NOTES.md), so host-bound groups
 are best tried at most two A/Bs to a host. Four to a 4-GPU H100 host again at 64ddb04 (load 76 on 64
-cores, 2026-11-28): our kernel, multistream/cute and the slower copy as alone, the torch submission
-slower once on case 1 (1.043, every round) and unsure thrice: the table's last column counts the
-case-tries where the host's load average reached its cores. A TERM (a timeout) prints the table of
-the tries done.
+cores, 2026-11-28): our kernel and multistream/cute same in every case-try, the slower copy slower
+on cases 1-3 in every try, the torch submission slower once on case 1 (1.043, every round) and
+unsure thrice; four to a 4-GPU H200 host (load 57-88 on 64 cores, 2026-11-28): our kernel and
+multistream/cute same in every case-try, the slower copy's case 3 host-bound in 3 of 5 tries (one
+same at 1.031). The table's last column counts the case-tries where the host's load average
+reached its cores. A TERM (a timeout) prints the table of the tries done.
 Tries spread over several calls: give each its own --out and --first-try, then --tables.
 """
 
