@@ -87,9 +87,12 @@ class Ratio:
 
     def rounds_to_decide(self, floor: float, same_within: float | None = None) -> int:
         """About how many rounds at this spread would narrow the interval enough to class this ratio
-        (`classify`'s widths): its half-width under the distance from the estimate to the nearer
-        edge of ±same_within where it lies inside, or past the edge of ±floor where it lies beyond
-        (1.96 for t: many rounds)."""
+        (`classify`'s widths): the fewest whose interval (t with the degrees of freedom that many
+        rounds keep, `kept`) fits under the distance from the estimate to the nearer edge of
+        ±same_within where it lies inside, or past the edge of ±floor where it lies beyond; more than
+        the rounds run where it is not classed yet (at 5 rounds, 3 kept, t is 4.3, not 1.96)."""
+        if self.classify(floor, same_within) != "unsure":
+            return self.n
         m = math.log(self.ratio)
         within = floor if same_within is None else same_within
         inside = min(math.log(1 + within) - m, m - math.log(1 - within))
@@ -97,7 +100,16 @@ class Ratio:
         distance = max(inside, beyond)
         if distance <= 0:
             return 10**9
-        return max(self.n, math.ceil((1.96 * self.spread / distance) ** 2))
+        # from the count the normal quantile gives (t is no narrower) up to where t is 1.96 (df > 120)
+        k = max(self.n + 1, math.ceil((1.96 * self.spread / distance) ** 2))
+        while t975(kept(k) - 1) * self.spread / math.sqrt(k) > distance:
+            k += 1
+        return k
+
+
+def kept(n: int, trim: float = TRIM) -> int:
+    """How many of n rounds a trimmed ratio keeps: `trim` of them off each end (at 20%: none under 5)."""
+    return n - 2 * int(trim * n)
 
 
 def ratio(base: list[float], other: list[float], trim: float = TRIM) -> Ratio | None:
@@ -108,14 +120,14 @@ def ratio(base: list[float], other: list[float], trim: float = TRIM) -> Ratio | 
     n = len(logs)
     if n < 2:
         return None
-    cut = int(trim * n)
-    kept = n - 2 * cut
+    h = kept(n, trim)
+    cut = (n - h) // 2
     ordered = sorted(logs)
-    mean = sum(ordered[cut:n - cut]) / kept
+    mean = sum(ordered[cut:n - cut]) / h
     low, high = ordered[cut], ordered[n - cut - 1]
     wins = [min(max(x, low), high) for x in logs]  # winsorized: the cut rounds set to the nearest kept
-    half = t975(kept - 1) * math.sqrt((n - 1) * statistics.variance(wins) / (kept * (kept - 1)))
-    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, kept - 1)
+    half = t975(h - 1) * math.sqrt((n - 1) * statistics.variance(wins) / (h * (h - 1)))
+    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, h - 1)
 
 
 def geomean(ratios: list[Ratio]) -> Ratio | None:

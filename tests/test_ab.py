@@ -14,7 +14,7 @@ import pytest
 import torch
 from conftest import made_result, submission_path
 
-from nvgg import ab, cases, datapath
+from nvgg import ab, cases, datapath, timing
 from nvgg.result import SCHEMA, Row
 
 
@@ -256,13 +256,24 @@ def test_an_unsure_ratio_says_how_many_rounds_its_spread_would_need():
     assert (r.n, r.dof) == (12, 7) and r.spread == pytest.approx(sd) and math.log(r.ratio) == pytest.approx(mean)
     assert ab.ratio(base, other, trim=0).spread == pytest.approx(statistics.stdev(logs))  # nothing trimmed: plain t
     distance = min(abs(mean - math.log(0.98)), abs(mean - math.log(1.02)))
-    assert r.rounds_to_decide(0.02) == math.ceil((1.96 * sd / distance) ** 2) > 12
+
+    def fewest(spread, distance, ran):  # the fewest rounds past those run whose t interval fits
+        k = ran + 1
+        while timing.t975(k - 2 * int(0.2 * k) - 1) * spread / math.sqrt(k) > distance:
+            k += 1
+        return k
+
+    assert r.rounds_to_decide(0.02) == fewest(sd, distance, 12) >= math.ceil((1.96 * sd / distance) ** 2) > 12
     # a host-bound case's two widths: at 1.045 the interval clears +2% (slower) long before it
     # could fit inside ±5%; at 1.01 it fits inside ±5% (same) sooner than it could clear +2%
     wide = ab.Ratio(1.045, 1.0, 1.09, 5)
-    assert wide.rounds_to_decide(0.02, 0.05) == math.ceil((1.96 * wide.spread / (math.log(1.045) - math.log(1.02))) ** 2)
+    assert wide.rounds_to_decide(0.02, 0.05) == fewest(wide.spread, math.log(1.045) - math.log(1.02), 5)
     near = ab.Ratio(1.01, 0.92, 1.10, 5)
-    assert near.rounds_to_decide(0.02, 0.05) == math.ceil((1.96 * near.spread / (math.log(1.05) - math.log(1.01))) ** 2)
+    assert near.rounds_to_decide(0.02, 0.05) == fewest(near.spread, math.log(1.05) - math.log(1.01), 5)
+    # 5 rounds far from the floor (3 kept, t 4.30): the normal quantile would ask 3, fewer than ran
+    far = ab.Ratio(1.127, 0.977, 1.301, 5, 2)
+    assert far.classify(0.02) == "unsure" and math.ceil((1.96 * far.spread / (math.log(1.127) - math.log(1.02))) ** 2) == 3
+    assert far.rounds_to_decide(0.02) == 6  # 6 rounds keep 4: t 3.18 x 0.074 / √6 = 0.097 under 0.100
     decided = ab.ratio([100.0] * 6, [100.0 + 0.01 * i for i in range(6)])
     assert decided.classify(0.02) == "same" and decided.rounds_to_decide(0.02) == 6
     from nvgg import report
