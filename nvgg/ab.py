@@ -175,7 +175,7 @@ class CaseAB:
         rounds' interval covers what changes from round to round; a version's worker slowed for the
         whole case is a bias it cannot show. On such a host (four A/Bs side by side, load 76 on 64
         cores) the same torch submission twice was once slower in every round of case 1, called
-        slower at 1.043 (1.027-1.060), and alone on a 16-core host (load 1.5) same in 14 of 14 tries
+        slower at 1.043 (1.027-1.060), and alone on 16-core hosts (load under 2) same in 20 of 20 tries
         (H100, 2026-11-28, benchmarks/ab_trust.py)."""
         return self.load is not None and self.load >= self.cores
 
