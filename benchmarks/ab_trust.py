@@ -29,7 +29,9 @@ cores, 2026-11-28): our kernel and multistream/cute same in every case-try, the 
 on cases 1-3 in every try, the torch submission slower once on case 1 (1.043, every round) and
 unsure thrice; four to a 4-GPU H200 host (load 57-88 on 64 cores, 2026-11-28): our kernel and
 multistream/cute same in every case-try, the slower copy's case 3 host-bound in 3 of 5 tries (one
-same at 1.031). The table's last column counts the case-tries where the host's load average
+same at 1.031). Alone on a 1-GPU H100 host (ea823f8, 2026-11-28): our kernel same in 13 of 13
+tries, the slower copy slower in 6 of 6 on cases 1-3 and 3 of 6 on case 4 (host-bound there, the
+rest same at 1.024-1.026). The table's last column counts the case-tries where the host's load average
 reached its cores. A TERM (a timeout) prints the table of the tries done.
 Tries spread over several calls: give each its own --out and --first-try, then --tables.
 """
