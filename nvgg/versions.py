@@ -39,6 +39,12 @@ def split_spec(spec: str) -> tuple[str, str]:
             if not rev.strip():
                 raise NvggError(f"submission {spec}: nothing after @: write PATH@REV with a commit, branch or tag")
             return path, rev
+        # PATH@REV with PATH an existing folder or other file: say so, not that "PATH@REV" is missing
+        if Path(path).is_dir():
+            raise NvggError(f"submission {spec}: {path} is a folder: write PATH@REV with the path of your submission.py")
+        if Path(path).exists():
+            raise NvggError(f"submission {spec}: {path} is not a Python file (.py): write PATH@REV with the path of "
+                            "your submission.py")
     return spec, ""
 
 

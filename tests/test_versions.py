@@ -69,12 +69,16 @@ def test_a_revision_is_its_folder_at_that_commit_in_a_folder_of_its_own(repo):
     (["{file}", "{file}"], "again: give each file and revision once"),
     (["{file}@"], "nothing after @"),
     (["{outside}@HEAD"], "is not in a git repository"),
+    (["{text}@HEAD"], "notes.txt is not a Python file"),
+    (["{folder}@HEAD"], "sub is a folder: write PATH@REV"),
 ])
 def test_bad_versions_are_refused_before_any_work(repo, tmp_path, specs, words):
     outside = tmp_path / "loose" / "submission.py"
     outside.parent.mkdir()
     outside.write_text("")
-    paths = dict(file=repo / "sub" / "submission.py", later=repo / "sub" / "later.py", outside=outside)
+    (repo / "sub" / "notes.txt").write_text("")
+    paths = dict(file=repo / "sub" / "submission.py", later=repo / "sub" / "later.py", outside=outside,
+                 text=repo / "sub" / "notes.txt", folder=repo / "sub")
     with pytest.raises(NvggError, match=words.replace("(", r"\(")):
         versions.Versions([s.format(**paths) for s in specs], check_submission)
 
