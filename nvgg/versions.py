@@ -35,16 +35,11 @@ def split_spec(spec: str) -> tuple[str, str]:
     """`PATH@REV` -> (PATH, REV); a plain path (or an existing file whose name holds an @) -> (PATH, "")."""
     if "@" in spec and not Path(spec).exists():
         path, rev = spec.rsplit("@", 1)
-        if path.endswith(".py"):
+        # a PATH that exists (a folder, a README.md) is a revision too: Versions checks its kind
+        if path.endswith(".py") or Path(path).exists():
             if not rev.strip():
                 raise NvggError(f"submission {spec}: nothing after @: write PATH@REV with a commit, branch or tag")
             return path, rev
-        # PATH@REV with PATH an existing folder or other file: say so, not that "PATH@REV" is missing
-        if Path(path).is_dir():
-            raise NvggError(f"submission {spec}: {path} is a folder: write PATH@REV with the path of your submission.py")
-        if Path(path).exists():
-            raise NvggError(f"submission {spec}: {path} is not a Python file (.py): write PATH@REV with the path of "
-                            "your submission.py")
     return spec, ""
 
 
@@ -115,6 +110,8 @@ class Versions:
         located = []
         for spec, path, rev in parsed:
             if rev:
+                if Path(path).exists():  # in the working copy too: refused here if it is no Python file
+                    check_file(path)
                 top, inside, commit = _locate(path, rev)
                 key = (str(top / inside), commit)
             else:

@@ -70,7 +70,7 @@ def test_a_revision_is_its_folder_at_that_commit_in_a_folder_of_its_own(repo):
     (["{file}@"], "nothing after @"),
     (["{outside}@HEAD"], "is not in a git repository"),
     (["{text}@HEAD"], "notes.txt is not a Python file"),
-    (["{folder}@HEAD"], "sub is a folder: write PATH@REV"),
+    (["{folder}@HEAD"], "sub is a folder"),
 ])
 def test_bad_versions_are_refused_before_any_work(repo, tmp_path, specs, words):
     outside = tmp_path / "loose" / "submission.py"
