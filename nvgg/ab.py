@@ -1,18 +1,22 @@
-"""A fair A/B: versions of one case measured in rounds, until the 95% interval of each version's
-time ratio to the first is decided against the floor, or the round limit or the time budget ends
-it. Each version is first set up, checked and timed whole in a warm worker of its own
-(datapath.run_round: its `first` result); then each round refills every version's inputs with new
-values, alternates their timed windows (one leaderboard repetition each, a random order each
-round, then reversed: A B B A ...) for a quarter of a second or as long as the rest of the last
-round took (round_window_s) with every version's launching thread on one core, the next round on
-the next core, and checks what each version's timed calls returned (rows.round_in).
+"""A fair A/B: versions of one case measured in rounds, looked at after a fixed schedule of rounds
+(`Design`) until the interval of each version's time ratio to the first is decided against the
+floor, or the last look or the time budget ends it. Each version is first set up, checked and timed
+whole in a warm worker of its own (datapath.run_round: its `first` result); then each round refills
+every version's inputs with new values, alternates their timed windows (one leaderboard repetition
+each, a random order each round, then reversed: A B B A ...) for a quarter of a second or as long as
+the rest of the last round took (round_window_s) with every version's launching thread on one core,
+the next round on the next core, and checks what each version's timed calls returned
+(rows.round_in).
 
 Per case: each version's rounds, the ratio of its time to the first version's (the 20%-trimmed
 mean of the per-round log ratios: a round's two measurements ran back to back, so a drift lands on
-both; a round that a pause of the host hit on one version only is trimmed), its 95% interval
-(Yuen's, Student's t over the rounds kept) and a class: `faster` or `slower` where
-the whole interval lies beyond the floor, `same` where it lies within it, `unsure` otherwise. Over
-the cases: the geometric mean of the ratios with its interval.
+both; a round that a pause of the host hit on one version only is trimmed), its interval (Yuen's,
+Student's t over the rounds kept) and a class: `faster` or `slower` where the whole interval lies
+beyond the floor, `same` where it lies within it, `unsure` otherwise. A case may stop at any of its
+looks, so each look's interval is drawn at a level of its own (the 5% a wrong interval is allowed,
+spent over the looks: Bonferroni), and the interval printed where the case stops holds the truth
+95% of the time whichever look that was. Over the cases: the geometric mean of the ratios with its
+interval.
 """
 
 from __future__ import annotations
@@ -26,20 +30,20 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from . import procs, rows, timing
-from .timing import t975
+from .timing import t_quantile
 from .result import Result, Row
 
-MIN_ROUNDS = 5
-# A host-bound version's rounds spread wide: the same build as A and as B, its workers' layout fixed
-# (procs.fixed_layout), gave intervals of ±1.2-4.5% (median over 5 A/Bs a case; multistream/cute and
-# a torch submission, cases 1-4, H100, 2026-11-27), too wide to call same at 2% in the rounds an A/B
-# has. In a case where a version is host-bound (its host time to issue a call timing.HOST_SHARE of
-# the call or more) an interval within this floor is same. One wholly beyond the asked floor is
-# still faster or slower: no interval of the same build lay wholly beyond ±2% (106 host-bound
-# case-tries, four A/Bs side by side on a 4-GPU H100 host, 2026-11-27), while the 3% slower copy's
-# case 4, host-bound there, lay at 1.034-1.038. (One did later on a host loaded past its cores, in a
-# case not host-bound by this measure: CaseAB.oversubscribed.)
-HOST_FLOOR = 0.05
+MIN_ROUNDS = 5  # the first look
+# The share of wrong intervals allowed over an A/B's looks of a case: each look's interval gets a
+# part (Design), so the one printed where the case stops holds the truth at least 1 - ALPHA of the
+# time. A fixed level at every round from the fifth, stopping at the first decided one, let a true
+# 1.025 be called same and a 1.015 slower in 3-5% of simulated A/Bs (benchmarks/ab_coverage.py).
+ALPHA = 0.05
+LOOK_GROWTH = 1.5  # each look after the first this many times the rounds of the one before
+# A host-bound case (a version's host time to issue a call timing.HOST_SHARE of the call or more)
+# spreads wide from round to round: its last look is HOST_ROUNDS times --rounds, so a change of a
+# few percent can still clear the floor there instead of being called same within a wider band.
+HOST_ROUNDS = 3
 # The share of rounds trimmed from each end of the log ratios (Yuen's trimmed mean; 20% is the usual
 # choice in robust statistics, e.g. Wilcox, "Introduction to Robust Estimation"). A host-bound
 # round now and then lands a pause of the host on one version only (a round's ratio 1.3-1.5 among
@@ -52,30 +56,36 @@ TRIM = 0.2
 ROUND_MAX_S = 2.0  # the longest a round's windows take turns (round_window_s)
 
 
+def _two_sided(level: float, dof: float) -> float:
+    """Student's t for a two-sided interval at `level` (0.95: its 97.5% quantile)."""
+    return t_quantile(1 - (1 - level) / 2, dof)
+
+
 @dataclass(frozen=True)
 class Ratio:
-    """A version's time over the first version's: the estimate and its 95% interval."""
+    """A version's time over the first version's: the estimate and its interval, drawn at `level`
+    (a look's share of ALPHA: Design.level)."""
 
     ratio: float
     lo: float
     hi: float
     n: int
-    df: int | None = None  # the interval's degrees of freedom (None: n - 1, nothing trimmed)
+    df: float | None = None  # the interval's degrees of freedom (None: n - 1, nothing trimmed)
+    level: float = 1 - ALPHA
 
     @property
-    def dof(self) -> int:
+    def dof(self) -> float:
         return self.n - 1 if self.df is None else self.df
 
-    def classify(self, floor: float, same_within: float | None = None) -> str:
-        """faster / slower where the whole interval lies beyond the floor (0.02: a 2% change is one
-        that matters), same where it lies within `same_within` (the floor unless given: a host-bound
-        case's ab.HOST_FLOOR), unsure otherwise."""
-        within = floor if same_within is None else same_within
+    def classify(self, floor: float) -> str:
+        """faster / slower where the whole interval lies beyond ±floor (0.02: a 2% change is one
+        that matters), same where it lies within it, unsure otherwise: so a ratio called same is one
+        whose interval excludes every change of the floor or more."""
         if self.hi < 1 - floor:
             return "faster"
         if self.lo > 1 + floor:
             return "slower"
-        if self.lo >= 1 - within and self.hi <= 1 + within:
+        if self.lo >= 1 - floor and self.hi <= 1 + floor:
             return "same"
         return "unsure"
 
@@ -83,26 +93,26 @@ class Ratio:
     def spread(self) -> float:
         """The rounds' spread: the standard deviation of their log ratios as the interval sees it
         (its standard error times the square root of the rounds)."""
-        return (math.log(self.hi) - math.log(self.lo)) / 2 / t975(self.dof) * math.sqrt(self.n)
+        return (math.log(self.hi) - math.log(self.lo)) / 2 / _two_sided(self.level, self.dof) * math.sqrt(self.n)
 
-    def rounds_to_decide(self, floor: float, same_within: float | None = None) -> int:
-        """About how many rounds at this spread would narrow the interval enough to class this ratio
-        (`classify`'s widths): the fewest whose interval (t with the degrees of freedom that many
-        rounds keep, `kept`) fits under the distance from the estimate to the nearer edge of
-        ±same_within where it lies inside, or past the edge of ±floor where it lies beyond; more than
-        the rounds run where it is not classed yet (at 5 rounds, 3 kept, t is 4.3, not 1.96)."""
-        if self.classify(floor, same_within) != "unsure":
+    def rounds_to_decide(self, floor: float, level: float | None = None) -> int:
+        """About how many rounds at this spread would narrow the interval enough to class this ratio:
+        the fewest whose interval (t at `level`, this interval's own unless given, with the degrees
+        of freedom that many rounds keep, `kept`) fits under the distance from the estimate to the
+        nearer edge of ±floor where it lies inside, or past that edge where it lies beyond; more than
+        the rounds run where it is not classed yet (at 5 rounds, 3 kept, t is large)."""
+        if self.classify(floor) != "unsure":
             return self.n
+        level = self.level if level is None else level
         m = math.log(self.ratio)
-        within = floor if same_within is None else same_within
-        inside = min(math.log(1 + within) - m, m - math.log(1 - within))
+        inside = min(math.log(1 + floor) - m, m - math.log(1 - floor))
         beyond = max(m - math.log(1 + floor), math.log(1 - floor) - m)
         distance = max(inside, beyond)
         if distance <= 0:
             return 10**9
-        # from the count the normal quantile gives (t is no narrower) up to where t is 1.96 (df > 120)
-        k = max(self.n + 1, math.ceil((1.96 * self.spread / distance) ** 2))
-        while t975(kept(k) - 1) * self.spread / math.sqrt(k) > distance:
+        # from the count the normal quantile gives (t is no narrower) up to where t reaches it
+        k = max(self.n + 1, math.ceil((_two_sided(level, 10**6) * self.spread / distance) ** 2))
+        while _two_sided(level, kept(k) - 1) * self.spread / math.sqrt(k) > distance:
             k += 1
         return k
 
@@ -112,10 +122,10 @@ def kept(n: int, trim: float = TRIM) -> int:
     return n - 2 * int(trim * n)
 
 
-def ratio(base: list[float], other: list[float], trim: float = TRIM) -> Ratio | None:
+def ratio(base: list[float], other: list[float], trim: float = TRIM, level: float = 1 - ALPHA) -> Ratio | None:
     """Paired by round: the trimmed mean of log(other/base) (`trim` of the rounds off each end,
-    none under 5 rounds) and Yuen's t interval (the winsorized spread over the rounds kept); None
-    under 2 rounds. With nothing trimmed: the geometric mean and the plain t interval."""
+    none under 5 rounds) and Yuen's t interval at `level` (the winsorized spread over the rounds
+    kept); None under 2 rounds. With nothing trimmed: the geometric mean and the plain t interval."""
     logs = [math.log(o / b) for b, o in zip(base, other) if b > 0 and o > 0]
     n = len(logs)
     if n < 2:
@@ -126,22 +136,71 @@ def ratio(base: list[float], other: list[float], trim: float = TRIM) -> Ratio | 
     mean = sum(ordered[cut:n - cut]) / h
     low, high = ordered[cut], ordered[n - cut - 1]
     wins = [min(max(x, low), high) for x in logs]  # winsorized: the cut rounds set to the nearest kept
-    half = t975(h - 1) * math.sqrt((n - 1) * statistics.variance(wins) / (h * (h - 1)))
-    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, h - 1)
+    half = _two_sided(level, h - 1) * math.sqrt((n - 1) * statistics.variance(wins) / (h * (h - 1)))
+    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), n, h - 1, level)
+
+
+@dataclass(frozen=True)
+class Design:
+    """When a case's rounds are looked at, and at what level: looks after MIN_ROUNDS rounds, then
+    each LOOK_GROWTH times the one before, the last at the case's most rounds; the last look gets half
+    of ALPHA, the others share the other half (Bonferroni: whichever look a case stops at, the
+    chance that any look's interval missed is at most ALPHA). A look the time budget forces before
+    its round takes the level of the next look in the schedule, which it then replaces."""
+
+    looks: tuple[int, ...]
+    alphas: tuple[float, ...]
+
+    @classmethod
+    def of(cls, most: int) -> "Design":
+        looks = [MIN_ROUNDS]
+        while math.ceil(looks[-1] * LOOK_GROWTH) < most:
+            looks.append(math.ceil(looks[-1] * LOOK_GROWTH))
+        if most > looks[-1]:
+            looks.append(most)
+        if len(looks) == 1:
+            return cls(tuple(looks), (ALPHA,))
+        early = ALPHA / 2 / (len(looks) - 1)
+        return cls(tuple(looks), (early,) * (len(looks) - 1) + (ALPHA / 2,))
+
+    @property
+    def most(self) -> int:
+        return self.looks[-1]
+
+    def look(self, rounds: int) -> int:
+        """The look that `rounds` rounds take: the first scheduled at or after it."""
+        return next((k for k, n in enumerate(self.looks) if n >= rounds), len(self.looks) - 1)
+
+    def level(self, rounds: int) -> float:
+        """The level of the interval looked at after `rounds` rounds."""
+        return 1 - self.alphas[self.look(rounds)]
+
+    def to_dict(self) -> dict:
+        return {"looks": list(self.looks), "levels": [1 - a for a in self.alphas], "alpha": ALPHA}
+
+    @classmethod
+    def from_dict(cls, raw: dict) -> "Design":
+        return cls(tuple(raw["looks"]), tuple(1 - level for level in raw["levels"]))
 
 
 def geomean(ratios: list[Ratio]) -> Ratio | None:
-    """Over the cases: the geometric mean of the ratios, with an interval from each case's (their
-    log half-widths as t-scaled standard errors, added in quadrature)."""
+    """Over the cases: the geometric mean of the ratios, its interval the cases' own half-widths (in
+    logs, each at its own t and level) added in quadrature. Where one case's noise dominates, that
+    is the case's own interval, as Welch-Satterthwaite's degrees of freedom would make it (summing
+    the cases' degrees of freedom made it a third too narrow); where the cases are alike it is wider
+    than a pooled t, which the cases' stopping at their looks needs (benchmarks/ab_coverage.py).
+    Its degrees of freedom (Welch-Satterthwaite's) are kept for the record."""
     if not ratios:
         return None
     logs = [math.log(r.ratio) for r in ratios]
-    ses = [(math.log(r.hi) - math.log(r.lo)) / 2 / t975(r.dof) for r in ratios]
+    halves = [(math.log(r.hi) - math.log(r.lo)) / 2 for r in ratios]
     mean = sum(logs) / len(logs)
-    se = math.sqrt(sum(s * s for s in ses)) / len(ses)
-    dof = sum(r.dof for r in ratios)
-    half = t975(dof) * se
-    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), min(r.n for r in ratios), dof)
+    half = math.sqrt(sum(h * h for h in halves)) / len(halves)
+    ses = [h / _two_sided(r.level, r.dof) for h, r in zip(halves, ratios)]
+    total = sum(s * s for s in ses)
+    dof = total * total / sum(s ** 4 / r.dof for s, r in zip(ses, ratios)) if total > 0 else min(r.dof for r in ratios)
+    return Ratio(math.exp(mean), math.exp(mean - half), math.exp(mean + half), min(r.n for r in ratios), dof,
+                 1 - ALPHA)
 
 
 def geomeans(done: list["CaseAB"]) -> dict[str, Ratio | None]:
@@ -162,6 +221,9 @@ class CaseAB:
     first: list[Result | None] = field(default_factory=list)  # [version]: set up, checked, timed whole
     load: float | None = None  # the host's highest load seen in the case (timing.host_load), on `cores` cores
     cores: int = 0
+    design: Design | None = None  # its looks, set once its first runs tell whether it is host-bound
+    level: float = 1 - ALPHA      # the level of the last look taken (its ratios' intervals are drawn at it)
+    planned_host_bound: bool = False  # whether its design was a host-bound case's
 
     def saw_load(self) -> None:
         """Keep the host's load now where it is the case's highest yet."""
@@ -191,7 +253,7 @@ class CaseAB:
         out = []
         for v in range(len(self.versions)):
             pairs = [(a.time_us, b.time_us) for a, b in zip(self.results[0], self.results[v]) if _good(a) and _good(b)]
-            out.append(ratio([p[0] for p in pairs], [p[1] for p in pairs]) if v else None)
+            out.append(ratio([p[0] for p in pairs], [p[1] for p in pairs], level=self.level) if v else None)
         return out
 
     def failed(self) -> Result | None:
@@ -207,13 +269,46 @@ class CaseAB:
                    and r.time_us and r.setup_us.get("launch_host", 0.0) >= timing.HOST_SHARE * r.time_us
                    for r in self.first)
 
-    def same_within(self, asked: float) -> float:
-        """Within what an interval is same here: the asked floor, or HOST_FLOOR where it is host-bound."""
-        return max(asked, HOST_FLOOR) if self.host_bound else asked
+    def plan(self, most: int) -> Design:
+        """The case's looks: to `most` rounds (--rounds), HOST_ROUNDS times that where host-bound."""
+        self.planned_host_bound = self.host_bound
+        self.design = Design.of(most * (HOST_ROUNDS if self.planned_host_bound else 1))
+        return self.design
 
-    def classify(self, r: Ratio, asked: float) -> str:
-        """A ratio's class here: against the asked floor, same within `same_within(asked)`."""
-        return r.classify(asked, self.same_within(asked))
+    def look(self, rounds: int, floor: float, budget_spent: bool = False) -> str:
+        """After `rounds` rounds: why the case stops now ("" to go on). A failure ends it at any round;
+        otherwise it is looked at on its design's schedule, or before it where the budget is spent
+        (after MIN_ROUNDS), its intervals drawn at that look's level, and it stops where every
+        ratio is classed, the budget is spent, or the last look is reached."""
+        bad = self.failed()
+        if bad is not None:
+            which = "its first run" if any(bad is r for r in self.first) else "a round"
+            return f"{which} failed ({bad.status if bad.status != 'ok' else 'suspect: ' + ', '.join(f.kind for f in bad.flags)})"
+        design = self.design or self.plan(rounds)
+        if rounds < MIN_ROUNDS or (rounds not in design.looks and not budget_spent):
+            return ""
+        self.level = design.level(rounds)
+        if all(r is not None and r.classify(floor) != "unsure" for r in self.ratios()[1:]):
+            return f"decided after {rounds} rounds"
+        if rounds >= design.most:
+            return f"{rounds} rounds"
+        # the budget ends a case only after MIN_ROUNDS: a case whose workers' start and first runs ate
+        # its share would otherwise get 1-4 rounds and no class
+        if budget_spent:
+            return f"time budget spent after {rounds} rounds"
+        return ""
+
+    def rule(self, floor: float) -> dict:
+        """The rule that classed the case's ratios, for the JSON and the table's notes."""
+        return {"band": floor, "host_bound": self.planned_host_bound, "level": self.level,
+                "coverage": 1 - ALPHA, **(self.design.to_dict() if self.design else {})}
+
+    @classmethod
+    def kept(cls, case: str, versions: list[str], results: list[list[Result]], stopped: str, rule: dict) -> "CaseAB":
+        """A case as a result file kept it (`rule`: CaseAB.rule's; {} in files written before it)."""
+        design = Design.from_dict(rule) if "looks" in rule else None
+        return cls(case, versions, results, stopped, design=design, level=rule.get("level", 1 - ALPHA),
+                   planned_host_bound=rule.get("host_bound", False))
 
     def every(self) -> list[Result]:
         """Every result of the case: the versions' first runs, then their rounds."""
@@ -229,9 +324,10 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
         pool: procs.Pool | None = None) -> list[CaseAB]:
     """Each case's versions (its rows, the first the base) in rounds, a random order each round,
     all in one pool (a worker a version, kept across cases and rounds; `pool`: one the caller
-    holds); a case stops once every ratio is decided after MIN_ROUNDS, at `max_rounds`, on a
-    failure, or when its share of the budget is spent and it has had MIN_ROUNDS. `on_case(ab,
-    done)` as each case starts (done False) and ends (True)."""
+    holds); a case stops at a look of its design (`max_rounds` its last, HOST_ROUNDS times that
+    where host-bound) once every ratio is decided, at its last look, on a failure, or when its
+    share of the budget is spent and it has had MIN_ROUNDS (CaseAB.look). `on_case(ab, done)` as
+    each case starts (done False) and ends (True)."""
     if pool is None:
         with procs.Pool(timeout_s, preload=("nvgg.datapath",)) as own:
             return run(case_rows, floor=floor, max_rounds=max_rounds, budget_s=budget_s, timeout_s=timeout_s,
@@ -248,14 +344,15 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
         ab.saw_load()
         # each set up, checked and timed whole (one window: the rounds are the A/B's blocks), its energy measured
         ab.first = [rows.run_in(pool, dataclasses.replace(row, span=False), rounds=True) for row in versions]
+        ab.plan(max_rounds)
         # the case's rounds get an equal share of the budget left once its first runs are done (spent:
-        # MIN_ROUNDS), so the workers' start, which lands on the first case, is shared by all cases:
-        # charged to the first case's share, it left the torch submission's case 1 its 5 rounds (first
-        # runs 21-31 s of a 30-s share; H100, 2026-11-27)
+        # MIN_ROUNDS), so the workers' start, which lands on the first case, is shared by all cases
         left = max(0.0, budget_s - (time.monotonic() - started))
         deadline = time.monotonic() + left / (len(case_rows) - i)
         window_s = rows.ROUND_S
-        for n in range(max_rounds if ab.failed() is None else 0):
+        ab.stopped = ab.look(0, floor)
+        n = 0
+        while not ab.stopped:
             turn = list(range(len(versions)))
             order.shuffle(turn)
             core = timing.core_for(done_rounds)  # a round's versions share a core, the next round the next core
@@ -265,11 +362,8 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
                 ab.results[v].append(result)
             window_s = round_window_s(time.monotonic() - began, window_s)
             ab.saw_load()
-            ab.stopped = _stop(ab, n + 1, floor, deadline)
-            if ab.stopped:
-                break
-        else:
-            ab.stopped = _stop(ab, 0, floor, deadline) if ab.failed() is not None else f"{max_rounds} rounds"
+            n += 1
+            ab.stopped = ab.look(n, floor, budget_spent=time.monotonic() >= deadline)
         out.append(ab)
         if on_case:
             on_case(ab, True)
@@ -283,20 +377,3 @@ def round_window_s(round_s: float, window_s: float) -> float:
     version's calls are long and its checks slow (the torch submission's case 1: a 45-ms window
     and rounds of about 1 s, 3 windows a version in a quarter-second; H100, 2026-11-27)."""
     return min(ROUND_MAX_S, max(rows.ROUND_S, round_s - window_s))
-
-
-def _stop(ab: CaseAB, rounds_done: int, floor: float, deadline: float) -> str:
-    """Why the case's rounds end now ("" to go on)."""
-    bad = ab.failed()
-    if bad is not None:
-        which = "its first run" if any(bad is r for r in ab.first) else "a round"
-        return f"{which} failed ({bad.status if bad.status != 'ok' else 'suspect: ' + ', '.join(f.kind for f in bad.flags)})"
-    if rounds_done >= MIN_ROUNDS and all(r is not None and ab.classify(r, floor) != "unsure" for r in ab.ratios()[1:]):
-        return f"decided after {rounds_done} rounds"
-    # the budget ends a case only after MIN_ROUNDS: a case whose workers' start and first runs ate
-    # its share got 1-4 rounds and no class (the torch submission on case 1 beside three other
-    # A/Bs: first runs 21-31 s of a 30-s share, 8 of 20 A/Bs unsure or without a ratio; H100,
-    # 2026-11-27); a round takes 0.2-1.5 s there
-    if rounds_done >= MIN_ROUNDS and time.monotonic() >= deadline:
-        return f"time budget spent after {rounds_done} rounds"
-    return ""

@@ -467,71 +467,81 @@ def _ratio_text(r) -> str:
     return "—" if r is None else f"{r.ratio:.3f}x ({r.lo:.3f}-{r.hi:.3f})"
 
 
+def _rule_text(ab, floor: float) -> str:
+    """The rule that classed a case's ratios, for its rows: the band, host-bound or not and its most
+    rounds, the level of the look it stopped at."""
+    most = f"up to {ab.design.most} rounds" if ab.design else ""
+    parts = [f"±{floor:.1%}", ("host-bound, " if ab.host_bound else "") + most, f"look at {ab.level:.1%}"]
+    return ", ".join(p for p in parts if p)
+
+
+GEOMEAN_RULE = "the cases' log half-widths added in quadrature, classed against the same ±floor"
+
+
 def ab_table(done, means: dict, floor: float, env: dict) -> str:
     """`nvgg ab`'s output: per case each version's rounds, median time and ratio to the base with
-    its 95% interval and class; then the geometric mean over the cases (`means`, ab.geomeans); why
-    each case stopped."""
+    its interval, class and the rule that classed it; then the geometric mean over the cases
+    (`means`, ab.geomeans) with its rule; why each case stopped."""
     from .env import card
     rows, notes = [], []
     for ab in done:
         ratios = ab.ratios()
-        at = ab.same_within(floor)
         for v, name in enumerate(ab.versions):
             times = sorted(ab.times(v))
             median = fmt_us(times[len(times) // 2]) if times else "—"
             r = ratios[v]
-            cls = "base" if v == 0 else (ab.classify(r, floor) if r else "—")
-            rows.append([ab.case, name, str(len(ab.results[v])), median, "1 (base)" if v == 0 else _ratio_text(r), cls])
+            cls = "base" if v == 0 else (r.classify(floor) if r else "—")
+            rows.append([ab.case, name, str(len(ab.results[v])), median, "1 (base)" if v == 0 else _ratio_text(r), cls,
+                         "" if v == 0 else _rule_text(ab, floor)])
             if cls == "unsure":
-                need = r.rounds_to_decide(floor, at)
-                notes.append(f"case {ab.case} {name}: too noisy to tell apart at ±{at:.0%} in {r.n} rounds: its "
+                need = r.rounds_to_decide(floor, 1 - ab.design.alphas[-1] if ab.design else None)
+                notes.append(f"case {ab.case} {name}: too noisy to tell apart at ±{floor:.1%} in {r.n} rounds: its "
                              f"rounds' ratios spread ±{math.expm1(r.spread):.1%} (one standard deviation); at that "
                              "spread " + (f"about {need} rounds would decide" if need < 10_000 else
                                           "no practical number of rounds would decide (the ratio sits on the floor)"))
-        if at != floor:
-            notes.append(f"case {ab.case}: host-bound, same within ±{at:.0%}: host-bound rounds spread too wide to "
-                         f"call a smaller change same (the same build twice: intervals up to ±4.5% on an H100); an "
-                         f"interval wholly beyond ±{floor:.0%} is still faster or slower")
+        if ab.host_bound:
+            notes.append(f"case {ab.case}: host-bound (a version's host time to issue a call is most of the call): "
+                         f"its rounds spread wide, so it may take up to {ab.design.most if ab.design else '?'} rounds "
+                         "to tell a change of the floor")
         if ab.oversubscribed:
             notes.append(f"case {ab.case}: {ab.load_text()}: a version slowed for the whole case by the others' "
                          "load is a bias its interval does not show; A/B on a quieter host before trusting a faster or "
                          "slower here")
         notes.append(f"case {ab.case}: {ab.stopped}")
-    lines = [f"card: {card(env)}   floor ±{floor:.1%}   95% intervals over rounds",
-             tabulate(rows, headers=["case", "version", "rounds", "median µs", "vs base (95%)", "class"])]
+    lines = [f"card: {card(env)}   floor ±{floor:.1%}: same inside it, faster or slower wholly beyond it",
+             "intervals hold 95% wherever a case stops: each look's own level (the rule column) spends a share of the 5%",
+             tabulate(rows, headers=["case", "version", "rounds", "median µs", "vs base (95%)", "class", "rule"])]
     if len(done) > 1:
-        over = _geomean_floor(done, floor)
-        lines.append(tabulate([[name, _ratio_text(g), g.classify(floor, over) if g else "—"] for name, g in means.items()],
+        lines.append(tabulate([[name, _ratio_text(g), g.classify(floor) if g else "—"] for name, g in means.items()],
                               headers=["version", "geomean vs base (95%)", "class"]))
+        lines.append(f"geomean: {GEOMEAN_RULE} (±{floor:.1%})")
     return "\n".join(lines + notes)
 
 
-def ab_document(done, means: dict, floor: float, env: dict) -> dict:
-    """`nvgg ab --json`: every round's result, the ratios and classes, the geometric means."""
-    from .result import document
+def _ratio_dict(r, floor: float) -> dict | None:
+    """A ratio in a result file: the estimate, its interval and the level it was drawn at, the rounds, the class."""
+    return None if r is None else {"ratio": r.ratio, "lo": r.lo, "hi": r.hi, "rounds": r.n, "level": r.level,
+                                   "class": r.classify(floor)}
 
-    def ratio_dict(r, within=floor):
-        return None if r is None else {"ratio": r.ratio, "lo": r.lo, "hi": r.hi, "rounds": r.n,
-                                       "class": r.classify(floor, within)}
+
+def ab_document(done, means: dict, floor: float, env: dict) -> dict:
+    """`nvgg ab --json`: every round's result, the ratios and classes with the rule that made them,
+    the geometric means with theirs."""
+    from .result import document
 
     cases = []
     for ab in done:
-        ratios, at = ab.ratios(), ab.same_within(floor)
-        versions = [{"name": name, "vs_base": ratio_dict(ratios[v], at), "times_us": ab.times(v),
+        ratios = ab.ratios()
+        versions = [{"name": name, "vs_base": _ratio_dict(ratios[v], floor), "times_us": ab.times(v),
                      "first": ab.first[v].to_dict() if v < len(ab.first) and ab.first[v] is not None else None,
                      "rounds": [r.to_dict() for r in ab.results[v]]} for v, name in enumerate(ab.versions)]
-        cases.append({"case": ab.case, "stopped": ab.stopped, "floor": floor, "same_within": at, "host_bound": ab.host_bound,
+        cases.append({"case": ab.case, "stopped": ab.stopped, "floor": floor, "host_bound": ab.host_bound,
+                      "rule": ab.rule(floor),
                       "host_load": None if ab.load is None else {"load": ab.load, "cores": ab.cores,
                                                                  "oversubscribed": ab.oversubscribed},
                       "versions": versions})
-    over = _geomean_floor(done, floor)
-    return document("ab", env=env, floor=floor, cases=cases,
-                    geomean={k: ratio_dict(g, over) for k, g in means.items()})
-
-
-def _geomean_floor(done, floor: float) -> float:
-    """Within what the geometric mean is same: the widest of its cases' (a host-bound case's, ab.HOST_FLOOR)."""
-    return max([ab.same_within(floor) for ab in done] + [floor])
+    return document("ab", env=env, floor=floor, cases=cases, geomean_rule=GEOMEAN_RULE,
+                    geomean={k: _ratio_dict(g, floor) for k, g in means.items()})
 
 
 # ---------------------------------------------------------------- a sweep (nvgg tune)
@@ -552,26 +562,37 @@ def tune_table(done, space: dict, floor: float, env: dict) -> str:
             timed = r.status == "ok" and r.stats is not None
             vs = ct.against_winner(p)
             standing = ("winner" if p == ct.winner else
+                        "out in the rounds" if p in ct.out else
                         f"{vs.ratio:.3f}x {vs.classify(floor)}" if vs is not None else
-                        "—" if timed else status_text(r))
+                        "—" if timed and not r.suspect else status_text(r))
             rows.append([*(str(v) for _, v in p), "*" if p == ct.default else "",
                          fmt_us(r.time_us) if timed else "—", fmt_us(r.stats.rerun_us if timed and r.stats.rerun_us
                                                                       is not None else r.stats.err_us if timed else None),
                          standing])
         lines += [f"\ncase {ct.case}" + (f" ({ct.stopped})" if ct.stopped else ""),
                   tabulate(rows, headers=[*knobs, "default", "µs", "±", "vs winner"])]
+        lines += [f"{point_name(p)}: {status_text(ct.first[p])}: {_first_line(ct.first[p].message)}"
+                  for p in order if ct.first[p].status != "ok" or ct.first[p].suspect]
+        lines += [f"{point_name(p)}: {why}" for p, why in ct.out.items()]
         if ct.refused:
             lines.append(f"refused by the kernel's own checks, not run: {len(ct.refused)} points (their reasons in the JSON)")
         lines.append(tune_summary(ct, floor))
     lines.append("* the file's default (each knob's first value); µs and ± from the first pass, 'vs winner' from the "
-                 "rounds")
+                 "rounds; a finalist that failed or was suspect in them is out, never the winner")
     return "\n".join(lines)
+
+
+def _first_line(text: str, most: int = 160) -> str:
+    """A message's first line, cut to `most` characters."""
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else "no reason given"
+    return line if len(line) <= most else line[:most - 1] + "…"
 
 
 def tune_summary(ct, floor: float) -> str:
     """A case's answer in a line."""
     if ct.winner is None:
         return f"case {ct.case}: no winner ({ct.stopped or 'no point ran right'})"
+    out = f"; out in the rounds: {', '.join(point_name(p) for p in ct.out)}" if ct.out else ""
     good = ct.good()
     text = f"case {ct.case}: winner {point_name(ct.winner)} ({fmt_us(ct.first[ct.winner].time_us)} µs)"
     if ct.not_apart:
@@ -589,6 +610,7 @@ def tune_summary(ct, floor: float) -> str:
             text += f", {_ratio_text(gain)} the winner's time ({gain.classify(floor)})"
     else:
         text += "; the default did not run right"
+    text += out
     if ct.final is not None and ct.final.oversubscribed:
         text += (f"; {ct.final.load_text()} during the rounds: a point slowed throughout by that load is a bias "
                  "their intervals do not show")
@@ -617,19 +639,20 @@ def tune_document(done, target, space: dict, floor: float, env: dict) -> dict:
     rounds and ratios to the winner, the winner, the points not told apart, the default's gain."""
     from .result import document
 
-    def ratio_dict(r):
-        return None if r is None else {"ratio": r.ratio, "lo": r.lo, "hi": r.hi, "rounds": r.n, "class": r.classify(floor)}
-
     cases = []
     for ct in done:
         finals = []
         for v, p in enumerate(ct.final_points):
             finals.append({"point": dict(p), "rounds": [r.to_dict() for r in ct.final.results[v]],
-                           "vs_winner": ratio_dict(ct.against_winner(p))})
+                           "vs_winner": _ratio_dict(ct.against_winner(p), floor)})
         cases.append({"case": ct.case, "stopped": ct.stopped, "default": dict(ct.default),
                       "winner": dict(ct.winner) if ct.winner is not None else None,
                       "not_apart": [dict(p) for p in ct.not_apart], "near": [dict(p) for p in near_points(ct, floor)],
-                      "gain": ratio_dict(ct.gain()),
+                      "out": [{"point": dict(p), "reason": why,
+                               **({"result": ct.out_results[p].to_dict()} if p in ct.out_results else {})}
+                              for p, why in ct.out.items()],
+                      **({"rule": ct.final.rule(floor)} if ct.final is not None else {}),
+                      "gain": _ratio_dict(ct.gain(), floor),
                       "points": [ct.first[p].to_dict() for p in _in_space_order(ct)], "finalists": finals,
                       "refused": [{"point": dict(p), "reason": why} for p, why in ct.refused.items()]})
     return document("tune", target=target.name, revision=target.revision, arch=target.arch, space=space, floor=floor,

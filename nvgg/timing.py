@@ -14,6 +14,7 @@ Compilation and warm-up happen before; the timed closures only launch.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import statistics
@@ -87,18 +88,60 @@ def pin(core: int | None) -> None:
         os.sched_setaffinity(0, {core} if core is not None else set(_ALLOWED))
 
 
-# Student's t, two-sided 95%, by degrees of freedom (any statistics table); 1.96 past the last
-_T975 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-         11: 2.201, 12: 2.179, 13: 2.160, 14: 2.145, 15: 2.131, 16: 2.120, 17: 2.110, 18: 2.101, 19: 2.093,
-         20: 2.086, 25: 2.060, 30: 2.042, 40: 2.021, 60: 2.000, 120: 1.980}
-
-
-def t975(df: int) -> float:
-    """The two-sided 95% quantile of Student's t with `df` degrees of freedom (the table's entry
-    at or below df, which errs wide)."""
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile: the x with P(T <= x) = p for `df` degrees of freedom (any df > 0, also
+    a fractional Welch-Satterthwaite one), by bisection on the distribution function; inf at df < 1."""
     if df < 1:
         return math.inf
-    return _T975[max(k for k in _T975 if k <= df)] if df <= 120 else 1.960
+    return _t_quantile(round(p, 12), float(df))
+
+
+@functools.lru_cache(maxsize=4096)
+def _t_quantile(p: float, df: float) -> float:
+    if p < 0.5:
+        return -_t_quantile(1 - p, df)
+    lo, hi = 0.0, 1.0
+    while _t_cdf(hi, df) < p:
+        hi *= 2
+    while hi - lo > 1e-10 * hi:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if _t_cdf(mid, df) < p else (lo, mid)
+    return (lo + hi) / 2
+
+
+def _t_cdf(x: float, df: float) -> float:
+    """P(T <= x), x >= 0: 1 - I_{df/(df+x^2)}(df/2, 1/2) / 2 (I the regularized incomplete beta)."""
+    return 1 - 0.5 * _incomplete_beta(df / 2, 0.5, df / (df + x * x))
+
+
+def _incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b), by its continued fraction (Lentz's method),
+    on the side of x where it converges fast (the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) otherwise)."""
+    if x <= 0.0 or x >= 1.0:
+        return 0.0 if x <= 0.0 else 1.0
+    if x > (a + 1) / (a + b + 2):
+        return 1 - _incomplete_beta(b, a, 1 - x)
+    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)) / a
+    tiny = 1e-300
+    c, d = 1.0, 1 - (a + b) * x / (a + 1)
+    d = 1 / (d if abs(d) > tiny else tiny)
+    f = d
+    for m in range(1, 500):
+        for num in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                    -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1 + num * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + num / c
+            c = c if abs(c) > tiny else tiny
+            f *= c * d
+        if abs(c * d - 1) < 1e-15:
+            break
+    return front * f
+
+
+def t975(df: float) -> float:
+    """The two-sided 95% quantile of Student's t with `df` degrees of freedom."""
+    return t_quantile(0.975, df)
 
 
 @dataclass(frozen=True)

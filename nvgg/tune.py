@@ -130,6 +130,8 @@ class CaseTune:
     not_apart: list[tuple] = field(default_factory=list)        # finalists the rounds cannot tell from the winner
     stopped: str = ""
     refused: dict[tuple, str] = field(default_factory=dict)     # point -> the kernel family's reason (never run)
+    out: dict[tuple, str] = field(default_factory=dict)         # finalist -> why its rounds put it out (never the winner)
+    out_results: dict[tuple, Result] = field(default_factory=dict)  # finalist -> the result that put it out
 
     def good(self) -> list[tuple]:
         """Points measured right, fastest first."""
@@ -149,25 +151,27 @@ class CaseTune:
         if theirs is None:
             return None
         if point == base:  # the base over the winner: the winner's ratio turned over
-            return ab.Ratio(1 / theirs.ratio, 1 / theirs.hi, 1 / theirs.lo, theirs.n, theirs.df)
+            return ab.Ratio(1 / theirs.ratio, 1 / theirs.hi, 1 / theirs.lo, theirs.n, theirs.df, theirs.level)
         if mine is None:
             return None
-        # both against the same base: their quotient, its interval from the two (wider, not exact)
+        # both against the same base: their quotient, its interval from the two (it holds where both
+        # do: its level the two misses added)
         return ab.Ratio(mine.ratio / theirs.ratio, mine.lo / theirs.hi, mine.hi / theirs.lo, min(mine.n, theirs.n),
-                        min(mine.dof, theirs.dof))
+                        min(mine.dof, theirs.dof), mine.level + theirs.level - 1)
 
     def gain(self) -> ab.Ratio | None:
         """The default's time over the winner's (1.05: the winner is 5% faster)."""
         return self.against_winner(self.default)
 
 
-def finalists(ct: CaseTune, most: int = FINALISTS) -> list[tuple]:
+def finalists(ct: CaseTune, most: int = FINALISTS, without: set | dict = frozenset()) -> list[tuple]:
     """The fastest point first, then the default, then the next fastest the gate cannot tell from
     the fastest (its 'same' against it), up to `most` (--finalists). A first pass spread over
     several GPUs ranks points timed on different cards, and a card a little faster lifts all of its
     points: so each card's own fastest point (if 'same') goes before the rest, and the rounds, on
-    one card, decide between them."""
-    good = ct.good()
+    one card, decide between them. `without`: points out of the rounds already (picked as if never
+    measured, so the next fastest sets the band)."""
+    good = [p for p in ct.good() if p not in without]
     if not good:
         return []
     best = good[0]
@@ -202,11 +206,12 @@ def kept_cases(doc: dict) -> dict[str, CaseTune]:
         if case["winner"] is not None:
             ct.winner, ct.stopped = tuple(case["winner"].items()), case["stopped"]
             ct.not_apart = [tuple(p.items()) for p in case["not_apart"]]
+            ct.out = {tuple(o["point"].items()): o["reason"] for o in case.get("out", [])}
             ct.final_points = [tuple(f["point"].items()) for f in case["finalists"]]
             if ct.final_points:
-                ct.final = ab.CaseAB(ct.case, [name_of(p) for p in ct.final_points],
-                                     [[Result.from_dict(r) for r in f["rounds"]] for f in case["finalists"]],
-                                     "as measured before the sweep was resumed")
+                ct.final = ab.CaseAB.kept(ct.case, [name_of(p) for p in ct.final_points],
+                                          [[Result.from_dict(r) for r in f["rounds"]] for f in case["finalists"]],
+                                          "as measured before the sweep was resumed", case.get("rule", {}))
         out[ct.case] = ct
     return out
 
@@ -363,33 +368,59 @@ class _Rounds:
 def _final_rounds(ct: CaseTune, case: Case, target, how: _Rounds, budget_s: float,
                   pool: procs.Pool) -> Callable[[], None]:
     """The finalists' rounds; what they decide comes back as a change to make to `ct` (under the
-    sweep's lock: a file written meanwhile, of another case's point, shows this case unfinished)."""
+    sweep's lock: a file written meanwhile, of another case's point, shows this case unfinished).
+    A finalist whose first run or any round failed or was suspect (ab.CaseAB.failed: wrong, an error,
+    a time that cannot be the work's) is out, with its reason, and the rounds begin again on what is
+    left of the budget among the finalists picked as if it had never run: the winner is a point every one of whose runs was good, and a
+    case whose finalists all went out has none."""
     floor = how.floor
-    picked = finalists(ct, how.finalists)
+    out: dict[tuple, tuple[str, Result]] = {}
+    left = finalists(ct, how.finalists)
     final = None
-    if len(picked) > 1:
-        (final,) = ab.run([[target.row(case, p) for p in picked]], floor=floor, max_rounds=how.most_rounds,
-                          budget_s=budget_s, timeout_s=how.timeout_s, pool=pool)
+    deadline = time.monotonic() + budget_s
+    while len(left) > 1:
+        (final,) = ab.run([[target.row(case, p) for p in left]], floor=floor, max_rounds=how.most_rounds,
+                          budget_s=max(1.0, deadline - time.monotonic()), timeout_s=how.timeout_s, pool=pool)
+        bad = _put_out(final, left)
+        if not bad:
+            break
+        out.update(bad)
+        left, final = finalists(ct, how.finalists, without=out), None
 
     def settle() -> None:
-        if not picked:
-            ct.stopped = ct.stopped or "no point ran right"
+        ct.out = {p: why for p, (why, _) in out.items()}
+        ct.out_results = {p: r for p, (_, r) in out.items()}
+        if not left:
+            ct.stopped = ct.stopped or ("every finalist went out in the rounds" if out else "no point ran right")
             return
-        ct.winner = picked[0]
+        ct.winner = left[0]
         if final is None:
             return
-        ct.final_points, ct.final = picked, final
+        ct.final_points, ct.final = left, final
         ratios = final.ratios()
         # the rounds, interleaved on one card, outrank the first pass: the finalist fastest in them
         # wins (decidedly or not; those the rounds cannot tell from it are named with it), so no
         # finalist reads below 1.000x the winner
-        timed = [(r.ratio, p) for p, r in zip(picked, ratios) if r is not None]
+        timed = [(r.ratio, p) for p, r in zip(left, ratios) if r is not None]
         if timed and min(timed)[0] < 1.0:
             ct.winner = min(timed)[1]
-        for p in picked:
+        for p in left:
             r = ct.against_winner(p)
             if p != ct.winner and r is not None and r.classify(floor) in ("same", "unsure"):
                 ct.not_apart.append(p)
-        if final.failed() is not None:
-            ct.stopped = ct.stopped or f"the rounds stopped: {final.stopped}"
     return settle
+
+
+def _put_out(final: ab.CaseAB, points: list[tuple]) -> dict[tuple, tuple[str, Result]]:
+    """The finalists whose first run or a round failed or was suspect: point -> (why, the result)."""
+    bad = {}
+    for v, p in enumerate(points):
+        first = final.first[v] if v < len(final.first) else None
+        runs = [("its first run", first)] if first is not None else []
+        runs += [(f"round {k + 1}", r) for k, r in enumerate(final.results[v])]
+        for where, r in runs:
+            if r.status != "ok" or r.suspect:
+                what = r.status if r.status != "ok" else "suspect: " + ", ".join(f.kind for f in r.flags)
+                bad[p] = (f"out in {where} of the finalists' rounds: {what}" + (f" ({r.message})" if r.message else ""), r)
+                break
+    return bad

@@ -400,3 +400,55 @@ def test_each_cards_fastest_point_is_a_finalist_when_the_first_pass_was_spread_o
     for r in ct.first.values():
         r.env = dict(r.env, gpu_uuid="GPU-A")  # one card: the fastest in order, as before
     assert finalists(ct, most=4) == [points[2], points[7], points[3], points[4]]
+
+
+def test_a_finalist_that_fails_or_is_flagged_in_the_rounds_is_out_and_never_the_winner(cli, fake_gpu, fake_rows,
+                                                                                        tmp_path):
+    """The point that looks fastest is the one most likely to cheat: 40% faster in the first pass,
+    flagged `escaped` in its first round. It is out, named with its reason in the table and the JSON,
+    the rounds begin again without it, and the map never gets it; a round that finds another
+    finalist wrong puts that one out too. A case whose finalists all go out has no winner: exit 1."""
+    from nvgg.result import Flag
+    cheat, close, other, default = ((("work", 1), ("split", 2)), (("work", 1), ("split", 1)),
+                                    (("work", 2), ("split", 2)), (("work", 2), ("split", 1)))
+    times = {default: 101.0, other: 130.0, close: 100.0, cheat: 60.0}
+    calls: dict = {}
+
+    def answer(row, wrong=None):  # wrong: point -> its first call found wrong
+        p = tuple(row.point)
+        calls[p] = calls.get(p, 0) + 1
+        flags = [Flag("escaped", "work ran on after the end event")] if p == cheat and calls[p] >= 3 else []
+        if calls[p] >= (wrong or {}).get(p, 10**9):
+            return made_result(row.case.id, "submission", "submission", None, status="wrong", source=row.source,
+                               point=dict(row.point), message="input 2: 40 of 512 elements off")
+        return made_result(row.case.id, "submission", "submission", times[p], source=row.source, point=dict(row.point),
+                           flags=flags)
+
+    fake_rows.answer = answer
+    doc, cfg = tmp_path / "t.json", tmp_path / "c.json"
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", str(doc), "--out", str(cfg))
+    assert out.exit_code == 0, out.output
+    raw = json.loads(doc.read_text())
+    jsonschema.validate(raw, json.loads(SCHEMA.read_text()))
+    (case,) = raw["cases"]
+    assert case["winner"] == {"work": 1, "split": 1}  # the clean fastest
+    ((gone),) = case["out"]
+    assert gone["point"] == {"work": 1, "split": 2} and gone["result"]["flags"][0]["kind"] == "escaped"
+    assert gone["reason"].startswith("out in round 1 of the finalists' rounds: suspect: escaped")
+    assert {"work": 1, "split": 2} not in [f["point"] for f in case["finalists"]]  # the rounds began again without it
+    assert json.loads(cfg.read_text())["cases"] == {"3": {"work": 1, "split": 1}}
+    calls.clear()
+    table = cli("tune", "--submission", submission_path("tunable"), "--case", "3")
+    assert "work=1 split=2: out in round 1 of the finalists' rounds: suspect: escaped" in table.stdout
+    assert "; out in the rounds: work=1 split=2" in table.stdout
+    # every finalist out (the cheat flagged, the next two found wrong in the rounds begun again, the last point
+    # wrong from its first pass): no winner, no map entry, exit 1
+    calls.clear()
+    fake_rows.answer = lambda row: answer(row, wrong={close: 2, default: 4, other: 1})
+    out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--json", str(doc), "--out", str(cfg))
+    assert out.exit_code == 1, out.output
+    (case,) = json.loads(doc.read_text())["cases"]
+    assert case["winner"] is None and case["stopped"] == "every finalist went out in the rounds"
+    assert {tuple(o["point"].items()) for o in case["out"]} == {cheat, close, default}
+    assert json.loads(cfg.read_text())["cases"] == {}
+    assert "case 3: no winner (every finalist went out in the rounds)" in out.stdout

@@ -22,11 +22,11 @@ def register(app: typer.Typer) -> None:
     def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="A version: a submission.py, or PATH@REV for the file at a git revision; two or more, the first the base.")] = None,
                case: Annotated[str, typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
                floor: Annotated[float, typer.Option("--floor", metavar="PCT", min=0.1, max=50.0, help="The change that matters, in percent: an interval inside ±PCT is same, one wholly beyond it faster or slower.")] = 2.0,
-               rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=abmod.MIN_ROUNDS, max=1000, help="The most rounds a case (each the versions' timed windows taking turns for 0.25-2 s, every version's calls then checked).")] = 30,
+               rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=abmod.MIN_ROUNDS, max=1000, help="The most rounds a case, its last look (each round the versions' timed windows taking turns for 0.25-2 s, every version's calls then checked); a host-bound case looks up to 3 times as many.")] = 30,
                budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", min=1.0, help=f"Time for all cases together, their first runs included; each case still gets {abmod.MIN_ROUNDS} rounds.")] = 120.0,
                shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, timeout: RowTimeout = None,
                l2: L2Opt = L2.nvgg, config: ConfigMap = None, json_out: JsonOut = None) -> None:
-        """A fair A/B of versions of a submission: alternating rounds until each ratio's 95% interval is decided."""
+        """A fair A/B of versions of a submission: alternating rounds, looked at on a schedule, until each ratio's interval is decided."""
         picked = pick_cases(None if shape else case, shape, cases_file)
         if len(submission or []) < 2:
             raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
