@@ -16,24 +16,16 @@ the fixtures it imports, tests/fixtures/submissions):
 - `slower`: our persistent kernel with a short spin after each call (NVGG_FIXTURE_SPIN=1), against
   the same with the spin lengthened by 3% of the call's time (NVGG_FIXTURE_SLOWDOWN=0.03; the spin's
   own launch cost lands on both, slowdown.py).
-Targets (issue 28): the same build "same" in at least 19 of 20 tries on each case; the 3% slower
-copy "slower" in at least 9 of 10 on cases 1-3 (case 4: what difference is detected).
+Targets: the same build "same" in at least 19 of 20 tries on each case; the 3% slower copy "slower"
+in at least 9 of 10 on cases 1-3 (case 4: what difference is detected).
 
 With --gpus, a try runs on each GPU at a time (CUDA_VISIBLE_DEVICES), the groups' tries taken in
-turn; every A/B still runs on one card, but they share the host: beside three others (4-GPU H100
-host, 2026-11-27) the torch submission's A/Bs took 64-88 s (host-bound A/Bs alone on an H100:
-39-66 s) and rows near timing.HOST_SHARE turned host-bound; two to a 2-GPU H100 host (32 cores,
-2026-11-27) took 41-94 s and called every same-build case same (NOTES.md), so host-bound groups
-are best tried at most two A/Bs to a host. Four to a 4-GPU H100 host again at 64ddb04 (load 76 on 64
-cores, 2026-11-28): our kernel and multistream/cute same in every case-try, the slower copy slower
-on cases 1-3 in every try, the torch submission slower once on case 1 (1.043, every round) and
-unsure thrice; four to a 4-GPU H200 host (load 57-88 on 64 cores, 2026-11-28): our kernel and
-multistream/cute same in every case-try, the slower copy's case 3 host-bound in 3 of 5 tries (one
-same at 1.031). Alone on a 1-GPU H100 host (ea823f8, 2026-11-28): our kernel same in 13 of 13
-tries, the slower copy slower in 6 of 6 on cases 1-3 and 3 of 6 on case 4 (host-bound there, the
-rest same at 1.024-1.026). The table's last column counts the case-tries where the host's load average
-reached its cores. A TERM (a timeout) prints the table of the tries done.
-Tries spread over several calls: give each its own --out and --first-try, then --tables.
+turn; every A/B still runs on one card, but they share the host: host-bound groups are best tried
+at most two A/Bs to a host (NOTES.md has the counts by host). The table's last columns count the
+case-tries that were host-bound and those where the host's load average reached its cores. A TERM
+(a timeout) prints the table of the tries done. `--digest FILE` keeps every A/B's classes by case in
+a small JSON file (what the README's counts are made from); tries spread over several calls: give
+each its own --out or --digest and --first-try, then --tables.
 """
 
 from __future__ import annotations
@@ -100,16 +92,28 @@ def ab(versions: list[str], cases: str, out: Path, extra: list[str], gpu: str | 
 
 
 def classes(doc: dict) -> dict[str, dict]:
-    """case -> the second version's class, ratio, interval half-width (log, as a share), rounds, and
+    """case -> the second version's class, ratio, interval (and its half-width in logs, as a share),
+    rounds, the level of the look it stopped at, whether the case was host-bound, why it stopped, and
     whether the host's load average reached its cores during the case."""
     out = {}
     for case in doc["cases"]:
         r = case["versions"][1]["vs_base"]
         loaded = (case.get("host_load") or {}).get("oversubscribed")  # None: not recorded (files from before)
-        out[case["case"]] = ({"class": r["class"], "ratio": r["ratio"], "half": math.log(r["hi"] / r["lo"]) / 2,
-                              "rounds": r["rounds"], "loaded": loaded} if r else
-                             {"class": "—", "ratio": float("nan"), "half": float("nan"), "rounds": 0, "loaded": loaded})
+        common = {"loaded": loaded, "host_bound": case.get("host_bound"), "stopped": case.get("stopped", "")}
+        out[case["case"]] = ({"class": r["class"], "ratio": r["ratio"], "lo": r["lo"], "hi": r["hi"],
+                              "half": math.log(r["hi"] / r["lo"]) / 2, "rounds": r["rounds"], "level": r.get("level"),
+                              **common} if r else
+                             {"class": "—", "ratio": float("nan"), "half": float("nan"), "rounds": 0, **common})
     return out
+
+
+def digest(done: list, args) -> dict:
+    """What the README's counts are made from, kept small enough for the repository: every A/B's
+    classes by case (`classes`), its group, try, time and GPU, the card, nvgg's revision."""
+    revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    return {"card": next((c for *_, c in done if c), None), "ab": args.ab, "gpus": args.gpus, "revision": revision,
+            "tries": [{"group": g, "try": t, "wall_s": round(wall, 1), "gpu": gpu, "cases": cases}
+                      for g, t, cases, wall, gpu, _ in done]}
 
 
 def main() -> None:
@@ -125,7 +129,9 @@ def main() -> None:
     parser.add_argument("--l2-table", action="store_true", help="also time cases with --l2 nvgg and --l2 evaluator")
     parser.add_argument("--smoke", action="store_true", help="CPU: test-1, two tries, the torch pair only")
     parser.add_argument("--first-try", type=int, default=0, help="the number of the first try (its files' names)")
-    parser.add_argument("--tables", nargs="+", default=None, help="print the table of the A/Bs kept in these --out folders")
+    parser.add_argument("--tables", nargs="+", default=None,
+                        help="print the table of the A/Bs kept in these --out folders or --digest files")
+    parser.add_argument("--digest", default=None, help="write every A/B's classes by case to this JSON file")
     args = parser.parse_args()
     if args.tables:
         return kept(args)
@@ -140,7 +146,7 @@ def main() -> None:
         groups = groups_in(folder, args.groups.split(","), args.slower)
         tries = {g: (args.slower_tries if g == "slower" else args.tries) for g in groups}
         todo = [(g, args.first_try + t) for t in range(max(tries.values())) for g in groups if t < tries[g]]
-        done: list[tuple[str, int, dict, float, str | None]] = []  # in turn: a run cut short has some of each
+        done: list[tuple] = []  # (group, try, classes, wall, gpu, card), in turn: a run cut short has some of each
         failures: list[str] = []
 
         def work(server: int, item: tuple[str, int]) -> tuple:
@@ -155,8 +161,8 @@ def main() -> None:
             if isinstance(got, str):
                 failures.append(got)
                 return
-            done.append(got)
             g, t, doc, wall, gpu = got
+            done.append((g, t, classes(doc), wall, gpu, doc["env"].get("gpu")))
             (out / f"{g}-{t}.meta.json").write_text(json.dumps({"group": g, "try": t, "wall_s": wall, "gpu": gpu,
                                                                "ab": args.ab, "gpus": args.gpus}))
             said = " ".join(f"{c}:{k['class']}/{k['ratio']:.3f}" for c, k in classes(doc).items())
@@ -167,21 +173,28 @@ def main() -> None:
         except KeyboardInterrupt:
             print(f"stopped after {len(done)} A/Bs", file=sys.stderr)
         table(list(done), args, failures)
+        if args.digest:
+            Path(args.digest).write_text(json.dumps(digest(done, args), indent=1))
         if args.l2_table and not args.smoke:
             l2_table(args.cases, groups.get("torch") or [version(folder, "torch-l2", "honest.py")])
 
 
 def kept(args) -> None:
-    """The table of every A/B the given --out folders kept (each with its .meta.json)."""
+    """The table of every A/B the given --out folders (each with its .meta.json) or --digest files kept."""
     done = []
-    for folder in map(Path, args.tables):
-        metas = sorted(folder.glob("*.meta.json"))
+    for path in map(Path, args.tables):
+        if path.is_file():
+            raw = json.loads(path.read_text())
+            done += [(e["group"], e["try"], e["cases"], e["wall_s"], e["gpu"], raw["card"]) for e in raw["tries"]]
+            args.ab, args.gpus = raw["ab"], raw["gpus"]
+            continue
+        metas = sorted(path.glob("*.meta.json"))
         if not metas:
-            raise SystemExit(f"{folder}: no A/B kept here (no *.meta.json): give the folders --out wrote")
+            raise SystemExit(f"{path}: no A/B kept here (no *.meta.json): give the folders --out wrote, or --digest files")
         for meta in metas:
             m = json.loads(meta.read_text())
-            doc = json.loads((folder / f"{m['group']}-{m['try']}.json").read_text())
-            done.append((m["group"], m["try"], doc, m["wall_s"], m["gpu"]))
+            doc = json.loads((path / f"{m['group']}-{m['try']}.json").read_text())
+            done.append((m["group"], m["try"], classes(doc), m["wall_s"], m["gpu"], doc["env"].get("gpu")))
             args.ab, args.gpus = m["ab"], m["gpus"]
     table(done, args, [])
 
@@ -189,9 +202,9 @@ def kept(args) -> None:
 def table(done: list, args, failures: list[str]) -> None:
     by = collections.defaultdict(list)
     card = None
-    for g, _, doc, wall, _ in done:
-        card = card or doc["env"].get("gpu")
-        for case, k in classes(doc).items():
+    for g, _, cases, wall, _, their_card in done:
+        card = card or their_card
+        for case, k in cases.items():
             by[(g, case)].append((k, wall))
     rows = []
     for (g, case), got in sorted(by.items()):
@@ -200,15 +213,15 @@ def table(done: list, args, failures: list[str]) -> None:
         halves = [k["half"] for k, _ in got if not math.isnan(k["half"])]
         rows.append([g, case, len(got), counter["same"], counter["slower"], counter["faster"], counter["unsure"],
                      f"{ratios[0]:.3f}-{ratios[-1]:.3f}", f"±{statistics.median(halves):.2%}" if halves else "—",
-                     statistics.median(k["rounds"] for k, _ in got),
+                     statistics.median(k["rounds"] for k, _ in got), sum(bool(k.get("host_bound")) for k, _ in got),
                      sum(k["loaded"] for k, _ in got if k["loaded"] is not None)
                      if any(k["loaded"] is not None for k, _ in got) else "—"])
-    walls = [w for _, _, _, w, _ in done]
+    walls = [w for _, _, _, w, _, _ in done]
     print(f"card: {card}; nvgg ab {args.ab or '(defaults: floor 2%, 30 rounds, 120 s)'}; "
           f"{len(done)} A/Bs, each {min(walls, default=0):.0f}-{max(walls, default=0):.0f} s; GPUs side by side: "
           f"{args.gpus or 'one'}")
     print(tabulate(rows, headers=["group", "case", "tries", "same", "slower", "faster", "unsure", "ratios",
-                                  "median ± (95%)", "median rounds", "load ≥ cores"],
+                                  "median ± (95%)", "median rounds", "host-bound", "load ≥ cores"],
                    tablefmt="github"))
     for f in failures:
         print(f"failed: {f}")

@@ -2,6 +2,7 @@
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import torch
@@ -23,22 +24,56 @@ def test_later_rounds_of_our_kernel_are_checked_on_new_values():
     datapath._ROUNDS.clear()
 
 
-def test_ab_of_one_build_twice_on_a_gpu(cli, tmp_path):
-    paths = []
-    for v in ("v1", "v2"):
-        (tmp_path / v).mkdir()
-        shutil.copy(submission_path("honest"), tmp_path / v / "submission.py")
-        shutil.copy(submission_path("slowdown"), tmp_path / v / "slowdown.py")
-        paths.append(str(tmp_path / v / "submission.py"))
-    doc = tmp_path / "ab.json"
-    out = cli("ab", "--case", "test-3", "--submission", paths[0], "--submission", paths[1], "--rounds", "8",
-              "--json", str(doc))
+def _version(tmp_path, name: str, source: str, env: dict | None = None) -> str:
+    """A version's folder: the fixture as submission.py (`env` set in its worker before the
+    fixtures read it), with the fixtures it imports beside it."""
+    where = tmp_path / name
+    where.mkdir()
+    text = Path(submission_path(source)).read_text()
+    if env:
+        text = "import os\n" + "".join(f"os.environ[{k!r}] = {v!r}\n" for k, v in env.items()) + text
+    (where / "submission.py").write_text(text)
+    for helper in ("slowdown", "ours", "honest"):
+        shutil.copy(submission_path(helper), where / f"{helper}.py")
+    return str(where / "submission.py")
+
+
+def test_ab_classes_the_same_build_same_and_a_slowed_copy_slower_on_a_gpu(cli, tmp_path):
+    """Our persistent kernel as a submission against itself: same on case 3, its rule said; the same
+    with a spin after each call against a spin 10% of the call longer: slower. Every round good."""
+    same = [_version(tmp_path, f"same{i}", "ours") for i in range(2)]
+    slow = [_version(tmp_path, "spin", "ours", {"NVGG_FIXTURE_SPIN": "1"}),
+            _version(tmp_path, "spin-slower", "ours", {"NVGG_FIXTURE_SPIN": "1", "NVGG_FIXTURE_SLOWDOWN": "0.1"})]
+    for (a, b), klass in ((same, "same"), (slow, "slower")):
+        doc = tmp_path / f"{klass}.json"
+        out = cli("ab", "--case", "3", "--submission", a, "--submission", b, "--json", str(doc))
+        assert out.exit_code == 0, out.output
+        (case,) = json.loads(doc.read_text())["cases"]
+        base, other = case["versions"]
+        assert len(base["rounds"]) == len(other["rounds"]) >= ab.MIN_ROUNDS
+        assert all(r["status"] == "ok" and not r["flags"] for v in (base, other) for r in v["rounds"])
+        assert other["vs_base"]["class"] == klass, (other["vs_base"], case["stopped"])
+        assert case["rule"]["band"] == 0.02 and case["rule"]["level"] == other["vs_base"]["level"] >= 0.95
+        if klass == "slower":
+            assert other["vs_base"]["lo"] > 1.02 and other["vs_base"]["ratio"] < 1.2
+
+
+def test_tune_on_a_gpu_never_crowns_the_point_that_escapes_the_timer(cli, tmp_path):
+    """A small space on a GPU (tunable_gpu.py): the side-stream points look fastest and are flagged,
+    so neither is a finalist nor the winner; the two honest points go to the rounds, every round good;
+    the map holds an honest point."""
+    sweep = _version(tmp_path, "tunable", "tunable_gpu")
+    doc, cfg = tmp_path / "t.json", tmp_path / "c.json"
+    out = cli("tune", "--submission", sweep, "--case", "3", "--json", str(doc), "--out", str(cfg))
     assert out.exit_code == 0, out.output
     (case,) = json.loads(doc.read_text())["cases"]
-    base, other = case["versions"]
-    assert len(base["rounds"]) == len(other["rounds"]) >= ab.MIN_ROUNDS
-    assert all(r["status"] == "ok" and r["time_us"] > 0 for v in (base, other) for r in v["rounds"])
-    assert 0.8 < other["vs_base"]["ratio"] < 1.25 and other["vs_base"]["lo"] <= other["vs_base"]["hi"]
+    by_point = {(p["point"]["stream"], p["point"]["twin"]): p for p in case["points"]}
+    assert len(by_point) == 4 and all(p["status"] == "ok" for p in by_point.values())
+    assert all(any(f["kind"] == "escaped" for f in by_point[("side", t)]["flags"]) for t in (0, 1)), by_point
+    assert case["winner"]["stream"] == "caller" and case["out"] == []
+    assert {f["point"]["stream"] for f in case["finalists"]} == {"caller"} and len(case["finalists"]) == 2
+    assert all(r["status"] == "ok" and not r["flags"] for f in case["finalists"] for r in f["rounds"])
+    assert json.loads(cfg.read_text())["cases"]["3"]["stream"] == "caller"
 
 
 def test_energy_a_call_is_a_power_the_card_can_draw(cli, tmp_path):
