@@ -5,7 +5,7 @@ checks, the timer) from the run's JSON.
     python benchmarks/warm_start.py [--case 3] [--trials 5] [--quick] [--pycache DIR] [--cold]
 
 Target (issue 27): the warm run within 1 s of the bare start (medians). `--quick` times `nvgg run
---quick` (one timing window, no energy window) instead. `--pycache DIR` sets
+--quick` (one timing window, without `± rerun` or the energy a call) instead. `--pycache DIR` sets
 PYTHONPYCACHEPREFIX for every process: where site-packages cannot be written (a shared read-only
 environment) Python compiles torch's sources again in every process, which an installed torch
 never does. `--cold` first times one run with an empty kernel cache (the compiles).
@@ -52,13 +52,14 @@ def bare_run(env: dict) -> tuple[float, str]:
 
 
 def steps(timeline: list[str]) -> str:
-    """A warm run's row in its worker, by step: set up, checked, timed, energy (s)."""
+    """A warm run's row in its worker, by step: set up, checked, timed (the energy a call measured in
+    the same span), the energy's figure made from it (s)."""
     at = {line.split("s  ", 1)[1]: float(line.split(" s ", 1)[0]) for line in timeline}
     marks = ["worker call in", "row set up", "row checked", "row refilled", "row timed", "row clocks sampled",
              "row timed outputs checked", "row energy measured", "worker call out"]
     if marks[0] not in at or marks[-1] not in at:
         return "—"
-    for before, mark in zip(marks, marks[1:]):  # a step not taken (--quick: no energy window) lasted 0 s
+    for before, mark in zip(marks, marks[1:]):  # a step not taken (--quick: no energy a call) lasted 0 s
         at.setdefault(mark, at[before])
     d = [at[b] - at[a] for a, b in zip(marks, marks[1:])]
     return " / ".join(f"{x:.2f}" for x in d)
@@ -87,7 +88,7 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=5)
     parser.add_argument("--pycache", help="PYTHONPYCACHEPREFIX for every process (filled by a first run)")
     parser.add_argument("--cold", action="store_true", help="also one run with an empty kernel cache")
-    parser.add_argument("--quick", action="store_true", help="nvgg run --quick: one timing window, no energy window")
+    parser.add_argument("--quick", action="store_true", help="nvgg run --quick: one timing window, no energy a call")
     args = parser.parse_args()
     env = dict(os.environ)
     if args.pycache:

@@ -6,10 +6,18 @@ A row measured while the card throttled (a power cap, a thermal slowdown, a hard
 flagged: its time is the kernel's at a lower clock than the next run may see. The reasons'
 bits are NVML's clock event reasons (nvml.h, `nvmlClocksEventReason*`; the older name is
 `ClocksThrottleReason`): idle, application clocks and sync boost are settings, not throttling.
+
+The energy a call comes from the same span: NVML's energy counter, read on a thread of its own
+while the timed repetitions run (EnergyMeter, the timer's observer), gives the card's board power
+over a window between two of its changes, with a bound that holds whatever held the reads up
+(`window_bound`); times the span's wall time a call, that is the energy the card drew a call as
+the leaderboard's loop runs the calls, L2 clears and the host's gaps included. The card's idle
+power, read once before a process's first row (`idle`), is given beside it and subtracted.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import threading
 import time
@@ -64,116 +72,214 @@ def _energy(pynvml, h) -> int | None:
         return None
 
 
-MIN_ENERGY_UPDATES = 5  # counter changes the power window spans (NVML's updates every 100 ms: H100, 2026-11-27)
-ENERGY_BUDGET_S = 2.0  # the most the power window runs
-# An end of the window is a change seen by a read that followed the one before it within this: the
-# change's time is known to that gap. NVML's energy read takes about 3 ms, but the thread that reads
-# it waits for the interpreter behind the launching thread, and gaps of 18-23 ms occurred (H100,
-# 2026-11-27), which alone would make a 0.5-s window's time 5% uncertain.
-SHARP_S = 0.006
+# The energy a call is measured inside the timed span: a thread reads NVML's energy counter while
+# the timer's repetitions run, and the span goes on, at most ENERGY_SPAN_S from its first
+# repetition, until two of the counter's changes bound the power within ENERGY_WITHIN. The counter
+# moves about every 100 ms and a read takes about 3 ms on an H100 (NOTES): a change is then
+# bracketed to about two reads (6 ms), and two changes 0.35 s apart bound the power within about
+# 2% (`window_bound`), what the half-second span of `± rerun` mostly holds. Where the reading
+# thread waits behind the launching one the brackets widen and the span holds longer; past
+# ENERGY_SPAN_S the tightest window is kept with its wider bound.
+ENERGY_WITHIN = 0.03
+ENERGY_SPAN_S = 0.75
+MJ_STEP = 1  # the counter counts whole mJ: each end's value is off the energy by under one
+
+# A change of the counter seen by a read: (when the read before it began, when this read ended,
+# the counter's value in mJ). The read before returned the old value, so it sampled the counter
+# before the change, and no earlier than it began; this read sampled it after the change and no
+# later than it ended: the change lies between the two, whatever held either thread up.
+Change = tuple[float, float, int]
 
 
-def _sharp_window(edges: list[tuple[float, int, float]], updates: int, sharp_s: float) -> tuple[int, int] | None:
-    """The first (i, j) with j - i >= updates whose changes were both seen within `sharp_s` of the
-    read before, i >= 1 (the first change seen may hold time before the work began); None if none."""
-    starts = [i for i in range(1, len(edges)) if edges[i][2] <= sharp_s]
-    for i in starts:
-        for j in range(i + updates, len(edges)):
-            if edges[j][2] <= sharp_s:
-                return i, j
-    return None
+def window_bound(first: Change, last: Change) -> float:
+    """The relative error bound on the mean power between two changes (`power_of`), inf where the
+    brackets leave the window's length unknown.
+
+    Each change is placed at its bracket's middle, off by at most half the bracket: the window's
+    length d is off by at most h, the half-brackets' sum, and its energy e (the values'
+    difference) by under MJ_STEP. The true power then lies in [(e - MJ_STEP) / (d + h),
+    (e + MJ_STEP) / (d - h)], and e / d is off it by at most (h / d + MJ_STEP / e) / (1 - h / d)
+    of itself (the upper side; the lower is narrower)."""
+    (a0, b0, v0), (a1, b1, v1) = first, last
+    d = (a1 + b1) / 2 - (a0 + b0) / 2
+    h = (b0 - a0) / 2 + (b1 - a1) / 2
+    e = v1 - v0
+    if d <= h or e <= MJ_STEP:
+        return math.inf
+    return (h / d + MJ_STEP / e) / (1 - h / d)
 
 
-def power_window(read_mj: Callable[[], int | None], work: Callable[[], None], *, updates: int = MIN_ENERGY_UPDATES,
-                 budget_s: float = ENERGY_BUDGET_S, sharp_s: float = SHARP_S) -> dict:
-    """The card's mean power while `work()` runs again and again, from NVML's energy counter
-    (`read_mj`), which moves in steps (every 100 ms on an H100): a thread reads it without pause
-    and notes when it changes and how long after the read before; the window runs between two
-    changes at least `updates` apart, each seen within `sharp_s` of the read before (SHARP_S), the
-    first of them not the first change seen (which may hold time before the work began). Its
-    energy is the counter's exact difference; only its ends' times are uncertain, each by the gap
-    before its change. {} where the counter cannot be read; {"note": why} where no such window
-    came within `budget_s`."""
-    if read_mj() is None:
-        return {}
-    edges: list[tuple[float, int, float]] = []  # (time, value, time since the read before)
-    found: list[tuple[int, int]] = []
-    stop = threading.Event()
+def best_window(changes: list[Change]) -> tuple[int, int, float] | None:
+    """(i, j, bound) of the two changes whose window's power is bound tightest; None under two
+    changes or where no window's length is known."""
+    best = None
+    for j in range(1, len(changes)):
+        for i in range(j):
+            bound = window_bound(changes[i], changes[j])
+            if bound < math.inf and (best is None or bound < best[2]):
+                best = (i, j, bound)
+    return best
 
-    def poll() -> None:
-        last, before = read_mj(), time.monotonic()
-        while not stop.is_set():
-            value, now = read_mj(), time.monotonic()
+
+def power_of(changes: list[Change], span_s: float) -> dict:
+    """The mean power between the two changes whose window is bound tightest: the values'
+    difference over the time between the brackets' middles, `within` its relative bound
+    (`window_bound`), `updates` the changes seen from one end to the other; {"note": why} where
+    no two of the changes seen in the span's `span_s` place a window."""
+    best = best_window(changes)
+    if best is None:
+        why = ("too few to place a window between two of its changes" if len(changes) < 2 else
+               "none two far enough apart for the reads around them to place a window between them")
+        return {"note": f"NVML's energy counter changed {len(changes)} time(s) in the {span_s:.2f} s timed: {why}"}
+    i, j, bound = best
+    (a0, b0, v0), (a1, b1, v1) = changes[i], changes[j]
+    seconds = (a1 + b1) / 2 - (a0 + b0) / 2
+    return {"watts": (v1 - v0) / 1000 / seconds, "seconds": seconds, "updates": j - i, "within": bound}
+
+
+ENERGY_NOTE = ("the card's board power, idle included, over a window of the timed repetitions (their L2 clears "
+               "and the host's gaps among them), from NVML's energy counter, times the span's wall time a call; "
+               "`within` bounds the window's power: its two ends each lie between the reads around a change of "
+               "the counter, and the counter counts whole mJ; not bounded: NVML's own measurement, and the "
+               "power outside the window. mj_above_idle: the same less the idle power (idle_watts), read once "
+               "before this process's first row")
+
+
+def energy_a_call(power: dict, span_s: float, calls: int, idle: dict) -> dict:
+    """The energy a call: the window's power (`power_of`) times the span's wall time a call
+    (`span_s` / `calls`, the host's clock: exact to it), so the energy the card drew a call while
+    the calls ran the leaderboard's way; and the same above the idle power (`idle`), where read.
+    The bound is the power's; the window stands for the whole span."""
+    wall_us = span_s / calls * 1e6 if calls else 0.0
+    out = {"span_s": round(span_s, 3), "calls": calls, "wall_us": wall_us, "idle_watts": idle.get("watts")}
+    if out["idle_watts"] is None:
+        out["idle_note"] = idle.get("note", "no idle power read")
+    if "watts" not in power or not calls:
+        return {**out, "mj_per_call": None, "mj_above_idle": None, "note": power.get("note", "no calls timed")}
+    above = None if out["idle_watts"] is None else (power["watts"] - out["idle_watts"]) * wall_us / 1000
+    return {**out, **power, "seconds": round(power["seconds"], 3), "mj_per_call": power["watts"] * wall_us / 1000,
+            "mj_above_idle": above, "note": ENERGY_NOTE}
+
+
+class EnergyMeter:
+    """The energy a call, measured beside a timed span: the timer's observer (timing.Windowed),
+    `before_start` as its first repetition begins, `wants_more` at each repetition's end (the span
+    goes on while it does), `after_finish` after its last; then `result(calls)`.
+
+    A thread reads the counter (`read_mj`, mJ) without pause and keeps each change it sees with its
+    bracket (Change), timed by `clock`; only changes whose bracket closed before the span ended
+    count, so the window lies inside the repetitions. A thread of its own, on every core the
+    process may use: the launching thread is pinned to one (timing.pin) and would otherwise share
+    it."""
+
+    def __init__(self, read_mj: Callable[[], int | None], clock: Callable[[], float] = time.perf_counter, *,
+                 idle: dict | None = None, within: float = ENERGY_WITHIN, longest_s: float = ENERGY_SPAN_S):
+        self.read_mj, self.clock = read_mj, clock
+        self.idle = idle or {}
+        self.within, self.longest_s = within, longest_s
+        self.changes: list[Change] = []
+        self.best = math.inf  # the tightest bound of a window so far
+        self.started = self.finished = 0.0
+        self._ended = False
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def before_start(self) -> None:
+        self.started = self.clock()
+        self._thread = threading.Thread(target=self._run, name="nvgg-energy", daemon=True)
+        self._thread.start()
+
+    def wants_more(self) -> bool:
+        """Whether the span should go on for the meter: no window bound within `within` yet, the
+        counter still read, and under `longest_s` since the span began."""
+        return not self._ended and self.best > self.within and self.clock() - self.started < self.longest_s
+
+    def after_finish(self) -> None:
+        self.finished = self.clock()
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+
+    def _run(self) -> None:
+        from .timing import pin
+        pin(None)
+        self.watch(self._stop.is_set)
+
+    def watch(self, stop: Callable[[], bool]) -> list[Change]:
+        """Read the counter until `stop()` says so (or a read fails), keeping its changes and the
+        tightest bound so far; the reading loop itself, which `before_start` runs on a thread."""
+        before = self.clock()
+        last = self.read_mj()
+        while last is not None and not stop():
+            began = self.clock()
+            value = self.read_mj()
+            ended = self.clock()
             if value is None:
-                return
+                break
             if value != last:
-                edges.append((now, value, now - before))
+                change = (before, ended, value)
+                for earlier in self.changes:
+                    self.best = min(self.best, window_bound(earlier, change))
+                self.changes.append(change)
                 last = value
-                window = _sharp_window(edges, updates, sharp_s)
-                if window is not None:
-                    found.append(window)
-                    return
-            before = now
+            before = began
+        self._ended = True
+        return self.changes
 
-    thread = threading.Thread(target=poll, name="nvgg-energy", daemon=True)
-    thread.start()
-    deadline = time.monotonic() + budget_s
-    while thread.is_alive() and time.monotonic() < deadline:
-        work()
-    stop.set()
-    thread.join()
-    if not found:
-        sharp = sum(1 for e in edges[1:] if e[2] <= sharp_s)
-        return {"note": f"NVML's energy counter changed {len(edges)} time(s) in {budget_s:.1f} s ({sharp} seen within "
-                        f"{sharp_s * 1e3:.0f} ms of the read before, after the first); {updates} updates between two "
-                        f"such changes needed"}
-    i, j = found[0]
-    (t0, e0, d0), (t1, e1, d1) = edges[i], edges[j]
-    seconds = t1 - t0
-    return {"watts": (e1 - e0) / 1000 / seconds, "seconds": round(seconds, 3), "updates": j - i,
-            "within": (d0 + d1) / seconds}
+    def result(self, calls: int) -> dict:
+        """The energy a call over the span (`energy_a_call`) from the changes placed inside it."""
+        span_s = self.finished - self.started
+        inside = [c for c in self.changes if c[1] <= self.finished]
+        return energy_a_call(power_of(inside, span_s), span_s, calls, self.idle)
 
 
-def energy_per_call(power: dict, call_us: float) -> dict:
-    """mJ a call: the mean power while the calls ran back to back (`power_window`) times the
-    call's measured time; or why there is no figure. {} without the counter."""
-    if not power:
-        return {}
-    if "watts" not in power or not call_us:
-        return {"mj_per_call": None, "note": power.get("note", "no time to multiply by")}
-    return {**power, "mj_per_call": power["watts"] * call_us / 1000,
-            "note": f"the card's mean power while the calls ran back to back, times the call's time; "
-                    f"within about {power['within']:.1%}"}
-
-
-def energy(device, launches, call_us: float) -> dict:
-    """The energy a call of `launches` on `device` (energy_per_call over power_window: the batch
-    run back to back, two batches in flight, no L2 clears between them); {} without NVML."""
-    import torch
-
+def meter(device) -> EnergyMeter | None:
+    """An EnergyMeter reading `device`'s counter, with the card's idle power (`idle`); None where
+    NVML or the counter cannot be read (a CPU run, no driver, a card without the counter)."""
     from .profiles import nvml
+    nv = nvml() if getattr(device, "type", "cpu") == "cuda" else None
+    if nv is None:
+        return None
+    try:
+        h = _handle(nv, device)
+    except Exception:
+        return None
+    if _energy(nv, h) is None:
+        return None
+    return EnergyMeter(lambda: _energy(nv, h), idle=idle(device))
+
+
+_IDLE: dict = {}
+
+
+def idle(device) -> dict:
+    """The card's power before this process ran anything on it: NVML's power reading
+    (nvmlDeviceGetPowerUsage), taken once a process, the first time asked (datapath.setup asks
+    before its first row's work; a worker has made its CUDA context and nothing more). {"watts":
+    W}, or {"note": why not} where NVML's utilisation says a kernel ran on the card in its last
+    sample period (another process's work, or this one's where the first ask came late): a
+    reading then is not the idle power. {} without NVML."""
+    from .profiles import nvml
+    key = getattr(device, "index", None) or 0
+    if key in _IDLE:
+        return _IDLE[key]
     nv = nvml() if getattr(device, "type", "cpu") == "cuda" else None
     if nv is None:
         return {}
     try:
         h = _handle(nv, device)
+        watts = nv.nvmlDeviceGetPowerUsage(h) / 1000.0
+    except Exception as exc:
+        _IDLE[key] = {"note": f"NVML's power reading failed: {type(exc).__name__}"}
+        return _IDLE[key]
+    try:
+        busy = int(nv.nvmlDeviceGetUtilizationRates(h).gpu)
     except Exception:
-        return {}
-    stream = torch.cuda.current_stream(device)
-    pending: list = []
-
-    def work() -> None:
-        for launch in launches:
-            launch()
-        done = torch.cuda.Event()
-        done.record(stream)
-        pending.append(done)
-        if len(pending) > 2:
-            pending.pop(0).synchronize()
-
-    power = power_window(lambda: _energy(nv, h), work)
-    torch.cuda.synchronize(device)
-    return energy_per_call(power, call_us)
+        busy = 0  # no utilisation on this card: the reading is taken as idle
+    _IDLE[key] = ({"watts": watts} if busy == 0 else
+                  {"note": f"the card was busy ({busy}% of NVML's last sample period) before this process's first "
+                           f"row: its power then was not the idle power"})
+    return _IDLE[key]
 
 
 class Sampler:

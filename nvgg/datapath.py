@@ -71,6 +71,7 @@ def setup(case: Case, *, strategy=None, backend=None, device: torch.device | Non
     point of the cute kernels' space its persistent build follows (nvgg/space.py).
     Unsupported -> NvggError."""
     device = device or default_device()
+    clocks.idle(device)  # the card's power before this process's first row ran anything (read once)
     be, st = select(case, strategy, backend, tensormaps, device, point)
     count = batch_size(device, batch)
     check_memory(case, device, count)
@@ -166,24 +167,27 @@ def measure(session: Session, timer: str = "leaderboard", l2: str = "nvgg", ener
     repetitions, and what the last repetition's calls returned is checked against the reference
     of those values after (a call that returns kept results is wrong). The card's clocks are
     sampled while timed; the row is flagged where its time cannot be the work's (below the speed
-    of light, work escaping the events) or the card throttled. Then, with `energy`, the energy a
-    call (clocks.energy: the calls run back to back for about half a second more)."""
-    clock = _refilled(session, timer, l2, span)
+    of light, work escaping the events) or the card throttled. With `energy`, the card's energy a
+    call is measured over the same repetitions (clocks.EnergyMeter, the timer's observer: NVML's
+    energy counter read beside them, the span held, up to clocks.ENERGY_SPAN_S, until the
+    counter's changes bound its power within clocks.ENERGY_WITHIN)."""
+    clock = _refilled(session, timer, l2, span, observer=clocks.meter(session.device) if energy else None)
     with clocks.Sampler(session.device) as sampler:
         stats = clock.per_call(session.launches) if timer == "per-call" else clock.batch(session.launches)
         timeline("row timed")
     _settle(session, clock, stats, sampler, timer, energy)
 
 
-def _refilled(session: Session, timer: str, l2: str, span: bool, rotate: bool = True):
-    """Before a timed run: the host's time to issue a call, new values in every input, the timer."""
+def _refilled(session: Session, timer: str, l2: str, span: bool, rotate: bool = True, observer=None):
+    """Before a timed run: the host's time to issue a call, new values in every input, the timer
+    (with `observer` beside its repetitions: an EnergyMeter)."""
     result, device = session.result, session.device
     result.setup_us["launch_host"] = launch_host_us(session.launches, device)
     for i, data in enumerate(session.batch):
         inputs.refill(session.case, data, i, session.rounds)
     session.rounds += 1
     clock = timing.make_timer(device, "leaderboard" if timer == "cupti" else timer, l2=l2,
-                              host_us=result.setup_us["launch_host"], rotate=rotate,
+                              host_us=result.setup_us["launch_host"], rotate=rotate, observer=observer,
                               **({} if span else {"min_span_s": 0.0}))
     if device.type == "cuda":
         result.l2_clear = l2
@@ -193,7 +197,8 @@ def _refilled(session: Session, timer: str, l2: str, span: bool, rotate: bool = 
 
 def _settle(session: Session, clock, stats, sampler, timer: str, energy: bool) -> None:
     """After a timed run: its statistics and clocks kept, what the timed calls returned checked,
-    then CUPTI's and the energy's runs where asked for, the flags and the verdict."""
+    then CUPTI's run where asked for, the energy a call from the timer's meter where `energy`,
+    the flags and the verdict."""
     result, device, launches = session.result, session.device, session.launches
     result.stats = stats
     result.clocks = sampler.summary()
@@ -206,7 +211,8 @@ def _settle(session: Session, clock, stats, sampler, timer: str, energy: bool) -
     if timer == "cupti" and device.type == "cuda":
         result.cupti = cupti_per_call(launches, device, result.stats.mean_us)
     if energy:
-        result.energy = clocks.energy(device, launches, result.stats.mean_us)
+        meter = clock.observer  # None where the counter cannot be read (a CPU run, no NVML)
+        result.energy = meter.result(stats.runs * stats.batch) if meter is not None else {}
         timeline("row energy measured")
     elif device.type == "cuda" and not result.energy:  # (an A/B's later round keeps its first round's figure)
         result.energy = {"mj_per_call": None, "note": NO_ENERGY}
@@ -214,7 +220,7 @@ def _settle(session: Session, clock, stats, sampler, timer: str, energy: bool) -
     result.verdict = verdictmod.judge(result)
 
 
-# a row timed in one window (a sweep's first pass, `run --quick`): no energy window
+# a row timed in one window (a sweep's first pass, `run --quick`): too short for the energy counter
 NO_ENERGY = "not measured: the row was timed in one window (a quick run, or a sweep's first pass)"
 
 
@@ -259,6 +265,7 @@ def _run(row: Row, keep: tuple | None = None) -> Result:
     from .backends import submission as sub
     device = torch.device(row.device) if row.device else None
     t0 = time.perf_counter()
+    clocks.idle(device or default_device())  # before a submission's import runs anything on the card
     try:
         if row.submission:
             module = sub.loaded(row.submission, row.case.id)  # imported once a process, as the competition does

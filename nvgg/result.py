@@ -115,7 +115,7 @@ class Result:
     verdict: Verdict | None = None
     flags: list[Flag] = field(default_factory=list)
     clocks: Clocks = field(default_factory=dict)
-    energy: dict = field(default_factory=dict)  # clocks.energy: mJ a call, or why none ({} without NVML)
+    energy: dict = field(default_factory=dict)  # clocks.energy_a_call: mJ a call, or why none ({} without NVML)
     gate: Compared | None = None   # against the baseline's row, where a baseline was given
     wall_s: float = 0.0            # the row's wall time, setup to result
 
@@ -191,7 +191,7 @@ class Row:
     l2: str = "nvgg"                # how the timer clears L2 before each repetition (timing.L2_CLEARS)
     revision: str = ""              # the commit a submission's file was taken from (PATH@REV)
     point: tuple = ()               # ((knob, value), ...): what a submission's CONFIG holds for this row
-    energy: bool = True             # measure the energy a call after the timing (a sweep's points skip it)
+    energy: bool = True             # measure the energy a call beside the timing (a sweep's points skip it)
     span: bool = True               # time for timing.MIN_SPAN_S at least, the blocks of `± rerun` (a sweep's
                                     # first pass takes the timer's own stop: its finalists are timed again in rounds)
 

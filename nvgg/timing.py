@@ -19,8 +19,9 @@ import math
 import os
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Callable, Sequence
+from typing import Callable, Protocol, Sequence
 
 import torch
 
@@ -307,16 +308,48 @@ def spin_cycles_per_us(device: torch.device) -> float:
     return _CYCLES_PER_US[device]
 
 
+class Observer(Protocol):
+    """What is measured beside a timer's repetitions (clocks.EnergyMeter): told as the first
+    begins and after the last ends, and asked at each stop whether the span should go on for it
+    (it keeps its own limit)."""
+
+    def before_start(self) -> None: ...
+
+    def wants_more(self) -> bool: ...
+
+    def after_finish(self) -> None: ...
+
+
 class Windowed:
     """A measurement in windows of repetitions: `begin`, `window` as often as wanted (an A/B's round:
     as often as the versions take turns), `end` for the statistics; `batch` is one run of them
-    until the stopping rule (`_enough`) ends it."""
+    until the stopping rule (`_enough`) ends it, with the `observer` (if any) around its
+    repetitions."""
+
+    observer: Observer | None = None
 
     def batch(self, launches: Sequence[Launch]) -> Stats:
         """Per-call time of the batch, the leaderboard's way: flush, events around all calls, / len."""
         self.begin(launches)
-        self.run_out(launches)
+        with self._observed():
+            self.run_out(launches)
         return self.end()
+
+    @contextmanager
+    def _observed(self):
+        """The observer told the repetitions' start and end, the span between them exactly."""
+        if self.observer is None:
+            yield
+            return
+        self.observer.before_start()
+        try:
+            yield
+        finally:
+            self.observer.after_finish()
+
+    def _held(self) -> bool:
+        """Whether the observer holds the span past the timer's own stop."""
+        return self.observer is not None and self.observer.wants_more()
 
     def run_out(self, launches: Sequence[Launch]) -> None:
         """Repetitions until the stopping rule says enough (from now)."""
@@ -337,8 +370,9 @@ class EventTimer(Windowed):
     def __init__(self, device: torch.device | str = "cuda", *, min_reps: int = MIN_REPS, max_reps: int = MAX_REPS,
                  target_rel_err: float = TARGET_REL_ERR, budget_s: float = BUDGET_S, flush: bool = True,
                  queue_ahead: bool = False, l2: str = "nvgg", min_span_s: float = MIN_SPAN_S,
-                 host_us: float | None = None, rotate: bool = True):
+                 host_us: float | None = None, rotate: bool = True, observer: Observer | None = None):
         self.device = torch.device(device)
+        self.observer = observer
         self.rotate = rotate  # each block on the next core (`pin`); off where the caller pins (an A/B's round)
         self._block = 0
         self.host_us = host_us  # the host's time to issue one call (datapath.launch_host_us), where measured
@@ -373,7 +407,8 @@ class EventTimer(Windowed):
         if span and self.host_us and self._samples and sum(self._samples) / len(self._samples) * HOST_SHARE <= self.host_us:
             span = max(span, HOST_SPAN_S)
         self._span = span
-        return _done(self._samples, started, self.min_reps, self.max_reps, self.target, self.budget_s, span)
+        return _done(self._samples, started, self.min_reps, self.max_reps, self.target, self.budget_s, span) \
+            and not self._held()
 
     # A measurement in windows (an A/B's round: `begin`, `window` as often as the versions take
     # turns, `end`); `batch` is one run of them.
@@ -456,19 +491,20 @@ class EventTimer(Windowed):
         ends: list[float] = []
         started = time.perf_counter()
         i = 0
-        while not _done(samples, started, max(self.min_reps, len(launches)), self.max_reps * len(launches),
-                        self.target, self.budget_s, self.min_span_s):
-            launch = launches[i % len(launches)]
-            torch.cuda.synchronize(self.device)
-            self.flush()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record(stream)
-            self.outputs[i % len(launches)] = launch()
-            end.record(stream)
-            end.synchronize()
-            samples.append(start.elapsed_time(end) * 1e3)
-            ends.append(time.perf_counter())
-            i += 1
+        with self._observed():
+            while not _done(samples, started, max(self.min_reps, len(launches)), self.max_reps * len(launches),
+                            self.target, self.budget_s, self.min_span_s) or self._held():
+                launch = launches[i % len(launches)]
+                torch.cuda.synchronize(self.device)
+                self.flush()
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record(stream)
+                self.outputs[i % len(launches)] = launch()
+                end.record(stream)
+                end.synchronize()
+                samples.append(start.elapsed_time(end) * 1e3)
+                ends.append(time.perf_counter())
+                i += 1
         self._release()
         # no escape check here: one call's honest synchronise after its end event (9-82 µs,
         # flags.ESCAPE_FLOOR_US) is as large as the bound a batch is held to; the batch timers
@@ -480,15 +516,17 @@ class CpuTimer(Windowed):
     """Host-clock timing for runs on the CPU (labelled as such everywhere it is shown)."""
 
     def __init__(self, *, min_reps: int = MIN_REPS, max_reps: int = MAX_REPS, target_rel_err: float = TARGET_REL_ERR,
-                 budget_s: float = 5.0, min_span_s: float = 0.0):
+                 budget_s: float = 5.0, min_span_s: float = 0.0, observer: Observer | None = None):
         self.min_reps, self.max_reps, self.target, self.budget_s = min_reps, max_reps, target_rel_err, budget_s
+        self.observer = observer
         self.min_span_s = min_span_s  # a CPU run is slow enough already; its blocks come from its budget
         self.outputs: list = []
         self._samples: list[float] = []
         self._ends: list[float] = []
 
     def _enough(self, started: float) -> bool:
-        return _done(self._samples, started, self.min_reps, self.max_reps, self.target, self.budget_s, self.min_span_s)
+        return _done(self._samples, started, self.min_reps, self.max_reps, self.target, self.budget_s,
+                     self.min_span_s) and not self._held()
 
     def begin(self, launches: Sequence[Launch]) -> None:
         self._samples, self._ends = [], []
@@ -510,9 +548,10 @@ class CpuTimer(Windowed):
 
 def make_timer(device: torch.device, mode: str = "leaderboard", l2: str = "nvgg", **kwargs):
     """The timer of `mode` on `device`, clearing L2 before each repetition the `l2` way (L2_CLEARS);
-    `min_span_s=0` for one window only (an A/B's round: the rounds are its blocks)."""
+    `min_span_s=0` for one window only (an A/B's round: the rounds are its blocks); `observer`
+    measured beside the repetitions of `batch` and `per_call` (Observer)."""
     if device.type != "cuda":
-        return CpuTimer()
+        return CpuTimer(observer=kwargs.get("observer"))
     return EventTimer(device, queue_ahead=(mode == "queue-ahead"), l2=l2, **kwargs)
 
 

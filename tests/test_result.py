@@ -34,6 +34,20 @@ def test_the_schema_is_a_valid_schema_and_rejects_what_it_should():
             validate(broken)
 
 
+def test_an_energy_figure_and_its_absence_validate():
+    from nvgg import clocks
+    power = {"watts": 612.0, "seconds": 0.41, "updates": 4, "within": 0.018}
+    env = {"device": "cuda", "gpu": "TestGPU", "torch": "2", "nvgg": "0"}
+    for energy in (clocks.energy_a_call(power, 0.52, 15 * 700, {"watts": 71.2}),
+                   clocks.energy_a_call(power, 0.52, 15 * 700, {"note": "the card was busy"}),
+                   clocks.energy_a_call({"note": "the counter did not move"}, 0.52, 15 * 700, {})):
+        row = made_result("3", "persistent", "cute", 35.0, energy=energy).to_dict()
+        validate(resultmod.document("results", env=env, results=[row], geomean_us={}))
+    row = made_result("3", "persistent", "cute", 35.0, energy={"idle_watts": "71 W"}).to_dict()
+    with pytest.raises(jsonschema.ValidationError):
+        validate(resultmod.document("results", env=env, results=[row], geomean_us={}))
+
+
 @pytest.mark.parametrize("argv, kind", [
     (["cases"], "cases"),
     (["sol", "--case", "all"], "sol"),

@@ -105,3 +105,45 @@ def test_a_host_bound_row_is_timed_longer_in_longer_blocks():
     assert quiet._enough(now - 0.6) and quiet._span == timing.MIN_SPAN_S
     assert timing.reduce([1.0] * 100, batch=15, method="leaderboard", clock="cuda events",
                          ends_s=[i * 0.02 for i in range(100)]).block_s == timing.BLOCK_S
+
+
+class _Watch:
+    """An observer of a timer (timing.Observer) that wants `more` stops held."""
+
+    def __init__(self, more: int):
+        self.events, self.more = [], more
+
+    def before_start(self):
+        self.events.append("start")
+
+    def wants_more(self):
+        self.more -= 1
+        return self.more >= 0
+
+    def after_finish(self):
+        self.events.append("end")
+
+
+def test_an_observer_is_told_the_repetitions_start_and_end_and_holds_the_span():
+    """What is measured beside the repetitions (an energy meter) starts as the first begins, ends
+    after the last, and keeps the timer going while it wants more, the timer's own stop aside."""
+    import torch
+    calls = []
+    watch = _Watch(more=19)
+    timer = timing.make_timer(torch.device("cpu"), observer=watch)
+    timer.min_reps = timer.max_reps = 3
+    stats = timer.batch([lambda: calls.append(1)])
+    # the timer's own stop at 3 repetitions, held 19 more times
+    assert watch.events == ["start", "end"] and stats.runs == 22 and len(calls) == 22
+
+    def fails():
+        raise RuntimeError("a launch that raises")
+    watch = _Watch(more=0)
+    with pytest.raises(RuntimeError):
+        timing.CpuTimer(observer=watch).batch([fails])
+    assert watch.events == ["start", "end"]  # its thread stopped all the same
+    import time
+    gpu = timing.EventTimer("cuda", flush=False, observer=_Watch(more=1))
+    gpu._samples = [200.0] * 50
+    now = time.perf_counter()
+    assert not gpu._enough(now - 0.6) and gpu._enough(now - 0.6)  # past its span, held once
