@@ -77,21 +77,24 @@ class Check:
         return {"ok": self.ok, "message": self.message, "mismatches": self.mismatches}
 
 
-def _compare(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float, max_report: int) -> tuple[int, list[str]]:
+def _bad(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> tuple[torch.Tensor, ...]:
+    """Where `got` misses `want` (the elements as float32, and the mask), without a synchronise."""
     got32, want32 = got.float(), want.float().to(got.device)
     bad = (got32 - want32).abs() > atol + rtol * want32.abs()
     bad |= torch.isnan(got32) ^ torch.isnan(want32)
     bad |= torch.isposinf(got32) ^ torch.isposinf(want32)
     bad |= torch.isneginf(got32) ^ torch.isneginf(want32)
-    count = int(bad.count_nonzero())
-    lines = []
-    for idx in torch.nonzero(bad)[:max_report].tolist():
-        lines.append(f"at {tuple(idx)} got {got32[tuple(idx)].item():g} want {want32[tuple(idx)].item():g}")
-    return count, lines
+    return got32, want32, bad
 
 
-def check(outputs, expected, rtol: float = RTOL, atol: float = ATOL, max_report: int = 3) -> Check:
-    """The competition's tolerance (|got - want| <= atol + rtol·|want|; NaN and ±inf must match)."""
+def _lines(got32: torch.Tensor, want32: torch.Tensor, bad: torch.Tensor, max_report: int) -> list[str]:
+    return [f"at {tuple(idx)} got {got32[tuple(idx)].item():g} want {want32[tuple(idx)].item():g}"
+            for idx in torch.nonzero(bad)[:max_report].tolist()]
+
+
+def _form(outputs, expected) -> Check | None:
+    """What is wrong with the outputs' form (not a list of that many fp16 tensors of the reference's
+    shapes), None where nothing is."""
     if not isinstance(outputs, (list, tuple)) or len(outputs) != len(expected):
         n = len(outputs) if isinstance(outputs, (list, tuple)) else type(outputs).__name__
         return Check(False, f"expected a list of {len(expected)} output tensors, got {n}")
@@ -102,8 +105,37 @@ def check(outputs, expected, rtol: float = RTOL, atol: float = ATOL, max_report:
             return Check(False, f"group {g}: output shape {tuple(got.shape)}, expected {tuple(want.shape)}")
         if got.dtype != torch.float16:
             return Check(False, f"group {g}: output dtype {got.dtype}, expected torch.float16")
-        count, lines = _compare(got, want, rtol, atol, max_report)
-        if count:
-            total = got.numel()
-            return Check(False, f"group {g}: {count} of {total} elements mismatch; " + "; ".join(lines), count)
-    return Check(True)
+    return None
+
+
+def check(outputs, expected, rtol: float = RTOL, atol: float = ATOL, max_report: int = 3) -> Check:
+    """The competition's tolerance (|got - want| <= atol + rtol·|want|; NaN and ±inf must match)."""
+    return check_all([(outputs, expected)], rtol, atol, max_report)[0]
+
+
+def check_all(pairs, rtol: float = RTOL, atol: float = ATOL, max_report: int = 3) -> list[Check]:
+    """`check` of several inputs' (outputs, expected) at once: every group's mismatches counted on
+    its device and read back together (one wait for the device, not one a group); each input's
+    first failing group described."""
+    verdicts: dict[int, Check] = {}
+    counted = []  # (input, group, its mismatch count as a tensor)
+    for i, (outputs, expected) in enumerate(pairs):
+        form = _form(outputs, expected)
+        if form is not None:
+            verdicts[i] = form
+            continue
+        counted += [(i, g, _bad(got, want, rtol, atol)[2].count_nonzero()) for g, (got, want)
+                    in enumerate(zip(outputs, expected))]
+    by_device: dict = {}
+    for k, (_, _, n) in enumerate(counted):
+        by_device.setdefault(n.device, []).append(k)
+    counts = [0] * len(counted)
+    for ks in by_device.values():
+        for k, n in zip(ks, torch.stack([counted[k][2] for k in ks]).tolist()):
+            counts[k] = n
+    for (i, g, _), n in zip(counted, counts):
+        if n and i not in verdicts:
+            got, want = pairs[i][0][g], pairs[i][1][g]
+            lines = _lines(*_bad(got, want, rtol, atol), max_report)
+            verdicts[i] = Check(False, f"group {g}: {n} of {got.numel()} elements mismatch; " + "; ".join(lines), n)
+    return [verdicts.get(i, Check(True)) for i in range(len(pairs))]

@@ -99,3 +99,21 @@ def test_checked_call_fails_a_launch_that_writes_nothing_and_passes_one_that_doe
 
     verdict = reference.checked_call(data, write)
     assert verdict.ok and verdict.mismatches == 0
+
+
+def test_several_inputs_checked_at_once_say_what_each_alone_would():
+    """reference.check_all (the checked run's inputs compared together): each input's verdict, its
+    first failing group and its count, as reference.check of that input alone says them."""
+    want = [torch.zeros(4, 8, 1, dtype=torch.float16), torch.ones(2, 8, 1, dtype=torch.float16)]
+    right = [w.clone() for w in want]
+    off = [w.clone() for w in want]
+    off[1][0, :3, 0] = 5.0
+    nan = [w.clone() for w in want]
+    nan[0][1, 1, 0] = float("nan")
+    pairs = [(right, want), (off, want), ([want[0]], want), (nan, want), (right, want)]
+    together = reference.check_all(pairs)
+    assert together == [reference.check(got, exp) for got, exp in pairs]
+    assert [v.ok for v in together] == [True, False, False, False, True]
+    assert together[1].mismatches == 3 and together[1].message.startswith("group 1: 3 of 16 elements mismatch")
+    assert together[2].message == "expected a list of 2 output tensors, got 1"
+    assert reference.check_all([]) == []
