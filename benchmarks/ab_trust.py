@@ -110,7 +110,8 @@ def classes(doc: dict) -> dict[str, dict]:
 def digest(done: list, args) -> dict:
     """What the README's counts are made from, kept small enough for the repository: every A/B's
     classes by case (`classes`), its group, try, time and GPU, the card, nvgg's revision."""
-    revision = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
+    revision = os.environ.get("NVGG_REVISION") or subprocess.run(  # (a copy of the tree without its .git: given)
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=ROOT).stdout.strip()
     return {"card": next((c for *_, c in done if c), None), "ab": args.ab, "gpus": args.gpus, "revision": revision,
             "tries": [{"group": g, "try": t, "wall_s": round(wall, 1), "gpu": gpu, "cases": cases}
                       for g, t, cases, wall, gpu, _ in done]}
