@@ -1,12 +1,9 @@
 """Results for people (tabulate tables) and scripts (JSON documents, result.py), built from the same
-rows; the baseline regression gate; result files written atomically."""
+rows; the baseline regression gate. The files are written by outputs.py."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import tabulate as tabulate_module
@@ -214,52 +211,6 @@ def markdown_report(results, env: dict, benchmark_ids: set[str]) -> str:
     if means:
         parts.append("\n" + means)
     return "\n".join(parts) + "\n"
-
-
-def output_target(path: str | Path) -> Path:
-    """Where writing `path` lands: through a symbolic link to what it points to (a link stays a
-    link), otherwise the path itself."""
-    path = Path(path)
-    return path.resolve() if path.is_symlink() else path
-
-
-def streams(path: str | Path) -> bool:
-    """Whether `path` (through links) is something other than a regular file or nothing: a FIFO,
-    a character device (/dev/stdout, /dev/null), a socket. Such a target is written in place and
-    once, never replaced."""
-    target = output_target(path)
-    return target.exists() and not target.is_file()
-
-
-def write_text(path: str | Path, text: str) -> None:
-    """Write `text` to `path` as the user meant it: through a symbolic link to its target; into a
-    FIFO or a device in place; a regular file (or a new one) atomically: a temporary file in the same
-    folder, then renamed over it, so a reader never sees half a file."""
-    if streams(path):
-        with open(output_target(path), "w") as fh:
-            fh.write(text)
-        return
-    path = output_target(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 is for the temporary name only
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_json(path: str | Path, payload) -> None:
-    write_text(path, json.dumps(payload, indent=2, default=str) + "\n")
 
 
 def load_baseline(path: str | Path) -> dict[tuple[str, str, str, str], dict]:

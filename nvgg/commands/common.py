@@ -4,11 +4,11 @@ options here, calls one library function and renders."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
 import os
 import sys
-import tempfile
 import time
 from enum import Enum
 from pathlib import Path
@@ -89,36 +89,40 @@ def _refuse_empty(values: dict) -> None:
 
 
 def check_writable(flag: str, path: str | None, *, stdout_ok: bool = False) -> None:
-    """An output path is checked before any work, so a long run never ends on a file it cannot
-    write; "-" (stdout) only where the flag takes it."""
+    """An output path is checked before any work (outputs.ready: through links, a descriptor
+    open for writing, a FIFO with a reader, a folder that takes a new file, space on its disk), so
+    a long run never ends on a file it cannot write; "-" (stdout) only where the flag takes it."""
     if path is None or (path == "-" and stdout_ok):
         return
     if path == "-":
         raise NvggError(f"{flag} writes a file: pass a file name (- for stdout is for --json and --markdown)")
     if not path.strip():
         raise NvggError(f"{flag} is empty: pass a file name")
-    from ..report import output_target, streams
-    target = output_target(path)  # a symbolic link is written through to what it points to
-    if target.is_dir():
-        raise NvggError(f"{flag} {path} is a folder: pass a file name")
-    if streams(path):  # a FIFO or a device: written in place, once
-        if not os.access(target, os.W_OK):
-            raise NvggError(f"{flag} {path} cannot be written: pass a path you can write")
-        return
-    parent = target.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise NvggError(f"{flag} {path} cannot be written: pass a path in a writable folder")
-    # what the files are written through (report.write_text: a temporary file beside the target,
-    # renamed over it), tried in the nearest folder that exists: some pass os.access and refuse it
-    # (/proc, read-only mounts)
+    from .. import outputs
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
-        os.close(fd)
-        os.unlink(probe)
+        outputs.ready(path)
+    except IsADirectoryError:
+        raise NvggError(f"{flag} {path} is a folder: pass a file name") from None
     except OSError as exc:
-        raise NvggError(f"{flag} {path} cannot be written ({exc.strerror}): pass a path in a writable folder") from None
+        if exc.errno == errno.ENXIO:
+            raise NvggError(f"{flag} {path} is a FIFO no process reads: start its reader first (cat {path} &), or "
+                            "pass a file") from None
+        raise NvggError(f"{flag} {path} cannot be written ({outputs.reason(exc)}): pass a path in a writable "
+                        "folder") from None
+
+
+def write_file(flag: str, path: str, payload: dict | bytes) -> None:
+    """An output written through what its path is (outputs.write_bytes; a dict as JSON); a write
+    that fails after the work (a full disk, a reader gone) is one line, not a traceback."""
+    from .. import outputs
+    try:
+        if isinstance(payload, bytes):
+            outputs.write_bytes(path, payload)
+        else:
+            outputs.write_json(path, payload)
+    except OSError as exc:
+        raise NvggError(f"{flag} {path} could not be written ({outputs.reason(exc)}): free space there or pass "
+                        "another file") from None
 
 
 def check_folder(flag: str, path: str) -> None:
@@ -277,17 +281,13 @@ def _read_config(path: str | Path, case_ids: list[str]) -> tuple[str, dict[str, 
 
 def emit_json(path: str | None, payload: dict) -> bool:
     """--json: "-" prints the document (result.document) on stdout (True: it stands in for the
-    table); a file is written (atomically) and announced on stderr."""
+    table); a file is written (write_file) and announced on stderr."""
     if path is None:
         return False
     if path == "-":
         typer.echo(json.dumps(payload, indent=2, default=str))
         return True
-    from ..report import write_json
-    try:
-        write_json(path, payload)
-    except OSError as exc:
-        raise NvggError(f"--json {path} cannot be written ({exc.strerror}): pass a path in a writable folder") from None
+    write_file("--json", path, payload)
     typer.echo(f"wrote {path}", err=True)
     return False
 

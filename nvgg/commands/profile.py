@@ -17,10 +17,10 @@ from .. import cases as casesmod, env as envmod, selection
 from ..errors import NvggError, no_gpu
 from ..profiling.phases import chrome_trace_cases
 from ..profiling.session import Request, profile as run_profile
-from ..report import profile_document, profile_text, write_json
+from ..report import profile_document, profile_text
 from .common import (CasesFile, ConfigMap, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_distinct,
-                     check_folder, check_points_taken, check_profile, check_writable, command, config_points, emit_json,
-                     mode_value, pick_cases, read_files, submissions)
+                     check_folder, check_points_taken, check_profile, check_writable, command,
+                     config_points, emit_json, mode_value, pick_cases, read_files, submissions, write_file)
 
 
 def register(app: typer.Typer) -> None:
@@ -62,7 +62,7 @@ def register(app: typer.Typer) -> None:
                         f"{named}case {cid}", "failed" if bad else "done")))
         env = next((r.env for d in done for r in d.results.values() if r.env), None) or envmod.collect(device)
         if trace and done[0].phases:
-            write_json(trace, chrome_trace_cases(done[0].phases))
+            write_file("--trace", trace, chrome_trace_cases(done[0].phases))
             typer.echo(f"wrote {trace} (a trace: open it in Perfetto or chrome://tracing)", err=True)
         if not emit_json(json_out, profile_document(done, env, {c.id for c in casesmod.benchmarks()})):
             typer.echo(profile_text(done, envmod.card(env)))

@@ -14,10 +14,10 @@ import typer
 
 from .. import rows, selection, tune as tunemod
 from ..errors import NvggError, no_gpu
-from ..report import config_map, near_points, tune_document, tune_table, write_json
+from ..report import config_map, near_points, tune_document, tune_table
 from .common import (CasesFile, GpusOpt, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs,
                      check_writable, command, emit_json, pick_cases, pick_gpus, read_files, submissions,
-                     warn_if_slow_on_cpu)
+                     warn_if_slow_on_cpu, write_file)
 
 WRITE_EVERY_S = 2.0  # the sweep's JSON rewritten at most this often as points finish (and at each case's end)
 # a point's time limit on a GPU where --timeout is not given: a first-pass row takes about a second
@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
                                  ray_gpus, finalists)
         env = next((r.env for ct in done for r in ct.first.values() if r.env), {})
         if out:
-            write_json(out, config_map(done, target, space))
+            write_file("--out", out, config_map(done, target, space))
             typer.echo(f"wrote {out} (the winners: pass it to run, compare or ab as --config)", err=True)
         if not emit_json(json_out, tune_document(done, target, space, floor / 100, env)):
             typer.echo(tune_table(done, space, floor / 100, env))
@@ -159,6 +159,6 @@ def _earlier(json_out: str | None) -> dict:
 def _write(json_out: str | None, done, target, space: dict, floor: float) -> None:
     """The JSON so far, rewritten as points finish (a regular file only), so a sweep stopped from
     outside keeps what it measured."""
-    from ..report import streams
+    from ..outputs import streams
     if json_out and json_out != "-" and not streams(json_out):
-        write_json(json_out, tune_document(done, target, space, floor / 100, {}))
+        write_file("--json", json_out, tune_document(done, target, space, floor / 100, {}))
