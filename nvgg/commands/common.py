@@ -43,6 +43,7 @@ def command(fn):
             raise typer.Exit(130) from None
     return wrapper
 
+CaseIds = Annotated[Optional[str], typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3 (default: benchmarks).")]
 CasesFile = Annotated[Optional[str], typer.Option("--cases", metavar="FILE", help="A YAML file of extra cases (cases: {id: {m, n, k, g, seed}}).")]
 Shape = Annotated[Optional[str], typer.Option("--shape", metavar="SPEC", help='An inline case: "m: [64, 128]; n: [256, 256]; k: [512, 512]; g: 2; seed: 7".')]
 Profile = Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="GPU profile for the SOL (b200, h100, h200); default: the running GPU's.")]
@@ -169,14 +170,18 @@ def pick_gpus(spec: str | None) -> list[int] | None:
 
 def parse_gpus(spec: str, seen: list | None = None) -> list:
     """`--gpus`'s value: "all" or distinct indices ("0,1"), each a visible GPU (gpus.visible, or
-    `seen`), all one model; refused in one line: no GPU (its own exit code), an index not there,
-    one named twice, a malformed list, GPUs of different models (their times could not stand side
-    by side; a sweep's winner would be the card's, not the point's)."""
+    `seen`), all one model; refused in one line: a malformed list or a GPU named twice (on any
+    machine), no GPU (its own exit code), an index not there, GPUs of different models (their
+    times could not stand side by side; a sweep's winner would be the card's, not the point's)."""
     from .. import gpus
     text = spec.strip().lower()
     parts = [p.strip() for p in text.split(",")]
     if text != "all" and (not text or not all(p.isdigit() for p in parts)):  # the value's form, on any machine
         raise NvggError(f"--gpus {spec!r}: pass all, or GPU indices separated by commas (like 0,1)")
+    numbers = [] if text == "all" else [int(p) for p in parts]
+    twice = sorted({n for n in numbers if numbers.count(n) > 1})
+    if twice:
+        raise NvggError(f"--gpus {spec}: GPU {', '.join(map(str, twice))} named twice: name each GPU once")
     seen = gpus.visible() if seen is None else seen
     if not seen:
         raise no_gpu(f"--gpus {spec}: no GPU is visible here (no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them "
@@ -185,10 +190,6 @@ def parse_gpus(spec: str, seen: list | None = None) -> list:
     if text == "all":
         picked = list(seen)
     else:
-        numbers = [int(p) for p in parts]
-        twice = sorted({n for n in numbers if numbers.count(n) > 1})
-        if twice:
-            raise NvggError(f"--gpus {spec}: GPU {', '.join(map(str, twice))} named twice: name each GPU once")
         missing = [n for n in numbers if n >= len(seen)]
         if missing:
             raise NvggError(f"--gpus {spec}: no GPU {', '.join(map(str, missing))}; {have}")
@@ -211,6 +212,7 @@ class Points:
 
     by_case: dict
     kernel: bool
+    target: str = ""  # what the map was tuned for: a submission's name, or our kernel
 
     def submission(self, case_id: str) -> tuple:
         return () if self.kernel else self.by_case[case_id]
@@ -225,11 +227,11 @@ def config_points(path: str | None, picked, submission, device, tensormaps=None)
     kernel's map needs its arch's GPU and no tensor-map mode of its own (the point holds one)."""
     if path is None:
         return None
-    arch, by_case = _read_config(path, [c.id for c in picked])
+    arch, target, by_case = _read_config(path, [c.id for c in picked])
     if not arch:
         if not submission:
             raise NvggError("--config holds a submission's points (its CONFIG): add --submission, or drop --config")
-        return Points(by_case, kernel=False)
+        return Points(by_case, kernel=False, target=target)
     from ..backends.base import arch_of
     here = arch_of(device) if device.type == "cuda" else "no GPU"
     if here != arch:
@@ -245,12 +247,15 @@ def config_points(path: str | None, picked, submission, device, tensormaps=None)
         why = family.point_build(c, point)[1]
         if why:
             raise NvggError(f"config map {path}: case {c.id}'s point is one the {arch} kernel refuses: {why}")
-    return Points(by_case, kernel=True)
+    return Points(by_case, kernel=True, target=target)
 
 
-def check_points_taken(path: str | None, points: Points | None, rows) -> None:
+def check_points_taken(path: str | None, points: Points | None, rows, versions=()) -> None:
     """A config map that none of the rows takes is refused before they run: the run would measure
-    something other than the tuned choice it was given."""
+    something other than the tuned choice it was given. A submission's map is checked against the
+    submissions (`versions`, versions.Version) as well (check_points_fit)."""
+    if points is not None and not points.kernel:
+        check_points_fit(path, points, versions)
     if points is None or any(r.point for r in rows):
         return
     if points.kernel:
@@ -261,9 +266,35 @@ def check_points_taken(path: str | None, points: Points | None, rows) -> None:
                     "add --submission, or drop --config")
 
 
-def _read_config(path: str | Path, case_ids: list[str]) -> tuple[str, dict[str, tuple]]:
-    """A config map (`nvgg tune --out`): its arch ("" for a submission's) and the point of each case
-    asked for, as ((knob, value), ...); one NvggError where the file is no config map or lacks a case."""
+def check_points_fit(path: str, points: Points, versions) -> None:
+    """A submission's config map, refused before any row where it cannot serve each submission
+    (versions.Version): made for a file of another name (the map records the one tuned), or a
+    point that is not one of the file's TUNE (a knob it lacks or leaves out, a value it does not
+    list: its calls would read another CONFIG than the tuned one). A TUNE the file computes is
+    checked as each row sets its point."""
+    from ..backends.submission import declared_in_source, misfit
+    from ..result import point_name
+    tuned = Path(points.target.rpartition("@")[0] if "@" in points.target else points.target).name
+    if tuned and versions and all(Path(v.path).name != tuned for v in versions):
+        given = ", ".join(v.name for v in versions)
+        raise NvggError(f"config map {path} was made for {points.target} (nvgg tune --submission {tuned}), not "
+                        f"{given}: tune {given} for its own map, or pass the submission the map is for")
+    for v in versions:
+        found, tune = declared_in_source(v.path)
+        if not found:
+            raise NvggError(f"config map {path} holds points of a TUNE and submission {v.name} declares none: pass "
+                            "the submission the map was made for, or drop --config")
+        for case_id, point in points.by_case.items():
+            why = misfit(point, tune) if tune is not None else ""
+            if why:
+                raise NvggError(f"config map {path}: case {case_id}'s point {point_name(point)} {why} in "
+                                f"submission {v.name}: tune it again (nvgg tune --out), or pass the map made for it")
+
+
+def _read_config(path: str | Path, case_ids: list[str]) -> tuple[str, str, dict[str, tuple]]:
+    """A config map (`nvgg tune --out`): its arch ("" for a submission's), what it was tuned for,
+    and the point of each case asked for, as ((knob, value), ...); one NvggError where the file is
+    no config map, lacks a case or holds an empty point."""
     from ..result import read_document
     what = "config map"
     doc = read_document(path, what, "pass the file nvgg tune --out wrote")
@@ -276,7 +307,11 @@ def _read_config(path: str | Path, case_ids: list[str]) -> tuple[str, dict[str, 
         held = ", ".join(cases) or "none"
         raise NvggError(f"{what} {path} has no point for case {', '.join(missing)} (it holds {held}): tune those "
                         "cases, or leave them out")
-    return str(doc.get("arch") or ""), {c: tuple(cases[c].items()) for c in case_ids}
+    empty = [c for c in case_ids if not cases[c]]
+    if empty:
+        raise NvggError(f"{what} {path}: case {empty[0]}'s point is empty (no knob set): tune that case again "
+                        "(nvgg tune --out), or leave it out")
+    return str(doc.get("arch") or ""), str(doc.get("target") or ""), {c: tuple(cases[c].items()) for c in case_ids}
 
 
 def emit_json(path: str | None, payload: dict) -> bool:

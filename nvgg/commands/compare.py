@@ -13,9 +13,10 @@ from ..env import card
 from ..errors import NvggError
 from ..report import (check_text, compare_outcome, gate, geomean_table, in_baseline, label, load_baseline,
                       results_table)
-from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, Timer,
-                     TimerOpt, check_outputs, check_l2, check_points_taken, check_profile, check_timer, command,
-                     config_points, finish_files, names, pick_cases, pick_gpus, read_files, submissions, tensormaps_option)
+from .common import (CaseIds, CasesFile, ConfigMap, GpusOpt, JsonOut, L2, L2Opt, Profile, Progress, RowTimeout, Shape,
+                     Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile, check_timer, command,
+                     config_points, finish_files, names, pick_cases, pick_gpus, read_files, submissions,
+                     tensormaps_option)
 
 
 class What(str, Enum):
@@ -43,7 +44,7 @@ def register(app: typer.Typer) -> None:
         if baseline is None and max_regression is not None:
             raise NvggError("--max-regression is the slowdown --baseline allows: add --baseline FILE (an earlier --json)")
         device = selection.default_device()
-        picked = pick_cases(None if shape else case, shape, cases_file)
+        picked = pick_cases(case, shape, cases_file, default="benchmarks")
         st_names, be_names = _strategies_and_backends(what, strategy, backend, device)
         modes = tensormaps_option(tensormaps)
         selection.check_modes_apply(modes, st_names)
@@ -57,7 +58,7 @@ def register(app: typer.Typer) -> None:
         with submissions(submission) as versions:
             todo = rows.rows_of(picked, st_names, be_names, submissions=versions.items, tensormaps=modes, points=points,
                                 device=str(device), profile=profile, timer=timer.value, l2=l2.value)
-            check_points_taken(config, points, todo)
+            check_points_taken(config, points, todo, versions.items)
             _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread)
 
 

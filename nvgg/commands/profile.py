@@ -19,7 +19,7 @@ from ..profiling.phases import chrome_trace_cases
 from ..profiling.session import Request, profile as run_profile
 from ..report import profile_document, profile_text
 from .common import (CasesFile, ConfigMap, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_distinct,
-                     check_folder, check_points_taken, check_profile, check_writable, command,
+                     check_folder, check_points_fit, check_points_taken, check_profile, check_writable, command,
                      config_points, emit_json, mode_value, pick_cases, read_files, submissions, write_file)
 
 
@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
             device = selection.default_device()
             # a map that cannot serve (missing, malformed, another arch's) is bad input, said before the missing GPU
             request = _with_points(request, config_points(config, request.cases, submission, device, request.tensormaps),
-                                   config, submission)
+                                   config, submission, versions.items)
             if device.type != "cuda":
                 raise no_gpu("profiling needs a CUDA GPU and none is visible: run nvgg profile on a GPU machine")
             asked = [dataclasses.replace(request, submission=v.path, source=v.name, revision=v.revision)
@@ -73,13 +73,16 @@ def register(app: typer.Typer) -> None:
             raise NvggError(failures[-1])
 
 
-def _with_points(request: Request, points, path, submission) -> Request:
-    """--config's points in the request: a submission's (its CONFIG a case), or our persistent
-    kernel's builds, which need that strategy and backend (and no submission in their place)."""
+def _with_points(request: Request, points, path, submission, versions=()) -> Request:
+    """--config's points in the request: a submission's (its CONFIG a case, checked against each
+    version), or our persistent kernel's builds, which need that strategy and backend (and no
+    submission in their place)."""
     if points is None:
         return request
     if points.kernel and submission:
         check_points_taken(path, points, [])
+    if not points.kernel:
+        check_points_fit(path, points, versions)
     if points.kernel and (request.strategy not in (None, "persistent") or request.backend not in (None, "cute")):
         raise NvggError("--config holds builds of the persistent cute kernel: drop --strategy/--backend, or --config")
     by_case = {c.id: (points.submission(c.id) if not points.kernel else points.by_case[c.id]) for c in request.cases}

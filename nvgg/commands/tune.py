@@ -15,7 +15,7 @@ import typer
 from .. import rows, selection, tune as tunemod
 from ..errors import NvggError, no_gpu
 from ..report import config_map, near_points, tune_document, tune_table
-from .common import (CasesFile, GpusOpt, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs,
+from .common import (CaseIds, CasesFile, GpusOpt, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs,
                      check_writable, command, emit_json, pick_cases, pick_gpus, read_files, submissions,
                      warn_if_slow_on_cpu, write_file)
 
@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
     @command
     def tune_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="The submission.py to sweep (or PATH@REV): it declares TUNE = {'knob': [values, ...]} and reads CONFIG.")] = None,
                  backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute: sweep our persistent kernel's knobs on this GPU's arch instead.")] = None,
-                 case: Annotated[str, typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
+                 case: CaseIds = None,
                  budget: Annotated[float, typer.Option("--budget", metavar="MINUTES", min=0.1, help="Time for the whole sweep; what is left unmeasured is said.")] = 10.0,
                  floor: Annotated[float, typer.Option("--floor", metavar="PCT", min=0.1, max=50.0, help="The change that matters between finalists, in percent.")] = 2.0,
                  rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=5, max=1000, help="The most interleaved rounds of the finalists a case.")] = 20,
@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
                  ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Sweep over a Ray cluster's GPUs (auto, or its address): an actor on each, the same checks and files (pip install 'nvgg[ray]').")] = None,
                  json_out: JsonOut = None) -> None:
         """Sweep the configurations of a submission (its TUNE) or of our kernel per case: checked, timed, the winner told from noise."""
-        picked = pick_cases(None if shape else case, shape, cases_file)
+        picked = pick_cases(case, shape, cases_file, default="benchmarks")
         if bool(submission) == (backend is not None):
             raise NvggError("nvgg tune sweeps one target: pass --submission FILE (its declared TUNE) or --backend "
                             "cute (our persistent kernel's knobs)")
