@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from ..cases import Case
-from ..errors import NvggError
+from ..errors import FAILED, NvggError
 from ..result import point_name
 from ..strategies.base import Prepared, Strategy
 from .base import Backend
@@ -68,8 +68,8 @@ def load(path: str | Path, case: str | None = None):
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
-        raise NvggError(f"submission {path} failed to import: {failure(exc, path, case)}") from None
+    except Exception as exc:  # its own code failed, as a row that raises: exit 1 wherever it is met
+        raise NvggError(f"submission {path} failed to import: {failure(exc, path, case)}", code=FAILED) from None
     if not callable(getattr(module, "custom_kernel", None)):
         raise NvggError(f"submission {path} defines no custom_kernel(data): the competition's entry point")
     return module

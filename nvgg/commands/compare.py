@@ -10,7 +10,7 @@ import typer
 
 from .. import backends, cases as casesmod, rows, selection, strategies
 from ..env import card
-from ..errors import NvggError
+from ..errors import NO_GPU, NvggError
 from ..report import (check_text, compare_outcome, gate, geomean_table, in_baseline, label, load_baseline,
                       results_table)
 from .common import (CaseIds, CasesFile, ConfigMap, GpusOpt, JsonOut, L2, L2Opt, Profile, Progress, RowTimeout, Shape,
@@ -59,6 +59,7 @@ def register(app: typer.Typer) -> None:
             todo = rows.rows_of(picked, st_names, be_names, submissions=versions.items, tensormaps=modes, points=points,
                                 device=str(device), profile=profile, timer=timer.value, l2=l2.value)
             check_points_taken(config, points, todo, versions.items)
+            _refuse_without_gpu(todo, device)
             _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread)
 
 
@@ -93,6 +94,25 @@ def _run(todo, json_out, markdown, baseline, max_regression, timeout, device, sp
         raise typer.Exit(1)
     if regressed or failed:
         raise typer.Exit(1)
+
+
+def _refuse_without_gpu(todo, device) -> None:
+    """Where every row needs a GPU and none is visible (`compare --backend cute` on a CPU), the
+    first row's reason and exit 3 (errors.NO_GPU) before any row runs, as `run` says it, rather
+    than a table of rows that could not run."""
+    if device.type == "cuda":
+        return
+    first = None
+    for row in todo:
+        try:
+            rows.precheck(row)
+        except NvggError as exc:
+            if exc.code == NO_GPU:
+                first = first or exc
+                continue
+        return
+    if first is not None:
+        raise first
 
 
 def _baseline(path: str | None, todo) -> dict | None:
