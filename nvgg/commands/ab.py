@@ -13,7 +13,7 @@ from ..errors import NvggError
 from ..report import ab_document, ab_table, check_text
 from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, L2, L2Opt, Profile, Progress, RowTimeout, Shape, check_l2,
                      check_outputs, check_points_taken, check_profile, command, config_points, emit_json, pick_cases,
-                     read_files, submissions, warn_if_slow_on_cpu)
+                     read_files, submissions, warn_if_slow_on_cpu, within)
 
 
 def register(app: typer.Typer) -> None:
@@ -21,9 +21,9 @@ def register(app: typer.Typer) -> None:
     @command
     def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="A version: a submission.py, or PATH@REV for the file at a git revision; two or more, the first the base.")] = None,
                case: CaseIds = None,
-               floor: Annotated[float, typer.Option("--floor", metavar="PCT", min=0.1, max=50.0, help="The change that matters, in percent: an interval inside ±PCT is same, one wholly beyond it faster or slower.")] = 2.0,
-               rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=abmod.MIN_ROUNDS, max=1000, help="The most rounds a case (each the versions' timed windows taking turns for 0.25-2 s, every version's calls then checked).")] = 30,
-               budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", min=1.0, help=f"Time for all cases together, their first runs included; each case still gets {abmod.MIN_ROUNDS} rounds.")] = 120.0,
+               floor: Annotated[float, typer.Option("--floor", metavar="PCT", callback=within(0.1, 50.0), help="The change that matters, in percent (0.1 to 50): an interval inside ±PCT is same, one wholly beyond it faster or slower.")] = 2.0,
+               rounds: Annotated[int, typer.Option("--rounds", metavar="N", callback=within(abmod.MIN_ROUNDS, 1000), help=f"The most rounds a case ({abmod.MIN_ROUNDS} to 1000; each the versions' timed windows taking turns for 0.25-2 s, every version's calls then checked).")] = 30,
+               budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", callback=within(1.0), help=f"Time for all cases together (1 or more), their first runs included; each case still gets {abmod.MIN_ROUNDS} rounds.")] = 120.0,
                shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, timeout: RowTimeout = None,
                l2: L2Opt = L2.nvgg, config: ConfigMap = None, json_out: JsonOut = None) -> None:
         """A fair A/B of versions of a submission: alternating rounds until each ratio's 95% interval is decided."""

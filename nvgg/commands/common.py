@@ -7,6 +7,7 @@ from __future__ import annotations
 import errno
 import functools
 import json
+import math
 import os
 import sys
 import time
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Annotated, Optional, Sequence
 
 import typer
+from typer.core import TyperCommand
 
 from .. import cases as casesmod
 from ..errors import NvggError, no_gpu
@@ -43,11 +45,50 @@ def command(fn):
             raise typer.Exit(130) from None
     return wrapper
 
+def within(low: float, high: float | None = None):
+    """A number option's range, checked as the parser checks its type: a value outside it (or not
+    finite) is the parser's one line, exit 2. The help says the range in words; typer's own
+    `min`/`max` would add "[x>=1.0]" to it."""
+    def check(value):
+        if value is not None and (not math.isfinite(value) or value < low or (high is not None and value > high)):
+            raise typer.BadParameter(f"{value:g}: give a number " + (f"from {low:g} to {high:g}" if high is not None
+                                                                      else f"of {low:g} or more"))
+        return value
+    return check
+
+
+class Command(TyperCommand):
+    """A command whose help names its arguments as its usage line does, by their metavar (FILE,
+    [WHAT]), without typer's type in angle brackets or braces around a required one."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                pieces.append(_argument_name(param) if param.required else f"[{_argument_name(param)}]")
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+    def format_options(self, ctx, formatter) -> None:
+        params = [p for p in self.get_params(ctx) if not getattr(p, "hidden", False)]
+        arguments = [(_argument_name(p), p.help or "") for p in params if p.param_type_name == "argument"]
+        options = [r for p in params if p.param_type_name == "option" for r in [p.get_help_record(ctx)] if r]
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _argument_name(param) -> str:
+    return param.metavar or param.name.upper()
+
+
 CaseIds = Annotated[Optional[str], typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3 (default: benchmarks).")]
 CasesFile = Annotated[Optional[str], typer.Option("--cases", metavar="FILE", help="A YAML file of extra cases (cases: {id: {m, n, k, g, seed}}).")]
 Shape = Annotated[Optional[str], typer.Option("--shape", metavar="SPEC", help='An inline case: "m: [64, 128]; n: [256, 256]; k: [512, 512]; g: 2; seed: 7".')]
 Profile = Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="GPU profile for the SOL (b200, h100, h200); default: the running GPU's.")]
-RowTimeout = Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", min=1.0, help="Seconds a row may take (each runs in a worker process of its backend or submission; "
+RowTimeout = Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", callback=within(1.0), help="Seconds a row may take (1 or more; each runs in a worker process of its backend or submission; "
                                "default 300) before its worker is killed and the row reported as timed out.")]
 JsonOut = Annotated[Optional[str], typer.Option("--json", metavar="FILE",
                                                  help="Write the results as JSON to FILE (- for stdout, in place of the table).")]
@@ -448,7 +489,7 @@ class Timer(str, Enum):
     cupti = "cupti"
 
 
-TimerOpt = Annotated[Timer, typer.Option("--timer", case_sensitive=False,
+TimerOpt = Annotated[Timer, typer.Option("--timer", metavar="NAME", case_sensitive=False,
                                          help="leaderboard: the competition's batch-of-15 event timer; queue-ahead: the same "
                                               "with host launch latency hidden; per-call: each call timed alone; cupti: leaderboard plus "
                                               "CUPTI kernel records per call (kernel time, span, gaps, host overhead).")]
@@ -459,7 +500,7 @@ class L2(str, Enum):
     evaluator = "evaluator"
 
 
-L2Opt = Annotated[L2, typer.Option("--l2", case_sensitive=False,
+L2Opt = Annotated[L2, typer.Option("--l2", metavar="MODE", case_sensitive=False,
                                    help="How L2 is cleared before each timed repetition: nvgg (a buffer twice the L2, written) or "
                                         "evaluator (as the competition's evaluator: a new 62.5 GiB fp32 randn tensor each "
                                         "repetition; needs that much free GPU memory).")]

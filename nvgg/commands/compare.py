@@ -13,10 +13,10 @@ from ..env import card
 from ..errors import NO_GPU, NvggError
 from ..report import (check_text, compare_outcome, gate, geomean_table, in_baseline, label, load_baseline,
                       results_table)
-from .common import (CaseIds, CasesFile, ConfigMap, GpusOpt, JsonOut, L2, L2Opt, Profile, Progress, RowTimeout, Shape,
-                     Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile, check_timer, command,
-                     config_points, finish_files, names, pick_cases, pick_gpus, read_files, submissions,
-                     tensormaps_option)
+from .common import (CaseIds, CasesFile, Command, ConfigMap, GpusOpt, JsonOut, L2, L2Opt, Profile, Progress, RowTimeout,
+                     Shape, Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile, check_timer,
+                     command, config_points, finish_files, names, pick_cases, pick_gpus, read_files, submissions,
+                     tensormaps_option, within)
 
 
 class What(str, Enum):
@@ -25,10 +25,10 @@ class What(str, Enum):
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("compare")
+    @app.command("compare", cls=Command)
     @command
-    def compare_cmd(what: Annotated[What, typer.Argument(case_sensitive=False, help="strategies (default) or backends.")] = What.strategies,
-                    case: Annotated[str, typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
+    def compare_cmd(what: Annotated[What, typer.Argument(metavar="WHAT", case_sensitive=False, help="strategies (default) or backends.")] = What.strategies,
+                    case: CaseIds = None,
                     strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAMES", help="all or names, comma-separated.")] = None,
                     backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAMES", help="all or names, comma-separated.")] = None,
                     submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Add a competition-format submission.py, or PATH@REV for the file at a git revision (repeat for several).")] = None,
@@ -38,7 +38,7 @@ def register(app: typer.Typer) -> None:
                     timeout: RowTimeout = None, config: ConfigMap = None, gpus: GpusOpt = None,
                     markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
                     baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="An earlier --json file to gate against.")] = None,
-                    max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", min=0.0, help="Allowed slowdown in percent with --baseline (default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
+                    max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", callback=within(0.0), help="Allowed slowdown in percent with --baseline (0 or more; default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
         """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness.
         Every row runs in a worker process: a fault or a hang costs that row, and the files are written as rows finish."""
         if baseline is None and max_regression is not None:

@@ -12,8 +12,8 @@ from .. import space as spacemod, profiles, selection
 from ..profiling import occupancy
 from ..result import document
 from ..errors import NvggError
-from .common import (CasesFile, JsonOut, Progress, Shape, TensorMaps, check_distinct, check_writable, command, emit_json,
-                     mode_value, pick_cases, read_files)
+from .common import (CasesFile, JsonOut, Progress, Shape, TensorMaps, check_distinct, check_writable, command,
+                     emit_json, mode_value, pick_cases, read_files, within)
 
 # the table's columns: a kernel's field and its heading
 COLUMNS = {"case": "case", "name": "kernel", "registers": "registers", "smem_bytes": "shared memory B",
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
                     backend: Annotated[str, typer.Option("--backend", metavar="NAME", help="The backend whose kernels to build.")] = "cute",
                     tensormaps: TensorMaps = None, shape: Shape = None, cases_file: CasesFile = None,
                     space: Annotated[bool, typer.Option("--space", help="Every point of the persistent kernel's choices (its knobs), each built or refused with the family's reason; the family's own choice marked.")] = False,
-                    jobs: Annotated[Optional[int], typer.Option("--jobs", metavar="N", min=1, max=256, help="With --space: the distinct builds compiled in N processes at once (default: one a CPU core, 16 at most).")] = None,
+                    jobs: Annotated[Optional[int], typer.Option("--jobs", metavar="N", callback=within(1, 256), help="With --space: the distinct builds compiled in N processes at once (1 to 256; default: one a CPU core, 16 at most).")] = None,
                     json_out: JsonOut = None) -> None:
         """Compile only (no GPU needed): resources, tensor memory, cluster, stages, occupancy per kernel."""
         check_writable("--json", json_out, stdout_ok=True)

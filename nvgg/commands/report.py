@@ -9,11 +9,11 @@ import typer
 from .. import cases as casesmod
 from ..report import geomean_table, results_table, setup_table
 from ..result import load
-from .common import check_distinct, check_writable, command, write_file
+from .common import Command, check_distinct, check_writable, command, write_file
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("report")
+    @app.command("report", cls=Command)
     @command
     def report_cmd(path: Annotated[str, typer.Argument(metavar="FILE", help="A file written by run, compare or profile --json.")],
                    plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Draw time vs SOL and setup phases to this picture (PNG; .pdf, .svg and matplotlib's other formats by the name's extension).")] = None) -> None:

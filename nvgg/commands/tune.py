@@ -17,7 +17,7 @@ from ..errors import NvggError, no_gpu
 from ..report import config_map, near_points, tune_document, tune_table
 from .common import (CaseIds, CasesFile, GpusOpt, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs,
                      check_writable, command, emit_json, pick_cases, pick_gpus, read_files, submissions,
-                     warn_if_slow_on_cpu, write_file)
+                     warn_if_slow_on_cpu, within, write_file)
 
 WRITE_EVERY_S = 2.0  # the sweep's JSON rewritten at most this often as points finish (and at each case's end)
 # a point's time limit on a GPU where --timeout is not given: a first-pass row takes about a second
@@ -32,10 +32,10 @@ def register(app: typer.Typer) -> None:
     def tune_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="The submission.py to sweep (or PATH@REV): it declares TUNE = {'knob': [values, ...]} and reads CONFIG.")] = None,
                  backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute: sweep our persistent kernel's knobs on this GPU's arch instead.")] = None,
                  case: CaseIds = None,
-                 budget: Annotated[float, typer.Option("--budget", metavar="MINUTES", min=0.1, help="Time for the whole sweep; what is left unmeasured is said.")] = 10.0,
-                 floor: Annotated[float, typer.Option("--floor", metavar="PCT", min=0.1, max=50.0, help="The change that matters between finalists, in percent.")] = 2.0,
-                 rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=5, max=1000, help="The most interleaved rounds of the finalists a case.")] = 20,
-                 finalists: Annotated[int, typer.Option("--finalists", metavar="N", min=2, max=16, help="Points a case measured again in rounds: the fastest, the default, then the next fastest the gate cannot tell from it.")] = tunemod.FINALISTS,
+                 budget: Annotated[float, typer.Option("--budget", metavar="MINUTES", callback=within(0.1), help="Time for the whole sweep (0.1 or more); what is left unmeasured is said.")] = 10.0,
+                 floor: Annotated[float, typer.Option("--floor", metavar="PCT", callback=within(0.1, 50.0), help="The change that matters between finalists, in percent (0.1 to 50).")] = 2.0,
+                 rounds: Annotated[int, typer.Option("--rounds", metavar="N", callback=within(5, 1000), help="The most interleaved rounds of the finalists a case (5 to 1000).")] = 20,
+                 finalists: Annotated[int, typer.Option("--finalists", metavar="N", callback=within(2, 16), help="Points a case measured again in rounds (2 to 16): the fastest, the default, then the next fastest the gate cannot tell from it.")] = tunemod.FINALISTS,
                  out: Annotated[Optional[str], typer.Option("--out", metavar="FILE", help="Write the winners as a config map (case -> point) for --config.")] = None,
                  resume: Annotated[bool, typer.Option("--resume", help="Go on from the sweep in --json FILE (one stopped or cut short): its measured points are not run again.")] = False,
                  shape: Shape = None, cases_file: CasesFile = None, timeout: RowTimeout = None,
