@@ -82,9 +82,10 @@ def check_text(r) -> str:
     return "ok"
 
 
-def results_table(results, fmt: str = "github", *, markdown: bool = False) -> str:
+def results_table(results, fmt: str = "github", *, markdown: bool = False, rerun: bool = True) -> str:
     """The rows as a table, then its numbered notes (long reasons, CUPTI's); `markdown`: the notes
-    as a list after a blank line, so GitHub renders them apart from the table."""
+    as a list after a blank line, so GitHub renders them apart from the table; `rerun`: with the
+    `± rerun` column (not for a run timed in one window, which has no interval to give)."""
     ups = speedups(results)
     with_cupti = any(r.cupti for r in results)
     with_verdict = any(getattr(r, "verdict", None) for r in results)
@@ -105,8 +106,7 @@ def results_table(results, fmt: str = "github", *, markdown: bool = False) -> st
         row = [
             r.case, label(r),
             fmt_us(r.time_us if timed else None) + ("" if not timed or st.clock == "cuda events" else " (CPU)"),
-            spread_cell(st, footnotes) if timed else "—",
-        ]
+        ] + ([spread_cell(st, footnotes) if timed else "—"] if rerun else [])
         if with_cupti:
             cu = r.cupti or {}
             gaps = fmt_us(cu.get("gaps_us")) if cu.get("gaps_shown", True) else "— (see below)"
@@ -121,7 +121,7 @@ def results_table(results, fmt: str = "github", *, markdown: bool = False) -> st
         if with_verdict:  # in a terminal the kind, the phrase a note (a table that fits 100 columns)
             row.append("—" if not r.verdict else r.verdict.phrase if markdown else note(r.verdict.phrase, r.verdict.kind))
         rows.append(row)
-    headers = ["case", "strategy/backend", "time µs", "± rerun"]
+    headers = ["case", "strategy/backend", "time µs"] + (["± rerun"] if rerun else [])
     if with_cupti:
         headers += ["kernel µs", "launches", "gaps µs", "host µs"]
     headers += ["vs seq", "SOL gap", "check"] + (["vs baseline"] if with_gate else []) + (
@@ -312,12 +312,13 @@ def occupancy_table(rows: list[dict]) -> str:
         "tiles", "SM coverage", "waves"], tablefmt="github")
 
 
-def run_text(results, env: dict) -> str:
-    """`nvgg run`'s output: the card, the row's table, its SOL, statistics, setup phases and clocks."""
+def run_text(results, env: dict, *, rerun: bool = True) -> str:
+    """`nvgg run`'s output: the card, the row's table (`rerun`: with its rerun interval), its SOL,
+    statistics, setup phases and clocks."""
     from .env import card
     lines = [f"card: {card(env)}   torch {env.get('torch')}   nvgg {env.get('nvgg')}"]
     lines += [f"inputs: {r.inputs}" for r in results[:1] if r.inputs]
-    lines.append(results_table(results))
+    lines.append(results_table(results, rerun=rerun))
     for r in results:
         if r.sol is not None and r.stats is not None:
             lines.append(f"SOL on {r.sol.profile}: {r.sol.sol_us:.3f} µs ({r.sol.bound}-bound, {r.sol.data_path} data path); "

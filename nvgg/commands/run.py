@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
                 raise NvggError(result.message)
             files.add(result)
         if not finish_files(files):
-            typer.echo(run_text(results, results[0].env or files.env))
+            typer.echo(run_text(results, results[0].env or files.env, rerun=not quick))
         if any(r.status != "ok" or r.suspect for r in results):
             raise typer.Exit(1)
 
