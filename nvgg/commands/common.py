@@ -27,11 +27,14 @@ STATE = {"verbose": False}
 
 def command(fn):
     """A command whose NvggError becomes one line on stderr and exit code error.code (the
-    traceback with --verbose); an option given as an empty string is refused first, whichever."""
+    traceback with --verbose); an option given as an empty string, or an NVGG_TIMELINE that cannot
+    be written, is refused first, whichever the command."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             _refuse_empty(kwargs)
+            from ..procs import check_timeline
+            check_timeline()
             return fn(*args, **kwargs)
         except NvggError as exc:
             if STATE["verbose"]:
