@@ -2,6 +2,7 @@
 worker starts here, before this process imports torch and the commands (procs.prestart), so its
 start (torch, the CUDA context, the data path's modules) overlaps them; then the app runs."""
 
+import contextlib
 import os
 import signal
 import sys
@@ -34,12 +35,17 @@ def leave(code) -> None:
     took 0.74 s of a warm 6.5 s `nvgg run --case 3` (H100, 2026-11-27, benchmarks/warm_start.py),
     after every result was written. A thread not marked daemon still running: the usual exit,
     which waits for it."""
-    import atexit
     import threading
     if isinstance(code, bool) or not isinstance(code, (int, type(None))):
         sys.exit(code)  # a message as the code: printed, exit 1, as Python does
     if any(t.is_alive() and not t.daemon and t is not threading.main_thread() for t in threading.enumerate()):
         sys.exit(code)
+    _end(code)
+
+
+def _end(code) -> None:
+    """The exit handlers run, the output flushed, the process ended with `code`."""
+    import atexit
     atexit._run_exitfuncs()  # what Py_Finalize would run first (CPython's exit handlers, weakref.finalize's)
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -49,21 +55,47 @@ def leave(code) -> None:
     os._exit(code or 0)
 
 
+@contextlib.contextmanager
+def _interrupt_ends_it():
+    """Within: Ctrl-C ends nvgg at once (`_interrupted`) instead of raising KeyboardInterrupt, for
+    the start, before the command runs: torch's C extension imports numpy as it initialises and
+    drops whatever that raises, a KeyboardInterrupt included, so an interrupt landing there was
+    lost and the command ran to its end. Where SIGINT is ignored (a job started with &), it stays
+    ignored."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield
+        return
+    signal.signal(signal.SIGINT, _interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _interrupted(signum, frame) -> None:
+    """Nothing to keep before the command runs: the exit handlers (the worker started ahead
+    killed, its folder removed) and out, exit code 130, from wherever the start was (no exception
+    that the code it interrupts could drop)."""
+    print("nvgg: interrupted", file=sys.stderr)
+    _end(128 + signum)
+
+
 def main() -> None:
     signal.signal(signal.SIGTERM, _terminated)
     code = 0
     try:
-        rows = runs_rows(sys.argv[1:])
-        if rows:
-            from . import procs
-            procs.timeline("nvgg started")
-            import atexit
-            atexit.register(procs.timeline, "nvgg exiting")  # registered first: runs last
-            try:
-                procs.prestart(preload=("nvgg.datapath",))  # the rows' one data path
-            except Exception:  # a bad NVGG_ISOLATION: the command says so in one line
-                pass
-        from .cli import run
+        with _interrupt_ends_it():
+            rows = runs_rows(sys.argv[1:])
+            if rows:
+                from . import procs
+                procs.timeline("nvgg started")
+                import atexit
+                atexit.register(procs.timeline, "nvgg exiting")  # registered first: runs last
+                try:
+                    procs.prestart(preload=("nvgg.datapath",))  # the rows' one data path
+                except Exception:  # a bad NVGG_ISOLATION: the command says so in one line
+                    pass
+            from .cli import run
         if rows:
             procs.timeline("nvgg imported its commands")
         try:
@@ -73,7 +105,7 @@ def main() -> None:
         finally:
             if rows:
                 procs.timeline("command done")
-    except KeyboardInterrupt:  # before the command runs (torch importing): no traceback either
+    except KeyboardInterrupt:  # before the command runs (its imports): no traceback either
         print("nvgg: interrupted", file=sys.stderr)
         sys.exit(130)
     leave(code)

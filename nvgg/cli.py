@@ -73,6 +73,32 @@ def repeated_option(argv: list[str], group=None) -> str | None:
     return None
 
 
+NOT_A = {"float_parsing": "is not a number", "float_type": "is not a number", "int_parsing": "is not a whole number",
+         "int_from_float": "is not a whole number", "int_type": "is not a whole number",
+         "finite_number": "is not a finite number"}
+
+
+def _in_our_words(exc) -> str:
+    """The parser's message, where a value's type was wrong said in nvgg's words ("'abc' is not a
+    number", "'x': choose leaderboard, ...") rather than the validation library's that typer
+    passes on ("Input should be a valid number, unable to parse string as a number", "Value
+    error, 'x' is not one of ...")."""
+    import re
+    errors = getattr(exc.__cause__, "errors", None)
+    first = (errors() or [{}])[0] if callable(errors) else {}
+    kind, given = first.get("type"), first.get("input")
+    if kind in NOT_A:
+        reason = f"{given!r} {NOT_A[kind]}"
+    elif kind == "value_error":
+        said = str(first.get("ctx", {}).get("error", ""))
+        listed = re.fullmatch(r"'.*' is not one of (.*?)\.?", said)
+        choices = re.findall(r"'([^']*)'", listed.group(1)) if listed else []
+        reason = f"{given!r}: choose {', '.join(choices[:-1])} or {choices[-1]}" if len(choices) > 1 else said
+    else:
+        return exc.format_message()
+    return type(exc)(reason, ctx=exc.ctx, param=getattr(exc, "param", None)).format_message()
+
+
 def run() -> None:
     """The app, with the parser's usage errors (an unknown option, a bad value, a missing
     argument, an option given twice) as one line and exit 2 like every other error, instead of a
@@ -93,7 +119,7 @@ def run() -> None:
         sys.exit(2)
     except usage_error as exc:
         where = exc.ctx.command_path if exc.ctx else "nvgg"
-        typer.secho(f"nvgg: {exc.format_message()} (see {where} --help)", err=True, fg=typer.colors.RED)
+        typer.secho(f"nvgg: {_in_our_words(exc)} (see {where} --help)", err=True, fg=typer.colors.RED)
         sys.exit(2)
     except typer.Abort:
         typer.secho("nvgg: interrupted", err=True, fg=typer.colors.RED)

@@ -6,12 +6,15 @@ exits non-zero. Anything else is a bug and keeps its traceback.
 """
 
 
-USAGE, NO_GPU = 2, 3  # exit codes: bad input; a command that needs a GPU where none is visible
+# exit codes: a row failed (the user's code among them); bad input; a command that needs a GPU
+# where none is visible
+FAILED, USAGE, NO_GPU = 1, 2, 3
 
 
 class NvggError(Exception):
-    """An expected failure with a one-line, actionable message; `code` the exit code (USAGE, or
-    NO_GPU where the same command would work on a machine with a GPU)."""
+    """An expected failure with a one-line, actionable message; `code` the exit code (USAGE;
+    NO_GPU where the same command would work on a machine with a GPU; FAILED where the user's own
+    code failed, as a row that raised does)."""
 
     def __init__(self, message: str, *, code: int = USAGE):
         super().__init__(message)

@@ -8,19 +8,39 @@ from the instrumented persistent kernel, their median share of kernel time.
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 from .errors import NvggError
 from .report import label
 
 
-def draw(results, path: str | Path) -> None:
+def _pyplot():
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         raise NvggError("plots need matplotlib: pip install matplotlib (or nvgg's extra: pip install 'nvgg[plot]')") from None
+    return plt
+
+
+def image_format(path: str | Path) -> str:
+    """The format a picture at `path` is drawn in: its name's extension, png where it has none;
+    NvggError for one matplotlib does not write (checked before the result file is read)."""
+    _pyplot()
+    from matplotlib.backend_bases import FigureCanvasBase
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    known = FigureCanvasBase.get_supported_filetypes()
+    if fmt not in known:
+        raise NvggError(f"a plot is drawn as {', '.join(sorted(known))}: {Path(path).name} ends in .{fmt}; name the "
+                        "file for one of those")
+    return fmt
+
+
+def draw(results, fmt: str = "png") -> bytes:
+    """The picture of `results` in `fmt` (image_format), as the file's bytes."""
+    plt = _pyplot()
     timed = [r for r in results if r.time_us]
     if not timed:
         raise NvggError("the result file has no timed results to plot")
@@ -57,5 +77,7 @@ def draw(results, path: str | Path) -> None:
     right.set_title("setup phases (never timed)")
     right.legend(fontsize=8)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    out = io.BytesIO()
+    fig.savefig(out, format=fmt, dpi=110)
     plt.close(fig)
+    return out.getvalue()

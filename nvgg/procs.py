@@ -80,6 +80,20 @@ def isolated() -> bool:
     raise NvggError(f"NVGG_ISOLATION={value!r}: set it to on (rows in worker processes) or off (in nvgg's own process)")
 
 
+def check_timeline() -> None:
+    """NVGG_TIMELINE, where set, names a file this process can append to: refused in one line
+    before any work, rather than each step's line dropped unsaid."""
+    path = os.environ.get("NVGG_TIMELINE")
+    if not path:
+        return
+    try:
+        with open(path, "a"):
+            pass
+    except OSError as exc:
+        raise NvggError(f"NVGG_TIMELINE={path} cannot be appended to ({exc.strerror}): set it to a file you can "
+                        "write, or unset it") from None
+
+
 def timeline(event: str) -> None:
     """Where NVGG_TIMELINE names a file, append `monotonic-seconds pid event` to it: when a command
     and its workers reached each step (benchmarks/warm_start.py reads it; CLOCK_MONOTONIC is one

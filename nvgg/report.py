@@ -1,12 +1,9 @@
 """Results for people (tabulate tables) and scripts (JSON documents, result.py), built from the same
-rows; the baseline regression gate; result files written atomically."""
+rows; the baseline regression gate. The files are written by outputs.py."""
 
 from __future__ import annotations
 
-import json
 import math
-import os
-import tempfile
 from pathlib import Path
 
 import tabulate as tabulate_module
@@ -85,9 +82,10 @@ def check_text(r) -> str:
     return "ok"
 
 
-def results_table(results, fmt: str = "github", *, markdown: bool = False) -> str:
+def results_table(results, fmt: str = "github", *, markdown: bool = False, rerun: bool = True) -> str:
     """The rows as a table, then its numbered notes (long reasons, CUPTI's); `markdown`: the notes
-    as a list after a blank line, so GitHub renders them apart from the table."""
+    as a list after a blank line, so GitHub renders them apart from the table; `rerun`: with the
+    `± rerun` column (not for a run timed in one window, which has no interval to give)."""
     ups = speedups(results)
     with_cupti = any(r.cupti for r in results)
     with_verdict = any(getattr(r, "verdict", None) for r in results)
@@ -108,8 +106,7 @@ def results_table(results, fmt: str = "github", *, markdown: bool = False) -> st
         row = [
             r.case, label(r),
             fmt_us(r.time_us if timed else None) + ("" if not timed or st.clock == "cuda events" else " (CPU)"),
-            spread_cell(st, footnotes) if timed else "—",
-        ]
+        ] + ([spread_cell(st, footnotes) if timed else "—"] if rerun else [])
         if with_cupti:
             cu = r.cupti or {}
             gaps = fmt_us(cu.get("gaps_us")) if cu.get("gaps_shown", True) else "— (see below)"
@@ -124,7 +121,7 @@ def results_table(results, fmt: str = "github", *, markdown: bool = False) -> st
         if with_verdict:  # in a terminal the kind, the phrase a note (a table that fits 100 columns)
             row.append("—" if not r.verdict else r.verdict.phrase if markdown else note(r.verdict.phrase, r.verdict.kind))
         rows.append(row)
-    headers = ["case", "strategy/backend", "time µs", "± rerun"]
+    headers = ["case", "strategy/backend", "time µs"] + (["± rerun"] if rerun else [])
     if with_cupti:
         headers += ["kernel µs", "launches", "gaps µs", "host µs"]
     headers += ["vs seq", "SOL gap", "check"] + (["vs baseline"] if with_gate else []) + (
@@ -214,52 +211,6 @@ def markdown_report(results, env: dict, benchmark_ids: set[str]) -> str:
     if means:
         parts.append("\n" + means)
     return "\n".join(parts) + "\n"
-
-
-def output_target(path: str | Path) -> Path:
-    """Where writing `path` lands: through a symbolic link to what it points to (a link stays a
-    link), otherwise the path itself."""
-    path = Path(path)
-    return path.resolve() if path.is_symlink() else path
-
-
-def streams(path: str | Path) -> bool:
-    """Whether `path` (through links) is something other than a regular file or nothing: a FIFO,
-    a character device (/dev/stdout, /dev/null), a socket. Such a target is written in place and
-    once, never replaced."""
-    target = output_target(path)
-    return target.exists() and not target.is_file()
-
-
-def write_text(path: str | Path, text: str) -> None:
-    """Write `text` to `path` as the user meant it: through a symbolic link to its target; into a
-    FIFO or a device in place; a regular file (or a new one) atomically: a temporary file in the same
-    folder, then renamed over it, so a reader never sees half a file."""
-    if streams(path):
-        with open(output_target(path), "w") as fh:
-            fh.write(text)
-        return
-    path = output_target(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp's 0600 is for the temporary name only
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_json(path: str | Path, payload) -> None:
-    write_text(path, json.dumps(payload, indent=2, default=str) + "\n")
 
 
 def load_baseline(path: str | Path) -> dict[tuple[str, str, str, str], dict]:
@@ -361,12 +312,13 @@ def occupancy_table(rows: list[dict]) -> str:
         "tiles", "SM coverage", "waves"], tablefmt="github")
 
 
-def run_text(results, env: dict) -> str:
-    """`nvgg run`'s output: the card, the row's table, its SOL, statistics, setup phases and clocks."""
+def run_text(results, env: dict, *, rerun: bool = True) -> str:
+    """`nvgg run`'s output: the card, the row's table (`rerun`: with its rerun interval), its SOL,
+    statistics, setup phases and clocks."""
     from .env import card
     lines = [f"card: {card(env)}   torch {env.get('torch')}   nvgg {env.get('nvgg')}"]
     lines += [f"inputs: {r.inputs}" for r in results[:1] if r.inputs]
-    lines.append(results_table(results))
+    lines.append(results_table(results, rerun=rerun))
     for r in results:
         if r.sol is not None and r.stats is not None:
             lines.append(f"SOL on {r.sol.profile}: {r.sol.sol_us:.3f} µs ({r.sol.bound}-bound, {r.sol.data_path} data path); "

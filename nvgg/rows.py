@@ -159,8 +159,8 @@ def spread(items: list, gpus: list[int], run: Callable[[procs.Pool, object], Res
 class LiveFiles:
     """A run's result files (JSON, Markdown: paths, None for none, "-" for stdout at the end),
     rewritten whole (atomically) as each row finishes where they are regular files, so a run
-    stopped from outside keeps every row it measured; a FIFO or a device (report.streams) is
-    written once, at the end (`finish`)."""
+    stopped from outside keeps every row it measured; a descriptor, a FIFO or a device
+    (outputs.streams) is written once, at the end (`finish`)."""
 
     def __init__(self, json_out: str | None, markdown: str | None, device, benchmark_ids: set[str]):
         self.json_out, self.markdown, self.device, self.bench = json_out, markdown, device, benchmark_ids
@@ -180,19 +180,13 @@ class LiveFiles:
 
     def add(self, result: Result) -> None:
         self.results.append(result)
-        try:
-            self.write()
-        except OSError as exc:  # checked writable before the run; a disk that fills up mid-run
-            raise NvggError(f"writing the results failed after {len(self.results)} row(s): {exc}") from None
+        self.write()
 
     def reorder(self, results: list[Result]) -> None:
         """The rows in `results`' order (run_many's: the rows as asked), rewritten where that moves one."""
         if [id(r) for r in results] != [id(r) for r in self.results] and len(results) == len(self.results):
             self.results = list(results)
-            try:
-                self.write()
-            except OSError as exc:
-                raise NvggError(f"writing the results failed: {exc}") from None
+            self.write()
 
     def document(self) -> dict:
         from .report import results_document
@@ -203,15 +197,22 @@ class LiveFiles:
         return markdown_report(self.results, self.env, self.bench)
 
     def write(self, *, final: bool = False) -> None:
-        from .report import streams, write_json, write_text
-        if self.json_out and self.json_out != "-" and (final or not streams(self.json_out)):
-            write_json(self.json_out, self.document())
-        if self.markdown and self.markdown != "-" and (final or not streams(self.markdown)):
-            write_text(self.markdown, self.markdown_text())
+        """The regular files rewritten (`final`: the FIFOs and devices too, once); a write that
+        fails (checked writable before the run: a disk that fills up, a reader gone) is one
+        NvggError that says how many rows the files missed."""
+        from .outputs import reason, streams, write_json, write_text
+        for path, write in ((self.json_out, lambda p: write_json(p, self.document())),
+                            (self.markdown, lambda p: write_text(p, self.markdown_text()))):
+            if path and path != "-" and (final or not streams(path)):
+                try:
+                    write(path)
+                except OSError as exc:
+                    raise NvggError(f"writing {path} failed after {len(self.results)} row(s) ({reason(exc)}): "
+                                    "the rows since its last write are not in it") from None
 
     def finish(self) -> None:
         """After the last row: the files that take one write (a FIFO, a device) get theirs."""
-        from .report import streams
+        from .outputs import streams
         if any(p and p != "-" and streams(p) for p in (self.json_out, self.markdown)):
             self.write(final=True)
 

@@ -35,6 +35,9 @@ def split_spec(spec: str) -> tuple[str, str]:
     """`PATH@REV` -> (PATH, REV); a plain path (or an existing file whose name holds an @) -> (PATH, "")."""
     if "@" in spec and not Path(spec).exists():
         path, rev = spec.rsplit("@", 1)
+        if not path.strip():  # an empty path would name the current folder
+            raise NvggError(f"submission {spec}: nothing before @: write PATH@REV with the submission's path "
+                            f"(submission.py@{rev.strip() or 'HEAD'})")
         # a PATH that exists (a folder, a README.md) is a revision too: Versions checks its kind
         if path.endswith(".py") or Path(path).exists():
             if not rev.strip():

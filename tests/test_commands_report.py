@@ -2,7 +2,7 @@
 
 import json
 
-from nvgg import report, timing
+from nvgg import outputs, report, timing
 from nvgg.result import Result
 
 
@@ -13,7 +13,7 @@ def _doc(tmp_path):
         rs.append(Result(case=case, strategy="graph", backend="torch", status="ok", stats=st,
                          setup_us={"compile": 50.0, "graph_capture_instantiate": 3000.0}, env={"gpu": "TestGPU"}))
     path = tmp_path / "r.json"
-    report.write_json(path, report.results_document(rs, {"gpu": "TestGPU"}, {"1", "2", "3", "4"}))
+    outputs.write_json(path, report.results_document(rs, {"gpu": "TestGPU"}, {"1", "2", "3", "4"}))
     return path
 
 

@@ -1,4 +1,4 @@
-"""Files nvgg writes (report.write_text, rows.LiveFiles, the commands' output checks): written
+"""Files nvgg writes (outputs.write_text, rows.LiveFiles, the commands' output checks): written
 through what the path is. A symbolic link stays a link and its target gets the bytes; a FIFO and a
 character device stay what they are and the bytes go through them, once; a regular file is
 replaced atomically. Two outputs, or an output and the baseline being read, may not be one file."""
@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from nvgg import report
+from nvgg import outputs
 
 
 def _reader(path, got: list):
@@ -39,11 +39,11 @@ def test_a_link_is_written_through_and_stays_a_link(tmp_path):
     target, link = tmp_path / "real.json", tmp_path / "link.json"
     target.write_text("old")
     link.symlink_to(target)
-    report.write_text(link, "new")
+    outputs.write_text(link, "new")
     assert link.is_symlink() and os.readlink(link) == str(target) and target.read_text() == "new"
     dangling = tmp_path / "to-nowhere.json"
     dangling.symlink_to(tmp_path / "made.json")
-    report.write_text(dangling, "made")
+    outputs.write_text(dangling, "made")
     assert dangling.is_symlink() and (tmp_path / "made.json").read_text() == "made"
 
 
@@ -52,18 +52,18 @@ def test_a_fifo_and_a_device_are_written_in_place(tmp_path):
     os.mkfifo(fifo)
     got = []
     thread = _reader(fifo, got)
-    report.write_text(fifo, "through the pipe")
+    outputs.write_text(fifo, "through the pipe")
     thread.join(10)
     assert got == ["through the pipe"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
     device = _char_device(tmp_path)
-    report.write_text(device, "gone")
+    outputs.write_text(device, "gone")
     assert stat.S_ISCHR(os.stat(device).st_mode)
 
 
 def test_a_regular_file_is_replaced_atomically(tmp_path):
     path = tmp_path / "sub" / "out.json"
-    report.write_text(path, "one")
-    report.write_text(path, "two")
+    outputs.write_text(path, "one")
+    outputs.write_text(path, "two")
     assert path.read_text() == "two" and [p.name for p in path.parent.iterdir()] == ["out.json"]
 
 

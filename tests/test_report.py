@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from nvgg import report, timing
+from nvgg import outputs, report, timing
 from nvgg.errors import NvggError
 from nvgg.result import Result
 
@@ -71,7 +71,7 @@ def test_gate_compares_each_variant_with_its_own_baseline():
 
 def test_write_json_is_atomic_and_round_trips(tmp_path):
     path = tmp_path / "sub" / "out.json"
-    report.write_json(path, {"results": [{"case": "1", "strategy": "graph", "backend": "cute", "status": "ok",
+    outputs.write_json(path, {"results": [{"case": "1", "strategy": "graph", "backend": "cute", "status": "ok",
                                           "time_us": 3.0, "stats": None}]})
     assert report.load_baseline(path)[("1", "graph", "cute", "")]["time_us"] == 3.0
     assert [p.name for p in path.parent.iterdir()] == ["out.json"]

@@ -215,13 +215,14 @@ def test_a_sweep_for_real_on_the_cpu(cli, tmp_path):
 
 def test_the_config_map_is_what_run_compare_and_ab_give_the_submission(cli, fake_gpu, fake_rows, tmp_path):
     cfg = tmp_path / "c.json"
-    cfg.write_text(json.dumps({"format": 1, "kind": "config", "target": "tunable.py", "arch": "", "space": {"work": [2, 1]},
-                               "cases": {"3": {"work": 1}, "4": {"work": 2}}}))
+    cfg.write_text(json.dumps({"format": 1, "kind": "config", "target": "tunable.py", "arch": "",
+                               "space": {"work": [2, 1], "split": [1, 2]},
+                               "cases": {"3": {"work": 1, "split": 2}, "4": {"work": 2, "split": 1}}}))
     assert cli("run", "--case", "3", "--submission", submission_path("tunable"), "--config", str(cfg)).exit_code == 0
     assert cli("compare", "--case", "3,4", "--submission", submission_path("tunable"), "--config", str(cfg),
                "--strategy", "persistent").exit_code == 0
     assert [(r.case.id, r.point) for r in fake_rows.seen if r.submission] == [
-        ("3", (("work", 1),)), ("3", (("work", 1),)), ("4", (("work", 2),))]
+        ("3", (("work", 1), ("split", 2))), ("3", (("work", 1), ("split", 2))), ("4", (("work", 2), ("split", 1)))]
     assert all(r.point == () for r in fake_rows.seen if not r.submission)  # our kernels' rows take no point
     out = cli("run", "--case", "1", "--submission", submission_path("tunable"), "--config", str(cfg))
     assert out.exit_code == 2 and "has no point for case 1 (it holds 3, 4): tune those cases" in out.stderr

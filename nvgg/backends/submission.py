@@ -25,7 +25,8 @@ from pathlib import Path
 import torch
 
 from ..cases import Case
-from ..errors import NvggError
+from ..errors import FAILED, NvggError
+from ..result import point_name
 from ..strategies.base import Prepared, Strategy
 from .base import Backend
 
@@ -67,8 +68,8 @@ def load(path: str | Path, case: str | None = None):
     module = importlib.util.module_from_spec(spec)
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:
-        raise NvggError(f"submission {path} failed to import: {failure(exc, path, case)}") from None
+    except Exception as exc:  # its own code failed, as a row that raises: exit 1 wherever it is met
+        raise NvggError(f"submission {path} failed to import: {failure(exc, path, case)}", code=FAILED) from None
     if not callable(getattr(module, "custom_kernel", None)):
         raise NvggError(f"submission {path} defines no custom_kernel(data): the competition's entry point")
     return module
@@ -94,7 +95,11 @@ KNOB_VALUE_TYPES = (bool, int, float, str)
 
 def give_point(module, point: tuple) -> None:
     """Set the submission's CONFIG to `point` ((knob, value) pairs) for the calls that follow; an
-    empty point gives the file its own CONFIG back (or none, where it set none)."""
+    empty point gives the file its own CONFIG back (or none, where it set none). NvggError where
+    the point is not one of the file's TUNE (`misfit`): its calls would read a knob it lacks."""
+    why = misfit(point, getattr(module, "TUNE", None)) if point else ""
+    if why:
+        raise NvggError(f"submission {Path(module.__file__).name}: the point {point_name(point)} {why}")
     if not hasattr(module, "__nvgg_own_config__"):
         module.__nvgg_own_config__ = getattr(module, "CONFIG", _NONE)
     if point:
@@ -106,6 +111,45 @@ def give_point(module, point: tuple) -> None:
 
 
 _NONE = object()
+
+
+def misfit(point: tuple, tune) -> str:
+    """Why `point` ((knob, value) pairs) is not a point of the space `tune` (a TUNE dict: every
+    knob set, each to one of its values), "" where it is one."""
+    if not isinstance(tune, dict):
+        return "is for a TUNE the file does not declare"
+    knobs = dict(point)
+    unknown = [k for k in knobs if k not in tune]
+    if unknown:
+        return f"sets {unknown[0]!r}, a knob its TUNE lacks (it has {', '.join(map(str, tune))})"
+    missing = [k for k in tune if k not in knobs]
+    if missing:
+        return f"leaves out {missing[0]!r}, a knob of its TUNE"
+    for knob, value in knobs.items():
+        values = tune[knob] if isinstance(tune[knob], (list, tuple)) else []
+        if repr(value) not in map(repr, values):  # 1, 1.0 and True apart, as a JSON file keeps them
+            return f"sets {knob}={value!r}, not one of its TUNE's values ({', '.join(map(repr, values))})"
+    return ""
+
+
+def declared_in_source(path: str | Path) -> tuple[bool, dict | None]:
+    """Whether the file assigns TUNE at its top level, and the value where it is written as a
+    literal (None where it is computed), read from its source without importing it."""
+    import ast
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError, ValueError):
+        return True, None  # its import says what is wrong with it
+    found, value = False, None
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == "TUNE" for t in targets) and node.value is not None:
+            found = True
+            try:
+                value = ast.literal_eval(node.value)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                value = None
+    return found, value if isinstance(value, dict) else None
 
 
 def declared_space(path: str) -> dict[str, list]:

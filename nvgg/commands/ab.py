@@ -11,23 +11,23 @@ import typer
 from .. import ab as abmod, rows, selection
 from ..errors import NvggError
 from ..report import ab_document, ab_table, check_text
-from .common import (L2, CasesFile, ConfigMap, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, check_l2, check_outputs,
-                     check_profile, command, config_points, emit_json, pick_cases, read_files, submissions,
-                     warn_if_slow_on_cpu)
+from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, L2, L2Opt, Profile, Progress, RowTimeout, Shape, check_l2,
+                     check_outputs, check_points_taken, check_profile, command, config_points, emit_json, pick_cases,
+                     read_files, submissions, warn_if_slow_on_cpu, within)
 
 
 def register(app: typer.Typer) -> None:
     @app.command("ab")
     @command
     def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="A version: a submission.py, or PATH@REV for the file at a git revision; two or more, the first the base.")] = None,
-               case: Annotated[str, typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
-               floor: Annotated[float, typer.Option("--floor", metavar="PCT", min=0.1, max=50.0, help="The change that matters, in percent: an interval inside ±PCT is same, one wholly beyond it faster or slower.")] = 2.0,
-               rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=abmod.MIN_ROUNDS, max=1000, help="The most rounds a case, its last look (each round the versions' timed windows taking turns for 0.25-2 s, every version's calls then checked); a host-bound case looks up to 3 times as many.")] = 30,
-               budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", min=1.0, help=f"Time for all cases together, their first runs included; each case still gets {abmod.MIN_ROUNDS} rounds.")] = 120.0,
+               case: CaseIds = None,
+               floor: Annotated[float, typer.Option("--floor", metavar="PCT", callback=within(0.1, 50.0), help="The change that matters, in percent (0.1 to 50): an interval inside ±PCT is same, one wholly beyond it faster or slower.")] = 2.0,
+               rounds: Annotated[int, typer.Option("--rounds", metavar="N", callback=within(abmod.MIN_ROUNDS, 1000), help=f"The most rounds a case, its last look ({abmod.MIN_ROUNDS} to 1000; each round the versions' timed windows taking turns for 0.25-2 s, every version's calls then checked); a host-bound case looks up to 3 times as many.")] = 30,
+               budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", callback=within(1.0), help=f"Time for all cases together (1 or more), their first runs included; each case still gets {abmod.MIN_ROUNDS} rounds.")] = 120.0,
                shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, timeout: RowTimeout = None,
                l2: L2Opt = L2.nvgg, config: ConfigMap = None, json_out: JsonOut = None) -> None:
         """A fair A/B of versions of a submission: alternating rounds, looked at on a schedule, until each ratio's interval is decided."""
-        picked = pick_cases(None if shape else case, shape, cases_file)
+        picked = pick_cases(case, shape, cases_file, default="benchmarks")
         if len(submission or []) < 2:
             raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
         check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
         with submissions(submission) as versions:
             todo = [rows.rows_of([c], [], [], submissions=versions.items, points=points, device=str(device),
                                  profile=profile, l2=l2.value) for c in picked]
+            check_points_taken(config, points, [r for case_rows in todo for r in case_rows], versions.items)
             for row in (r for case_rows in todo for r in case_rows):
                 rows.precheck(row)
             by_id = {c.id: c for c in picked}

@@ -4,11 +4,12 @@ options here, calls one library function and renders."""
 
 from __future__ import annotations
 
+import errno
 import functools
 import json
+import math
 import os
 import sys
-import tempfile
 import time
 from enum import Enum
 from pathlib import Path
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Annotated, Optional, Sequence
 
 import typer
+from typer.core import TyperCommand
 
 from .. import cases as casesmod
 from ..errors import NvggError, no_gpu
@@ -25,11 +27,14 @@ STATE = {"verbose": False}
 
 def command(fn):
     """A command whose NvggError becomes one line on stderr and exit code error.code (the
-    traceback with --verbose); an option given as an empty string is refused first, whichever."""
+    traceback with --verbose); an option given as an empty string, or an NVGG_TIMELINE that cannot
+    be written, is refused first, whichever the command."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         try:
             _refuse_empty(kwargs)
+            from ..procs import check_timeline
+            check_timeline()
             return fn(*args, **kwargs)
         except NvggError as exc:
             if STATE["verbose"]:
@@ -43,10 +48,50 @@ def command(fn):
             raise typer.Exit(130) from None
     return wrapper
 
+def within(low: float, high: float | None = None):
+    """A number option's range, checked as the parser checks its type: a value outside it (or not
+    finite) is the parser's one line, exit 2. The help says the range in words; typer's own
+    `min`/`max` would add "[x>=1.0]" to it."""
+    def check(value):
+        if value is not None and (not math.isfinite(value) or value < low or (high is not None and value > high)):
+            raise typer.BadParameter(f"{value:g}: give a number " + (f"from {low:g} to {high:g}" if high is not None
+                                                                      else f"of {low:g} or more"))
+        return value
+    return check
+
+
+class Command(TyperCommand):
+    """A command whose help names its arguments as its usage line does, by their metavar (FILE,
+    [WHAT]), without typer's type in angle brackets or braces around a required one."""
+
+    def collect_usage_pieces(self, ctx) -> list[str]:
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            if param.param_type_name == "argument":
+                pieces.append(_argument_name(param) if param.required else f"[{_argument_name(param)}]")
+            else:
+                pieces.extend(param.get_usage_pieces(ctx))
+        return pieces
+
+    def format_options(self, ctx, formatter) -> None:
+        params = [p for p in self.get_params(ctx) if not getattr(p, "hidden", False)]
+        arguments = [(_argument_name(p), p.help or "") for p in params if p.param_type_name == "argument"]
+        options = [r for p in params if p.param_type_name == "option" for r in [p.get_help_record(ctx)] if r]
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def _argument_name(param) -> str:
+    return param.metavar or param.name.upper()
+
+
+CaseIds = Annotated[Optional[str], typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3 (default: benchmarks).")]
 CasesFile = Annotated[Optional[str], typer.Option("--cases", metavar="FILE", help="A YAML file of extra cases (cases: {id: {m, n, k, g, seed}}).")]
 Shape = Annotated[Optional[str], typer.Option("--shape", metavar="SPEC", help='An inline case: "m: [64, 128]; n: [256, 256]; k: [512, 512]; g: 2; seed: 7".')]
 Profile = Annotated[Optional[str], typer.Option("--profile", metavar="NAME", help="GPU profile for the SOL (b200, h100, h200); default: the running GPU's.")]
-RowTimeout = Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", min=1.0, help="Seconds a row may take (each runs in a worker process of its backend or submission; "
+RowTimeout = Annotated[Optional[float], typer.Option("--timeout", metavar="SECONDS", callback=within(1.0), help="Seconds a row may take (1 or more; each runs in a worker process of its backend or submission; "
                                "default 300) before its worker is killed and the row reported as timed out.")]
 JsonOut = Annotated[Optional[str], typer.Option("--json", metavar="FILE",
                                                  help="Write the results as JSON to FILE (- for stdout, in place of the table).")]
@@ -89,36 +134,40 @@ def _refuse_empty(values: dict) -> None:
 
 
 def check_writable(flag: str, path: str | None, *, stdout_ok: bool = False) -> None:
-    """An output path is checked before any work, so a long run never ends on a file it cannot
-    write; "-" (stdout) only where the flag takes it."""
+    """An output path is checked before any work (outputs.ready: through links, a descriptor
+    open for writing, a FIFO with a reader, a folder that takes a new file, space on its disk), so
+    a long run never ends on a file it cannot write; "-" (stdout) only where the flag takes it."""
     if path is None or (path == "-" and stdout_ok):
         return
     if path == "-":
         raise NvggError(f"{flag} writes a file: pass a file name (- for stdout is for --json and --markdown)")
     if not path.strip():
         raise NvggError(f"{flag} is empty: pass a file name")
-    from ..report import output_target, streams
-    target = output_target(path)  # a symbolic link is written through to what it points to
-    if target.is_dir():
-        raise NvggError(f"{flag} {path} is a folder: pass a file name")
-    if streams(path):  # a FIFO or a device: written in place, once
-        if not os.access(target, os.W_OK):
-            raise NvggError(f"{flag} {path} cannot be written: pass a path you can write")
-        return
-    parent = target.parent
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK) or (target.exists() and not os.access(target, os.W_OK)):
-        raise NvggError(f"{flag} {path} cannot be written: pass a path in a writable folder")
-    # what the files are written through (report.write_text: a temporary file beside the target,
-    # renamed over it), tried in the nearest folder that exists: some pass os.access and refuse it
-    # (/proc, read-only mounts)
+    from .. import outputs
     try:
-        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", dir=parent)
-        os.close(fd)
-        os.unlink(probe)
+        outputs.ready(path)
+    except IsADirectoryError:
+        raise NvggError(f"{flag} {path} is a folder: pass a file name") from None
     except OSError as exc:
-        raise NvggError(f"{flag} {path} cannot be written ({exc.strerror}): pass a path in a writable folder") from None
+        if exc.errno == errno.ENXIO:
+            raise NvggError(f"{flag} {path} is a FIFO no process reads: start its reader first (cat {path} &), or "
+                            "pass a file") from None
+        raise NvggError(f"{flag} {path} cannot be written ({outputs.reason(exc)}): pass a path in a writable "
+                        "folder") from None
+
+
+def write_file(flag: str, path: str, payload: dict | bytes) -> None:
+    """An output written through what its path is (outputs.write_bytes; a dict as JSON); a write
+    that fails after the work (a full disk, a reader gone) is one line, not a traceback."""
+    from .. import outputs
+    try:
+        if isinstance(payload, bytes):
+            outputs.write_bytes(path, payload)
+        else:
+            outputs.write_json(path, payload)
+    except OSError as exc:
+        raise NvggError(f"{flag} {path} could not be written ({outputs.reason(exc)}): free space there or pass "
+                        "another file") from None
 
 
 def check_folder(flag: str, path: str) -> None:
@@ -165,14 +214,18 @@ def pick_gpus(spec: str | None) -> list[int] | None:
 
 def parse_gpus(spec: str, seen: list | None = None) -> list:
     """`--gpus`'s value: "all" or distinct indices ("0,1"), each a visible GPU (gpus.visible, or
-    `seen`), all one model; refused in one line: no GPU (its own exit code), an index not there,
-    one named twice, a malformed list, GPUs of different models (their times could not stand side
-    by side; a sweep's winner would be the card's, not the point's)."""
+    `seen`), all one model; refused in one line: a malformed list or a GPU named twice (on any
+    machine), no GPU (its own exit code), an index not there, GPUs of different models (their
+    times could not stand side by side; a sweep's winner would be the card's, not the point's)."""
     from .. import gpus
     text = spec.strip().lower()
     parts = [p.strip() for p in text.split(",")]
     if text != "all" and (not text or not all(p.isdigit() for p in parts)):  # the value's form, on any machine
         raise NvggError(f"--gpus {spec!r}: pass all, or GPU indices separated by commas (like 0,1)")
+    numbers = [] if text == "all" else [int(p) for p in parts]
+    twice = sorted({n for n in numbers if numbers.count(n) > 1})
+    if twice:
+        raise NvggError(f"--gpus {spec}: GPU {', '.join(map(str, twice))} named twice: name each GPU once")
     seen = gpus.visible() if seen is None else seen
     if not seen:
         raise no_gpu(f"--gpus {spec}: no GPU is visible here (no NVIDIA driver, or CUDA_VISIBLE_DEVICES hides them "
@@ -181,10 +234,6 @@ def parse_gpus(spec: str, seen: list | None = None) -> list:
     if text == "all":
         picked = list(seen)
     else:
-        numbers = [int(p) for p in parts]
-        twice = sorted({n for n in numbers if numbers.count(n) > 1})
-        if twice:
-            raise NvggError(f"--gpus {spec}: GPU {', '.join(map(str, twice))} named twice: name each GPU once")
         missing = [n for n in numbers if n >= len(seen)]
         if missing:
             raise NvggError(f"--gpus {spec}: no GPU {', '.join(map(str, missing))}; {have}")
@@ -207,6 +256,7 @@ class Points:
 
     by_case: dict
     kernel: bool
+    target: str = ""  # what the map was tuned for: a submission's name, or our kernel
 
     def submission(self, case_id: str) -> tuple:
         return () if self.kernel else self.by_case[case_id]
@@ -221,11 +271,11 @@ def config_points(path: str | None, picked, submission, device, tensormaps=None)
     kernel's map needs its arch's GPU and no tensor-map mode of its own (the point holds one)."""
     if path is None:
         return None
-    arch, by_case = _read_config(path, [c.id for c in picked])
+    arch, target, by_case = _read_config(path, [c.id for c in picked])
     if not arch:
         if not submission:
             raise NvggError("--config holds a submission's points (its CONFIG): add --submission, or drop --config")
-        return Points(by_case, kernel=False)
+        return Points(by_case, kernel=False, target=target)
     from ..backends.base import arch_of
     here = arch_of(device) if device.type == "cuda" else "no GPU"
     if here != arch:
@@ -241,12 +291,15 @@ def config_points(path: str | None, picked, submission, device, tensormaps=None)
         why = family.point_build(c, point)[1]
         if why:
             raise NvggError(f"config map {path}: case {c.id}'s point is one the {arch} kernel refuses: {why}")
-    return Points(by_case, kernel=True)
+    return Points(by_case, kernel=True, target=target)
 
 
-def check_points_taken(path: str | None, points: Points | None, rows) -> None:
+def check_points_taken(path: str | None, points: Points | None, rows, versions=()) -> None:
     """A config map that none of the rows takes is refused before they run: the run would measure
-    something other than the tuned choice it was given."""
+    something other than the tuned choice it was given. A submission's map is checked against the
+    submissions (`versions`, versions.Version) as well (check_points_fit)."""
+    if points is not None and not points.kernel:
+        check_points_fit(path, points, versions)
     if points is None or any(r.point for r in rows):
         return
     if points.kernel:
@@ -257,9 +310,35 @@ def check_points_taken(path: str | None, points: Points | None, rows) -> None:
                     "add --submission, or drop --config")
 
 
-def _read_config(path: str | Path, case_ids: list[str]) -> tuple[str, dict[str, tuple]]:
-    """A config map (`nvgg tune --out`): its arch ("" for a submission's) and the point of each case
-    asked for, as ((knob, value), ...); one NvggError where the file is no config map or lacks a case."""
+def check_points_fit(path: str, points: Points, versions) -> None:
+    """A submission's config map, refused before any row where it cannot serve each submission
+    (versions.Version): made for a file of another name (the map records the one tuned), or a
+    point that is not one of the file's TUNE (a knob it lacks or leaves out, a value it does not
+    list: its calls would read another CONFIG than the tuned one). A TUNE the file computes is
+    checked as each row sets its point."""
+    from ..backends.submission import declared_in_source, misfit
+    from ..result import point_name
+    tuned = Path(points.target.rpartition("@")[0] if "@" in points.target else points.target).name
+    if tuned and versions and all(Path(v.path).name != tuned for v in versions):
+        given = ", ".join(v.name for v in versions)
+        raise NvggError(f"config map {path} was made for {points.target} (nvgg tune --submission {tuned}), not "
+                        f"{given}: tune {given} for its own map, or pass the submission the map is for")
+    for v in versions:
+        found, tune = declared_in_source(v.path)
+        if not found:
+            raise NvggError(f"config map {path} holds points of a TUNE and submission {v.name} declares none: pass "
+                            "the submission the map was made for, or drop --config")
+        for case_id, point in points.by_case.items():
+            why = misfit(point, tune) if tune is not None else ""
+            if why:
+                raise NvggError(f"config map {path}: case {case_id}'s point {point_name(point)} {why} in "
+                                f"submission {v.name}: tune it again (nvgg tune --out), or pass the map made for it")
+
+
+def _read_config(path: str | Path, case_ids: list[str]) -> tuple[str, str, dict[str, tuple]]:
+    """A config map (`nvgg tune --out`): its arch ("" for a submission's), what it was tuned for,
+    and the point of each case asked for, as ((knob, value), ...); one NvggError where the file is
+    no config map, lacks a case or holds an empty point."""
     from ..result import read_document
     what = "config map"
     doc = read_document(path, what, "pass the file nvgg tune --out wrote")
@@ -272,22 +351,22 @@ def _read_config(path: str | Path, case_ids: list[str]) -> tuple[str, dict[str, 
         held = ", ".join(cases) or "none"
         raise NvggError(f"{what} {path} has no point for case {', '.join(missing)} (it holds {held}): tune those "
                         "cases, or leave them out")
-    return str(doc.get("arch") or ""), {c: tuple(cases[c].items()) for c in case_ids}
+    empty = [c for c in case_ids if not cases[c]]
+    if empty:
+        raise NvggError(f"{what} {path}: case {empty[0]}'s point is empty (no knob set): tune that case again "
+                        "(nvgg tune --out), or leave it out")
+    return str(doc.get("arch") or ""), str(doc.get("target") or ""), {c: tuple(cases[c].items()) for c in case_ids}
 
 
 def emit_json(path: str | None, payload: dict) -> bool:
     """--json: "-" prints the document (result.document) on stdout (True: it stands in for the
-    table); a file is written (atomically) and announced on stderr."""
+    table); a file is written (write_file) and announced on stderr."""
     if path is None:
         return False
     if path == "-":
         typer.echo(json.dumps(payload, indent=2, default=str))
         return True
-    from ..report import write_json
-    try:
-        write_json(path, payload)
-    except OSError as exc:
-        raise NvggError(f"--json {path} cannot be written ({exc.strerror}): pass a path in a writable folder") from None
+    write_file("--json", path, payload)
     typer.echo(f"wrote {path}", err=True)
     return False
 
@@ -413,7 +492,7 @@ class Timer(str, Enum):
     cupti = "cupti"
 
 
-TimerOpt = Annotated[Timer, typer.Option("--timer", case_sensitive=False,
+TimerOpt = Annotated[Timer, typer.Option("--timer", metavar="NAME", case_sensitive=False,
                                          help="leaderboard: the competition's batch-of-15 event timer; queue-ahead: the same "
                                               "with host launch latency hidden; per-call: each call timed alone; cupti: leaderboard plus "
                                               "CUPTI kernel records per call (kernel time, span, gaps, host overhead).")]
@@ -424,7 +503,7 @@ class L2(str, Enum):
     evaluator = "evaluator"
 
 
-L2Opt = Annotated[L2, typer.Option("--l2", case_sensitive=False,
+L2Opt = Annotated[L2, typer.Option("--l2", metavar="MODE", case_sensitive=False,
                                    help="How L2 is cleared before each timed repetition: nvgg (a buffer twice the L2, written) or "
                                         "evaluator (as the competition's evaluator: a new 62.5 GiB fp32 randn tensor each "
                                         "repetition; needs that much free GPU memory).")]

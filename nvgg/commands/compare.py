@@ -10,12 +10,13 @@ import typer
 
 from .. import backends, cases as casesmod, rows, selection, strategies
 from ..env import card
-from ..errors import NvggError
+from ..errors import NO_GPU, NvggError
 from ..report import (check_text, compare_outcome, gate, geomean_table, in_baseline, label, load_baseline,
                       results_table)
-from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, Timer,
-                     TimerOpt, check_outputs, check_l2, check_points_taken, check_profile, check_timer, command,
-                     config_points, finish_files, names, pick_cases, pick_gpus, read_files, submissions, tensormaps_option)
+from .common import (CaseIds, CasesFile, Command, ConfigMap, GpusOpt, JsonOut, L2, L2Opt, Profile, Progress, RowTimeout,
+                     Shape, Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile, check_timer,
+                     command, config_points, finish_files, names, pick_cases, pick_gpus, read_files, submissions,
+                     tensormaps_option, within)
 
 
 class What(str, Enum):
@@ -24,10 +25,10 @@ class What(str, Enum):
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("compare")
+    @app.command("compare", cls=Command)
     @command
-    def compare_cmd(what: Annotated[What, typer.Argument(case_sensitive=False, help="strategies (default) or backends.")] = What.strategies,
-                    case: Annotated[str, typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
+    def compare_cmd(what: Annotated[What, typer.Argument(metavar="WHAT", case_sensitive=False, help="strategies (default) or backends.")] = What.strategies,
+                    case: CaseIds = None,
                     strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAMES", help="all or names, comma-separated.")] = None,
                     backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAMES", help="all or names, comma-separated.")] = None,
                     submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Add a competition-format submission.py, or PATH@REV for the file at a git revision (repeat for several).")] = None,
@@ -37,13 +38,13 @@ def register(app: typer.Typer) -> None:
                     timeout: RowTimeout = None, config: ConfigMap = None, gpus: GpusOpt = None,
                     markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
                     baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="An earlier --json file to gate against.")] = None,
-                    max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", min=0.0, help="Allowed slowdown in percent with --baseline (default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
+                    max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", callback=within(0.0), help="Allowed slowdown in percent with --baseline (0 or more; default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
         """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness.
         Every row runs in a worker process: a fault or a hang costs that row, and the files are written as rows finish."""
         if baseline is None and max_regression is not None:
             raise NvggError("--max-regression is the slowdown --baseline allows: add --baseline FILE (an earlier --json)")
         device = selection.default_device()
-        picked = pick_cases(None if shape else case, shape, cases_file)
+        picked = pick_cases(case, shape, cases_file, default="benchmarks")
         st_names, be_names = _strategies_and_backends(what, strategy, backend, device)
         modes = tensormaps_option(tensormaps)
         selection.check_modes_apply(modes, st_names)
@@ -57,7 +58,8 @@ def register(app: typer.Typer) -> None:
         with submissions(submission) as versions:
             todo = rows.rows_of(picked, st_names, be_names, submissions=versions.items, tensormaps=modes, points=points,
                                 device=str(device), profile=profile, timer=timer.value, l2=l2.value)
-            check_points_taken(config, points, todo)
+            check_points_taken(config, points, todo, versions.items)
+            _refuse_without_gpu(todo, device)
             _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread)
 
 
@@ -92,6 +94,25 @@ def _run(todo, json_out, markdown, baseline, max_regression, timeout, device, sp
         raise typer.Exit(1)
     if regressed or failed:
         raise typer.Exit(1)
+
+
+def _refuse_without_gpu(todo, device) -> None:
+    """Where every row needs a GPU and none is visible (`compare --backend cute` on a CPU), the
+    first row's reason and exit 3 (errors.NO_GPU) before any row runs, as `run` says it, rather
+    than a table of rows that could not run."""
+    if device.type == "cuda":
+        return
+    first = None
+    for row in todo:
+        try:
+            rows.precheck(row)
+        except NvggError as exc:
+            if exc.code == NO_GPU:
+                first = first or exc
+                continue
+        return
+    if first is not None:
+        raise first
 
 
 def _baseline(path: str | None, todo) -> dict | None:

@@ -6,19 +6,18 @@ import os
 from typing import Annotated, Optional
 
 import typer
-from tabulate import tabulate
 
 from .. import space as spacemod, profiles, selection
 from ..profiling import occupancy
 from ..result import document
 from ..errors import NvggError
-from .common import (CasesFile, JsonOut, Progress, Shape, TensorMaps, check_distinct, check_writable, command, emit_json,
-                     mode_value, pick_cases, read_files)
+from .common import (CasesFile, JsonOut, Progress, Shape, TensorMaps, check_distinct, check_writable, command,
+                     emit_json, mode_value, pick_cases, read_files, within)
 
-# the table's columns: a kernel's field and its heading
-COLUMNS = {"case": "case", "name": "kernel", "registers": "registers", "smem_bytes": "shared memory B",
-           "threads": "threads", "tmem_columns": "tensor memory cols", "cluster": "cluster", "stages": "stages",
-           "compile_s": "compile s", "theoretical_occupancy": "occupancy", "occupancy_limited_by": "limited by"}
+# the table's columns: a kernel's field and its heading (tmem: tensor memory columns)
+COLUMNS = {"case": "case", "name": "kernel", "registers": "regs", "smem_bytes": "smem B", "threads": "threads",
+           "tmem_columns": "tmem", "cluster": "cluster", "stages": "stages", "compile_s": "build s",
+           "theoretical_occupancy": "occupancy", "occupancy_limited_by": "limited by"}
 
 
 def register(app: typer.Typer) -> None:
@@ -30,9 +29,12 @@ def register(app: typer.Typer) -> None:
                     backend: Annotated[str, typer.Option("--backend", metavar="NAME", help="The backend whose kernels to build.")] = "cute",
                     tensormaps: TensorMaps = None, shape: Shape = None, cases_file: CasesFile = None,
                     space: Annotated[bool, typer.Option("--space", help="Every point of the persistent kernel's choices (its knobs), each built or refused with the family's reason; the family's own choice marked.")] = False,
-                    jobs: Annotated[Optional[int], typer.Option("--jobs", metavar="N", min=1, max=256, help="With --space: the distinct builds compiled in N processes at once (default: one a CPU core, 16 at most).")] = None,
+                    jobs: Annotated[Optional[int], typer.Option("--jobs", metavar="N", callback=within(1, 256), help="With --space: the distinct builds compiled in N processes at once (1 to 256; default: one a CPU core, 16 at most).")] = None,
                     json_out: JsonOut = None) -> None:
         """Compile only (no GPU needed): resources, tensor memory, cluster, stages, occupancy per kernel."""
+        known = sorted({p.arch for p in profiles.all_profiles().values()})
+        if arch not in known:
+            raise NvggError(f"--arch {arch!r}: choose {' or '.join(known)}")
         check_writable("--json", json_out, stdout_ok=True)
         check_distinct(("--json", json_out), reads=read_files(cases_file=cases_file))
         os.environ.setdefault("CUTE_DSL_ARCH", arch)
@@ -56,12 +58,28 @@ def register(app: typer.Typer) -> None:
                                     occupancy_limited_by=occ.limited_by))
         if emit_json(json_out, document("compile", arch=arch, kernels=kernels)):
             return
-        shown = [c for c in COLUMNS if any(k.get(c) is not None for k in kernels)]
-        typer.echo(tabulate([[f"{k[c]:.1%}" if c == "theoretical_occupancy" else _cell(k.get(c)) for c in shown]
-                             for k in kernels], headers=[COLUMNS[c] for c in shown], tablefmt="github",
-                            disable_numparse=True))
+        typer.echo(_table(kernels))
         typer.echo(f"target {arch}, occupancy against the {limits.name} profile ({limits.sm_count} SMs); "
                    "--json FILE (or -) for the PTX and SASS paths and the rest")
+
+
+def _table(kernels: list[dict]) -> str:
+    """A row a kernel, its name (with its build: 40-70 characters) a numbered note under the
+    table, so the table fits 120 columns."""
+    from ..report import tabulate as table
+    shown = [c for c in COLUMNS if any(k.get(c) is not None for k in kernels)]
+    names: dict[str, int] = {}
+
+    def cell(k: dict, c: str) -> str:
+        if c == "name":
+            return f"[{names.setdefault(k[c], len(names) + 1)}]"
+        if c == "theoretical_occupancy":
+            return f"{k[c]:.1%}"
+        if c == "compile_s":
+            return f"{k[c]:.2f}"
+        return _cell(k.get(c))
+    rows = [[cell(k, c) for c in shown] for k in kernels]
+    return table(rows, headers=[COLUMNS[c] for c in shown]) + "".join(f"\n[{n}] {name}" for name, n in names.items())
 
 
 def _case_done(progress, built: list) -> None:

@@ -17,10 +17,10 @@ from .. import cases as casesmod, env as envmod, selection
 from ..errors import NvggError, no_gpu
 from ..profiling.phases import chrome_trace_cases
 from ..profiling.session import Request, profile as run_profile
-from ..report import profile_document, profile_text, write_json
+from ..report import profile_document, profile_text
 from .common import (CasesFile, ConfigMap, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_distinct,
-                     check_folder, check_points_taken, check_profile, check_writable, command, config_points, emit_json,
-                     mode_value, pick_cases, read_files, submissions)
+                     check_folder, check_points_fit, check_points_taken, check_profile, check_writable, command,
+                     config_points, emit_json, mode_value, pick_cases, read_files, submissions, write_file)
 
 
 def register(app: typer.Typer) -> None:
@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
             device = selection.default_device()
             # a map that cannot serve (missing, malformed, another arch's) is bad input, said before the missing GPU
             request = _with_points(request, config_points(config, request.cases, submission, device, request.tensormaps),
-                                   config, submission)
+                                   config, submission, versions.items)
             if device.type != "cuda":
                 raise no_gpu("profiling needs a CUDA GPU and none is visible: run nvgg profile on a GPU machine")
             asked = [dataclasses.replace(request, submission=v.path, source=v.name, revision=v.revision)
@@ -62,7 +62,7 @@ def register(app: typer.Typer) -> None:
                         f"{named}case {cid}", "failed" if bad else "done")))
         env = next((r.env for d in done for r in d.results.values() if r.env), None) or envmod.collect(device)
         if trace and done[0].phases:
-            write_json(trace, chrome_trace_cases(done[0].phases))
+            write_file("--trace", trace, chrome_trace_cases(done[0].phases))
             typer.echo(f"wrote {trace} (a trace: open it in Perfetto or chrome://tracing)", err=True)
         if not emit_json(json_out, profile_document(done, env, {c.id for c in casesmod.benchmarks()})):
             typer.echo(profile_text(done, envmod.card(env)))
@@ -73,13 +73,16 @@ def register(app: typer.Typer) -> None:
             raise NvggError(failures[-1])
 
 
-def _with_points(request: Request, points, path, submission) -> Request:
-    """--config's points in the request: a submission's (its CONFIG a case), or our persistent
-    kernel's builds, which need that strategy and backend (and no submission in their place)."""
+def _with_points(request: Request, points, path, submission, versions=()) -> Request:
+    """--config's points in the request: a submission's (its CONFIG a case, checked against each
+    version), or our persistent kernel's builds, which need that strategy and backend (and no
+    submission in their place)."""
     if points is None:
         return request
     if points.kernel and submission:
         check_points_taken(path, points, [])
+    if not points.kernel:
+        check_points_fit(path, points, versions)
     if points.kernel and (request.strategy not in (None, "persistent") or request.backend not in (None, "cute")):
         raise NvggError("--config holds builds of the persistent cute kernel: drop --strategy/--backend, or --config")
     by_case = {c.id: (points.submission(c.id) if not points.kernel else points.by_case[c.id]) for c in request.cases}

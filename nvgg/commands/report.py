@@ -9,17 +9,20 @@ import typer
 from .. import cases as casesmod
 from ..report import geomean_table, results_table, setup_table
 from ..result import load
-from .common import check_distinct, check_writable, command
+from .common import Command, check_distinct, check_writable, command, write_file
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("report")
+    @app.command("report", cls=Command)
     @command
-    def report_cmd(path: Annotated[str, typer.Argument(help="A file written by run, compare or profile --json.")],
-                   plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Draw time vs SOL and setup phases to this PNG.")] = None) -> None:
+    def report_cmd(path: Annotated[str, typer.Argument(metavar="FILE", help="A file written by run, compare or profile --json.")],
+                   plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Draw time vs SOL and setup phases to this picture (PNG; .pdf, .svg and matplotlib's other formats by the name's extension).")] = None) -> None:
         """Show a saved result file as tables (and a plot)."""
         check_writable("--plot", plot)
         check_distinct(("the result file", path), ("--plot", plot))
+        if plot:
+            from ..plot import image_format
+            fmt = image_format(plot)
         results = load(path)
         typer.echo(results_table(results))
         means = geomean_table(results, {c.id for c in casesmod.benchmarks()})
@@ -28,5 +31,5 @@ def register(app: typer.Typer) -> None:
         typer.echo("\n" + setup_table(results))
         if plot:
             from ..plot import draw
-            draw(results, plot)
+            write_file("--plot", plot, draw(results, fmt))
             typer.echo(f"wrote {plot}", err=True)

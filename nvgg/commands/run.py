@@ -48,7 +48,7 @@ def register(app: typer.Typer) -> None:
         with submissions(submission) as versions:
             todo = (rows.rows_of(picked, [], [], submissions=versions.items, points=points, **common) if submission else
                     [_ours(picked[0], strategy, backend, mode_value(tensormaps), device, points, common)])
-            check_points_taken(config, points, todo)
+            check_points_taken(config, points, todo, versions.items)
             files = rows.LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})
             with Progress(len(todo), "running") as progress:
                 results = rows.run_many(todo, timeout_s=timeout, on_start=lambda r: _starting(r, device, progress),
@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
                 raise NvggError(result.message)
             files.add(result)
         if not finish_files(files):
-            typer.echo(run_text(results, results[0].env or files.env))
+            typer.echo(run_text(results, results[0].env or files.env, rerun=not quick))
         if any(r.status != "ok" or r.suspect for r in results):
             raise typer.Exit(1)
 

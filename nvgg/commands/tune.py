@@ -14,10 +14,10 @@ import typer
 
 from .. import rows, selection, tune as tunemod
 from ..errors import NvggError, no_gpu
-from ..report import config_map, near_points, tune_document, tune_table, write_json
-from .common import (CasesFile, GpusOpt, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs,
+from ..report import config_map, near_points, tune_document, tune_table
+from .common import (CaseIds, CasesFile, GpusOpt, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs,
                      check_writable, command, emit_json, pick_cases, pick_gpus, read_files, submissions,
-                     warn_if_slow_on_cpu)
+                     warn_if_slow_on_cpu, within, write_file)
 
 WRITE_EVERY_S = 2.0  # the sweep's JSON rewritten at most this often as points finish (and at each case's end)
 # a point's time limit on a GPU where --timeout is not given: a first-pass row takes about a second
@@ -31,11 +31,11 @@ def register(app: typer.Typer) -> None:
     @command
     def tune_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="The submission.py to sweep (or PATH@REV): it declares TUNE = {'knob': [values, ...]} and reads CONFIG.")] = None,
                  backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute: sweep our persistent kernel's knobs on this GPU's arch instead.")] = None,
-                 case: Annotated[str, typer.Option("--case", metavar="IDS", help="all, benchmarks, tests, or ids like 1,3.")] = "benchmarks",
-                 budget: Annotated[float, typer.Option("--budget", metavar="MINUTES", min=0.1, help="Time for the whole sweep; what is left unmeasured is said.")] = 10.0,
-                 floor: Annotated[float, typer.Option("--floor", metavar="PCT", min=0.1, max=50.0, help="The change that matters between finalists, in percent.")] = 2.0,
-                 rounds: Annotated[int, typer.Option("--rounds", metavar="N", min=5, max=1000, help="The most interleaved rounds of the finalists a case.")] = 20,
-                 finalists: Annotated[int, typer.Option("--finalists", metavar="N", min=2, max=16, help="Points a case measured again in rounds: the fastest, the default, then the next fastest the gate cannot tell from it.")] = tunemod.FINALISTS,
+                 case: CaseIds = None,
+                 budget: Annotated[float, typer.Option("--budget", metavar="MINUTES", callback=within(0.1), help="Time for the whole sweep (0.1 or more); what is left unmeasured is said.")] = 10.0,
+                 floor: Annotated[float, typer.Option("--floor", metavar="PCT", callback=within(0.1, 50.0), help="The change that matters between finalists, in percent (0.1 to 50).")] = 2.0,
+                 rounds: Annotated[int, typer.Option("--rounds", metavar="N", callback=within(5, 1000), help="The most interleaved rounds of the finalists a case (5 to 1000).")] = 20,
+                 finalists: Annotated[int, typer.Option("--finalists", metavar="N", callback=within(2, 16), help="Points a case measured again in rounds (2 to 16): the fastest, the default, then the next fastest the gate cannot tell from it.")] = tunemod.FINALISTS,
                  out: Annotated[Optional[str], typer.Option("--out", metavar="FILE", help="Write the winners as a config map (case -> point) for --config.")] = None,
                  resume: Annotated[bool, typer.Option("--resume", help="Go on from the sweep in --json FILE (one stopped or cut short): its measured points are not run again.")] = False,
                  shape: Shape = None, cases_file: CasesFile = None, timeout: RowTimeout = None,
@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
                  ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Sweep over a Ray cluster's GPUs (auto, or its address): an actor on each, the same checks and files (pip install 'nvgg[ray]').")] = None,
                  json_out: JsonOut = None) -> None:
         """Sweep the configurations of a submission (its TUNE) or of our kernel per case: checked, timed, the winner told from noise."""
-        picked = pick_cases(None if shape else case, shape, cases_file)
+        picked = pick_cases(case, shape, cases_file, default="benchmarks")
         if bool(submission) == (backend is not None):
             raise NvggError("nvgg tune sweeps one target: pass --submission FILE (its declared TUNE) or --backend "
                             "cute (our persistent kernel's knobs)")
@@ -74,7 +74,7 @@ def register(app: typer.Typer) -> None:
                                  ray_gpus, finalists)
         env = next((r.env for ct in done for r in ct.first.values() if r.env), {})
         if out:
-            write_json(out, config_map(done, target, space))
+            write_file("--out", out, config_map(done, target, space))
             typer.echo(f"wrote {out} (the winners: pass it to run, compare or ab as --config)", err=True)
         if not emit_json(json_out, tune_document(done, target, space, floor / 100, env)):
             typer.echo(tune_table(done, space, floor / 100, env))
@@ -159,6 +159,6 @@ def _earlier(json_out: str | None) -> dict:
 def _write(json_out: str | None, done, target, space: dict, floor: float) -> None:
     """The JSON so far, rewritten as points finish (a regular file only), so a sweep stopped from
     outside keeps what it measured."""
-    from ..report import streams
+    from ..outputs import streams
     if json_out and json_out != "-" and not streams(json_out):
-        write_json(json_out, tune_document(done, target, space, floor / 100, {}))
+        write_file("--json", json_out, tune_document(done, target, space, floor / 100, {}))
