@@ -8,20 +8,25 @@ bits are NVML's clock event reasons (nvml.h, `nvmlClocksEventReason*`; the older
 `ClocksThrottleReason`): idle, application clocks and sync boost are settings, not throttling.
 
 The energy a call comes from the same span: NVML's energy counter, read on a thread of its own
-while the timed repetitions run (EnergyMeter, the timer's observer), gives the card's board power
-over a window between two of its changes, with a bound that holds whatever held the reads up
-(`window_bound`); times the span's wall time a call, that is the energy the card drew a call as
-the leaderboard's loop runs the calls, L2 clears and the host's gaps included. The card's idle
-power, read once before a process's first row (`idle`), is given beside it and subtracted.
+while the timed repetitions run (EnergyMeter, the timer's observer), gives the energy between its
+first and its last change inside the span exactly to the mJ; over the calls completed between the
+two (the timer's repetition end times), that is the energy the card drew a call as the
+leaderboard's loop runs the calls, L2 clears and the host's gaps included (`energy_a_call`). Its
+bound (`window_of`) adds the calls the window's ends may count wrong, the counter's whole mJ and
+the power's spread from one step of the counter to the next. The card's idle power, read once
+before a process's first row (`idle`), is given beside it and subtracted.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
 import threading
 import time
-from typing import Callable
+from typing import Callable, Sequence
+
+from .timing import pin, t975
 
 PERIOD_S = 0.05
 
@@ -73,112 +78,132 @@ def _energy(pynvml, h) -> int | None:
 
 
 # The energy a call is measured inside the timed span: a thread reads NVML's energy counter while
-# the timer's repetitions run, and the span goes on, at most ENERGY_SPAN_S from its first
-# repetition, until two of the counter's changes bound the power within ENERGY_WITHIN. The counter
-# moves about every 100 ms and a read takes about 3 ms on an H100 (NOTES): a change is then
-# bracketed to about two reads (6 ms), and two changes 0.35 s apart bound the power within about
-# 2% (`window_bound`), what the half-second span of `± rerun` mostly holds. Where the reading
-# thread waits behind the launching one the brackets widen and the span holds longer; past
-# ENERGY_SPAN_S the tightest window is kept with its wider bound.
-ENERGY_WITHIN = 0.03
+# the timer's repetitions run. The counter moves about every 100 ms (NOTES), so the half-second
+# span of `± rerun` mostly sees four or five changes. A figure needs MIN_CHANGES (two steps of the
+# counter, for the power's spread from one to the next); the meter holds the span for them alone,
+# at most ENERGY_SPAN_S from its first repetition, and never to tighten the bound: a default row's
+# energy costs no time beyond the timer's own span.
+MIN_CHANGES = 3
 ENERGY_SPAN_S = 0.75
 MJ_STEP = 1  # the counter counts whole mJ: each end's value is off the energy by under one
 
 # A change of the counter seen by a read: (when the read before it began, when this read ended,
 # the counter's value in mJ). The read before returned the old value, so it sampled the counter
 # before the change, and no earlier than it began; this read sampled it after the change and no
-# later than it ended: the change lies between the two, whatever held either thread up.
+# later than it ended: the change lies between the two, whatever held either thread up. It is
+# placed at its bracket's middle.
 Change = tuple[float, float, int]
 
 
-def window_bound(first: Change, last: Change) -> float:
-    """The relative error bound on the mean power between two changes (`power_of`), inf where the
-    brackets leave the window's length unknown.
-
-    Each change is placed at its bracket's middle, off by at most half the bracket: the window's
-    length d is off by at most h, the half-brackets' sum, and its energy e (the values'
-    difference) by under MJ_STEP. The true power then lies in [(e - MJ_STEP) / (d + h),
-    (e + MJ_STEP) / (d - h)], and e / d is off it by at most (h / d + MJ_STEP / e) / (1 - h / d)
-    of itself (the upper side; the lower is narrower)."""
-    (a0, b0, v0), (a1, b1, v1) = first, last
-    d = (a1 + b1) / 2 - (a0 + b0) / 2
-    h = (b0 - a0) / 2 + (b1 - a1) / 2
-    e = v1 - v0
-    if d <= h or e <= MJ_STEP:
-        return math.inf
-    return (h / d + MJ_STEP / e) / (1 - h / d)
+def _middle(change: Change) -> float:
+    return (change[0] + change[1]) / 2
 
 
-def best_window(changes: list[Change]) -> tuple[int, int, float] | None:
-    """(i, j, bound) of the two changes whose window's power is bound tightest; None under two
-    changes or where no window's length is known."""
-    best = None
-    for j in range(1, len(changes)):
-        for i in range(j):
-            bound = window_bound(changes[i], changes[j])
-            if bound < math.inf and (best is None or bound < best[2]):
-                best = (i, j, bound)
-    return best
+def _ended_in(ends: Sequence[float], t0: float, t1: float) -> int:
+    """How many of the repetitions (their sorted end times) ended in (t0, t1]."""
+    return bisect.bisect_right(ends, t1) - bisect.bisect_right(ends, t0)
 
 
-def power_of(changes: list[Change], span_s: float) -> dict:
-    """The mean power between the two changes whose window is bound tightest: the values'
-    difference over the time between the brackets' middles, `within` its relative bound
-    (`window_bound`), `updates` the changes seen from one end to the other; {"note": why} where
-    no two of the changes seen in the span's `span_s` place a window."""
-    best = best_window(changes)
-    if best is None:
-        why = ("too few to place a window between two of its changes" if len(changes) < 2 else
-               "none two far enough apart for the reads around them to place a window between them")
-        return {"note": f"NVML's energy counter changed {len(changes)} time(s) in the {span_s:.2f} s timed: {why}"}
-    i, j, bound = best
-    (a0, b0, v0), (a1, b1, v1) = changes[i], changes[j]
-    seconds = (a1 + b1) / 2 - (a0 + b0) / 2
-    return {"watts": (v1 - v0) / 1000 / seconds, "seconds": seconds, "updates": j - i, "within": bound}
+def miscount(change: Change, ends: Sequence[float]) -> int:
+    """How many repetitions a window's end at `change` may count wrong: the change lies somewhere
+    in its bracket, so the repetitions that ended between it and the bracket's middle are on the
+    wrong side (at most those of the fuller half of the bracket: its half-bracket over the
+    repetition period, counted from the end times); and one more, the repetition the end cuts,
+    whose energy lies partly on each side while it counts on one."""
+    a, b, _ = change
+    t = _middle(change)
+    return max(_ended_in(ends, a, t), _ended_in(ends, t, b)) + 1
 
 
-ENERGY_NOTE = ("the card's board power, idle included, over a window of the timed repetitions (their L2 clears "
-               "and the host's gaps among them), from NVML's energy counter, times the span's wall time a call; "
-               "`within` bounds the window's power: its two ends each lie between the reads around a change of "
-               "the counter, and the counter counts whole mJ; not bounded: NVML's own measurement, and the "
-               "power outside the window. mj_above_idle: the same less the idle power (idle_watts), read once "
-               "before this process's first row")
+def steps(changes: list[Change], ends: Sequence[float]) -> list[tuple[int, int]]:
+    """The counter's steps across `changes`: (mJ, repetitions completed between the two changes'
+    middles), each exact to the counter; a step in which no repetition ended is joined to the next
+    (the last to the one before), so each step's energy a repetition is finite and the steps still
+    add up to the window."""
+    out: list[tuple[int, int]] = []
+    mj = reps = 0
+    for c0, c1 in zip(changes, changes[1:]):
+        mj += c1[2] - c0[2]
+        reps += _ended_in(ends, _middle(c0), _middle(c1))
+        if reps > 0:
+            out.append((mj, reps))
+            mj = reps = 0
+    if (mj or reps) and out:
+        out[-1] = (out[-1][0] + mj, out[-1][1] + reps)
+    return out
 
 
-def energy_a_call(power: dict, span_s: float, calls: int, idle: dict) -> dict:
-    """The energy a call: the window's power (`power_of`) times the span's wall time a call
-    (`span_s` / `calls`, the host's clock: exact to it), so the energy the card drew a call while
-    the calls ran the leaderboard's way; and the same above the idle power (`idle`), where read.
-    The bound is the power's; the window stands for the whole span."""
-    wall_us = span_s / calls * 1e6 if calls else 0.0
-    out = {"span_s": round(span_s, 3), "calls": calls, "wall_us": wall_us, "idle_watts": idle.get("watts")}
+def window_of(changes: list[Change], ends: Sequence[float]) -> dict:
+    """The energy a repetition over the widest window: from the first to the last of `changes` (the
+    changes whose brackets closed inside the span), the counter's difference over the repetitions
+    that ended between the two changes' middles. `within` its relative bound, the sum of
+    `within_parts`, each a worst case or a 95% interval:
+      count: the repetitions counted may be off by `miscount` at each end;
+      mj: the counter's difference is off the energy by under MJ_STEP;
+      spread: the power's own wander, from the energy a repetition of each step of the counter
+        inside the window: t975(K-1)·sd/√K of their mean, K the steps.
+    {"note": why} where the window has under two steps with repetitions in them."""
+    if len(changes) < MIN_CHANGES:
+        return {"note": f"NVML's energy counter changed {len(changes)} time(s) inside the span: a figure needs "
+                        f"{MIN_CHANGES} (two steps, for the power's spread from one to the next)"}
+    per = [mj / reps for mj, reps in steps(changes, ends)]
+    first, last = changes[0], changes[-1]
+    mj, reps, seconds = last[2] - first[2], _ended_in(ends, _middle(first), _middle(last)), _middle(last) - _middle(first)
+    if len(per) < 2 or mj <= 0 or seconds <= 0:
+        return {"note": f"NVML's energy counter changed {len(changes)} time(s) inside the span, with repetitions "
+                        f"completed in {len(per)} of its steps: a figure needs two"}
+    mean = statistics.fmean(per)
+    parts = {"count": (miscount(first, ends) + miscount(last, ends)) / reps, "mj": MJ_STEP / mj,
+             "spread": t975(len(per) - 1) * statistics.stdev(per) / math.sqrt(len(per)) / mean}
+    return {"mj": mj, "reps": reps, "seconds": seconds, "steps": len(per), "within": sum(parts.values()),
+            "within_parts": parts}
+
+
+ENERGY_NOTE = ("the card's board power, idle included, over a window of the timed repetitions (their L2 clears and "
+               "the host's gaps among them), NVML's energy counter from its first to its last change inside the span, "
+               "per call completed in the window; `within` covers the calls counted (each end of the window lies "
+               "between the reads around a change), the counter's whole mJ, and the power's spread from one step of "
+               "the counter to the next (a 95% interval); not covered: NVML's own measurement, and a drift of the "
+               "power over longer than the span. mj_above_idle: the same less the idle power (idle_watts, read once "
+               "before this process's first row) over the window")
+
+
+def energy_a_call(changes: list[Change], ends: Sequence[float], batch: int, span_s: float, idle: dict) -> dict:
+    """The energy a call (`window_of`): the window's energy over the calls completed in it (`batch`
+    a repetition), so the energy the card drew a call as the leaderboard's loop runs the calls;
+    the window's power and its wall time a call beside it, and the same above the idle power
+    (`idle`) where read. `changes` those inside the span of `span_s`, `ends` its repetitions'."""
+    out = {"span_s": round(span_s, 3), "idle_watts": idle.get("watts")}
     if out["idle_watts"] is None:
         out["idle_note"] = idle.get("note", "no idle power read")
-    if "watts" not in power or not calls:
-        return {**out, "mj_per_call": None, "mj_above_idle": None, "note": power.get("note", "no calls timed")}
-    above = None if out["idle_watts"] is None else (power["watts"] - out["idle_watts"]) * wall_us / 1000
-    return {**out, **power, "seconds": round(power["seconds"], 3), "mj_per_call": power["watts"] * wall_us / 1000,
-            "mj_above_idle": above, "note": ENERGY_NOTE}
+    w = window_of(changes, ends)
+    if "mj" not in w:
+        return {**out, "mj_per_call": None, "mj_above_idle": None, "note": w["note"]}
+    calls = w["reps"] * batch
+    above = None if out["idle_watts"] is None else (w["mj"] - out["idle_watts"] * 1000 * w["seconds"]) / calls
+    return {**out, "mj_per_call": w["mj"] / calls, "within": w["within"], "within_parts": w["within_parts"],
+            "watts": w["mj"] / 1000 / w["seconds"], "seconds": round(w["seconds"], 3), "updates": w["steps"],
+            "calls": calls, "wall_us": w["seconds"] / calls * 1e6, "mj_above_idle": above, "note": ENERGY_NOTE}
 
 
 class EnergyMeter:
     """The energy a call, measured beside a timed span: the timer's observer (timing.Windowed),
     `before_start` as its first repetition begins, `wants_more` at each repetition's end (the span
-    goes on while it does), `after_finish` after its last; then `result(calls)`.
+    goes on while it does), `after_finish` after its last; then `result` with the timer's
+    repetition end times (timing.Windowed.ends).
 
     A thread reads the counter (`read_mj`, mJ) without pause and keeps each change it sees with its
-    bracket (Change), timed by `clock`; only changes whose bracket closed before the span ended
-    count, so the window lies inside the repetitions. A thread of its own, on every core the
-    process may use: the launching thread is pinned to one (timing.pin) and would otherwise share
-    it."""
+    bracket (Change), timed by `clock` (the timer's clock); only changes whose bracket closed
+    before the span ended count, so the window lies inside the repetitions. A thread of its own, on
+    every core the process may use: the launching thread is pinned to one (timing.pin) and would
+    otherwise share it."""
 
     def __init__(self, read_mj: Callable[[], int | None], clock: Callable[[], float] = time.perf_counter, *,
-                 idle: dict | None = None, within: float = ENERGY_WITHIN, longest_s: float = ENERGY_SPAN_S):
+                 idle: dict | None = None, longest_s: float = ENERGY_SPAN_S):
         self.read_mj, self.clock = read_mj, clock
         self.idle = idle or {}
-        self.within, self.longest_s = within, longest_s
+        self.longest_s = longest_s
         self.changes: list[Change] = []
-        self.best = math.inf  # the tightest bound of a window so far
         self.started = self.finished = 0.0
         self._ended = False
         self._stop = threading.Event()
@@ -190,9 +215,9 @@ class EnergyMeter:
         self._thread.start()
 
     def wants_more(self) -> bool:
-        """Whether the span should go on for the meter: no window bound within `within` yet, the
-        counter still read, and under `longest_s` since the span began."""
-        return not self._ended and self.best > self.within and self.clock() - self.started < self.longest_s
+        """Whether the span should go on for the meter: under MIN_CHANGES changes seen, the counter
+        still read, and under `longest_s` since the span began."""
+        return not self._ended and len(self.changes) < MIN_CHANGES and self.clock() - self.started < self.longest_s
 
     def after_finish(self) -> None:
         self.finished = self.clock()
@@ -201,13 +226,12 @@ class EnergyMeter:
             self._thread.join()
 
     def _run(self) -> None:
-        from .timing import pin
         pin(None)
         self.watch(self._stop.is_set)
 
     def watch(self, stop: Callable[[], bool]) -> list[Change]:
-        """Read the counter until `stop()` says so (or a read fails), keeping its changes and the
-        tightest bound so far; the reading loop itself, which `before_start` runs on a thread."""
+        """Read the counter until `stop()` says so (or a read fails), keeping its changes; the
+        reading loop itself, which `before_start` runs on a thread."""
         before = self.clock()
         last = self.read_mj()
         while last is not None and not stop():
@@ -217,20 +241,17 @@ class EnergyMeter:
             if value is None:
                 break
             if value != last:
-                change = (before, ended, value)
-                for earlier in self.changes:
-                    self.best = min(self.best, window_bound(earlier, change))
-                self.changes.append(change)
+                self.changes.append((before, ended, value))
                 last = value
             before = began
         self._ended = True
         return self.changes
 
-    def result(self, calls: int) -> dict:
-        """The energy a call over the span (`energy_a_call`) from the changes placed inside it."""
-        span_s = self.finished - self.started
+    def result(self, ends: Sequence[float], batch: int) -> dict:
+        """The energy a call (`energy_a_call`) from the changes placed inside the span, over the
+        repetitions that ended at `ends`, `batch` calls each."""
         inside = [c for c in self.changes if c[1] <= self.finished]
-        return energy_a_call(power_of(inside, span_s), span_s, calls, self.idle)
+        return energy_a_call(inside, sorted(ends), batch, self.finished - self.started, self.idle)
 
 
 def meter(device) -> EnergyMeter | None:

@@ -188,8 +188,8 @@ def measure(session: Session, timer: str = "leaderboard", l2: str = "nvgg", ener
     sampled while timed; the row is flagged where its time cannot be the work's (below the speed
     of light, work escaping the events) or the card throttled. With `energy`, the card's energy a
     call is measured over the same repetitions (clocks.EnergyMeter, the timer's observer: NVML's
-    energy counter read beside them, the span held, up to clocks.ENERGY_SPAN_S, until the
-    counter's changes bound its power within clocks.ENERGY_WITHIN)."""
+    energy counter read beside them, the span held, up to clocks.ENERGY_SPAN_S, only until the
+    counter has changed clocks.MIN_CHANGES times)."""
     clock = _refilled(session, timer, l2, span, observer=clocks.meter(session.device) if energy else None)
     with clocks.Sampler(session.device) as sampler:
         stats = clock.per_call(session.launches) if timer == "per-call" else clock.batch(session.launches)
@@ -231,7 +231,7 @@ def _settle(session: Session, clock, stats, sampler, timer: str, energy: bool) -
         result.cupti = cupti_per_call(launches, device, result.stats.mean_us)
     if energy:
         meter = clock.observer  # None where the counter cannot be read (a CPU run, no NVML)
-        result.energy = meter.result(stats.runs * stats.batch) if meter is not None else {}
+        result.energy = meter.result(clock.ends, stats.batch) if meter is not None else {}
         timeline("row energy measured")
     elif device.type == "cuda" and not result.energy:  # (an A/B's later round keeps its first round's figure)
         result.energy = {"mj_per_call": None, "note": NO_ENERGY}

@@ -337,19 +337,21 @@ def run_text(results, env: dict, *, rerun: bool = True) -> str:
 
 
 def energy_line(energy: dict) -> str:
-    """The energy a call (clocks.energy_a_call): the card's board power, idle included, over the
-    timed repetitions times their wall time a call, and the same above the idle power where it
-    was read; or why there is no figure; "" without NVML."""
+    """The energy a call (clocks.energy_a_call): the card's board power, idle included, over a window
+    of the timed repetitions, per call completed in it, with what its bound covers and what not,
+    and the same above the idle power where it was read; or why there is no figure; "" without NVML."""
     if not energy:
         return ""
     if energy.get("mj_per_call") is None:
         return f"energy: no figure ({energy['note']})"
     idle = (f"above idle ({energy['idle_watts']:.0f} W): {energy['mj_above_idle']:.3f} mJ a call"
             if energy.get("mj_above_idle") is not None else f"no idle power ({energy.get('idle_note', 'not read')})")
-    return (f"energy: {energy['mj_per_call']:.3f} mJ a call at board power, idle included: {energy['watts']:.0f} W "
-            f"within {energy['within']:.1%} (NVML's counter over {energy['seconds']:.2f} s of the timed repetitions, "
-            f"their L2 clears and host gaps included, {energy['updates']} updates) times {energy['wall_us']:.1f} µs "
-            f"of wall time a call; {idle}")
+    return (f"energy: {energy['mj_per_call']:.3f} mJ a call within {energy['within']:.1%}, board power idle included "
+            f"({energy['watts']:.0f} W over {energy['seconds']:.2f} s of the timed repetitions, their L2 clears and "
+            f"host gaps included, {energy['updates']} steps of NVML's counter), per call completed in it "
+            f"({energy['wall_us']:.1f} µs of wall time a call); within: the calls counted, the counter's whole mJ, "
+            f"the power's spread step to step (95%), not NVML's own measurement or a drift over longer than the "
+            f"span; {idle}")
 
 
 def clocks_line(clocks: dict) -> str:

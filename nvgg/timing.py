@@ -327,6 +327,13 @@ class Windowed:
     repetitions."""
 
     observer: Observer | None = None
+    _ends: list[float]
+
+    @property
+    def ends(self) -> list[float]:
+        """When each repetition of the last measurement ended (time.perf_counter, the energy meter's
+        clock too): what its window counts the calls completed in."""
+        return list(self._ends)
 
     def batch(self, launches: Sequence[Launch]) -> Stats:
         """Per-call time of the batch, the leaderboard's way: flush, events around all calls, / len."""
@@ -506,6 +513,7 @@ class EventTimer(Windowed):
                 ends.append(time.perf_counter())
                 i += 1
         self._release()
+        self._ends = ends
         # no escape check here: one call's honest synchronise after its end event (9-82 µs,
         # flags.ESCAPE_FLOOR_US) is as large as the bound a batch is held to; the batch timers
         # catch work escaping the events

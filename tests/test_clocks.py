@@ -4,8 +4,10 @@ from the driver's reasons."""
 import bisect
 import math
 import random
+import statistics
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -25,26 +27,52 @@ def test_the_sampler_says_why_it_sampled_nothing_on_a_cpu():
     assert s.summary() == {"samples": 0, "error": "no CUDA device: clocks not sampled", "throttled": ""}
 
 
+# A repetition's phases: the L2 clear (this share of its work), the calls, then the host's gap
+# before the next; the card's power in each as a share of the level it wanders at. A few
+# repetitions are held up by the host (HICCUP_P of them, by up to HICCUP_S), their gap the longer.
+CLEAR_SHARE, CLEAR, CALLS, GAP = 0.15, 1.4, 1.0, 0.3
+HICCUP_P, HICCUP_S = 0.02, 0.003
+
+
 class SimCard:
-    """A card in simulated time (nothing sleeps: the test hangs on neither the machine's load nor
-    its threads): power stepping between random levels at random moments (or held at `watts`);
+    """A card under the timer's repetitions in simulated time (nothing sleeps: the test hangs on
+    neither the machine's load nor its threads). Repetitions of `batch` calls from time 0, each
+    work of `work_s` ±10% then a gap, its end stamped as its work ends; the power a level that
+    wanders around `watts` (a new one every 30-200 ms, `wander` of it apart: the power's own
+    spread from step to step of the counter) times the repetition's phase (CLEAR, CALLS, GAP);
     NVML's energy counter moving every 76-124 ms, each change holding the energy up to it in whole
     mJ; reads taking `reads_s`, sampling the counter at a random point inside, and held up at
     random (a pre-emption, a wait for the interpreter) before and after it; `stamp`, the reading
-    thread's clock, held up at random too."""
+    thread's clock, held up at random too. `truth_mj`: the long-run energy a call, the true mean
+    power times the true time a call."""
 
-    def __init__(self, seed: int, watts: float | None = None, reads_s=(0.001, 0.025), held: float = 0.2,
-                 held_s: float = 0.03, horizon_s: float = 3.0):
+    def __init__(self, seed: int, watts: float | None = None, wander: float | None = None, work_s: float | None = None,
+                 reads_s=(0.001, 0.025), held: float = 0.2, held_s: float = 0.03, horizon_s: float = 3.0,
+                 batch: int = 15):
         rng = self.rng = random.Random(seed)
         self.t = 0.0
-        self.reads_s, self.held, self.held_s = reads_s, held, held_s
-        self.p_at, self.p_w = [-1.0], [watts or rng.uniform(60, 700)]
-        while watts is None and self.p_at[-1] < horizon_s:
-            self.p_at.append(self.p_at[-1] + rng.uniform(0.02, 0.5))
-            self.p_w.append(rng.uniform(60, 700))
-        self.e_at = [0.0]
-        for k in range(1, len(self.p_at)):
-            self.e_at.append(self.e_at[-1] + self.p_w[k - 1] * (self.p_at[k] - self.p_at[k - 1]))
+        self.reads_s, self.held, self.held_s, self.batch = reads_s, held, held_s, batch
+        watts = watts or rng.uniform(100, 700)
+        wander = rng.uniform(0.01, 0.03) if wander is None else wander
+        work = work_s or rng.uniform(0.0003, 0.003)
+        gap = work * rng.uniform(0.05, 0.3)
+        draw = np.random.default_rng(seed)
+        n = int(horizon_s / 0.03) + 2
+        level_at = np.concatenate([[-1.0], -1.0 + np.cumsum(draw.uniform(0.03, 0.2, n))])
+        level = watts * (1 + wander * draw.standard_normal(n + 1))
+        n = int(horizon_s / (0.9 * work)) + 2
+        w = work * draw.uniform(0.9, 1.1, n)
+        g = gap * draw.uniform(0.5, 1.5, n) + np.where(draw.random(n) < HICCUP_P, draw.uniform(0, HICCUP_S, n), 0.0)
+        start = np.concatenate([[0.0], np.cumsum(w + g)[:-1]])
+        self.ends = (start + w).tolist()
+        phase_at = np.concatenate([[-1.0], np.stack([start, start + CLEAR_SHARE * w, start + w], 1).ravel()])
+        share = np.concatenate([[GAP], np.tile([CLEAR, CALLS, GAP], n)])
+        self._t = np.union1d(level_at, phase_at)  # the power is constant between these
+        self._p = level[np.searchsorted(level_at, self._t, "right") - 1] * share[np.searchsorted(phase_at, self._t, "right") - 1]
+        self._e = np.concatenate([[0.0], np.cumsum(self._p[:-1] * np.diff(self._t))])
+        mean_gap = gap + HICCUP_P * HICCUP_S / 2
+        self.mean_watts = watts * (work * (CLEAR_SHARE * CLEAR + (1 - CLEAR_SHARE) * CALLS) + GAP * mean_gap) / (work + mean_gap)
+        self.call_s = (work + mean_gap) / batch
         base, u = rng.randrange(10**9), -rng.uniform(0, 0.124)  # mJ since the driver loaded; the counter's phase
         self.u, self.v = [], []
         while u < horizon_s:
@@ -53,16 +81,17 @@ class SimCard:
             u += rng.uniform(0.076, 0.124)
         self.when = dict(zip(self.v, self.u))
 
+    @property
+    def truth_mj(self) -> float:
+        return self.mean_watts * self.call_s * 1000
+
     def energy_mj(self, t: float) -> float:
-        k = bisect.bisect_right(self.p_at, t) - 1
-        return 1000 * (self.e_at[k] + self.p_w[k] * (t - self.p_at[k]))
+        k = int(np.searchsorted(self._t, t, "right")) - 1
+        return 1000 * float(self._e[k] + self._p[k] * (t - self._t[k]))
 
     def _hold(self) -> None:
         if self.rng.random() < self.held:
             self.t += self.rng.uniform(0, self.held_s)
-
-    def now(self) -> float:
-        return self.t
 
     def stamp(self) -> float:
         self._hold()
@@ -77,75 +106,105 @@ class SimCard:
         self._hold()
         return self.v[bisect.bisect_right(self.u, sampled) - 1]
 
-    def watts_between(self, v0: int, v1: int) -> float:
-        """The true mean power between the changes that showed `v0` and `v1`."""
-        u0, u1 = self.when[v0], self.when[v1]
-        return (self.energy_mj(u1) - self.energy_mj(u0)) / (u1 - u0) / 1000
+
+def _measured(card: SimCard, span_s: float, idle: dict | None = None) -> dict:
+    """A row's energy a call on `card`: the meter's reading loop over the timer's `span_s` of
+    simulated time (held, as a timer would be, while the meter wants more), its figure over the
+    repetitions that ended in the span."""
+    meter = clocks.EnergyMeter(card.read, card.stamp)
+    changes = meter.watch(lambda: card.t >= span_s and not meter.wants_more())
+    assert all(a <= card.when[v] <= b for a, b, v in changes)  # each change inside its bracket
+    ends = card.ends[:bisect.bisect_right(card.ends, card.t)]
+    return clocks.energy_a_call(changes, ends, card.batch, card.t, idle or {})
 
 
-def _read_for(card: SimCard, span_s: float) -> list:
-    """The meter's reading loop over `span_s` of the card's simulated time, its clock `stamp`."""
-    return clocks.EnergyMeter(card.read, card.stamp).watch(lambda: card.t >= span_s)
-
-
-def test_the_stated_bound_holds_in_a_thousand_simulated_windows():
-    """Reads of 1-25 ms held up at random before and after they sample the counter, the clock held
-    up too, power stepping under the window: the true mean power between the window's changes lies
-    within the stated bound every time."""
-    windows = misses = 0
-    worst = 0.0
-    bounds = []
-    for seed in range(1000):
-        card = SimCard(seed)
-        span_s = card.rng.uniform(0.25, 2.0)
-        changes = _read_for(card, span_s)
-        power = clocks.power_of(changes, span_s)
-        if "watts" not in power:
+def _windows(seeds, span_s, **card) -> tuple[int, int, list[float], list[float]]:
+    """(figures, figures whose stated bound holds the truth, each figure's error off the truth, each
+    bound) over a simulated row a seed; `span_s(seed)` the row's span."""
+    figures = held = 0
+    errors, bounds = [], []
+    for seed in seeds:
+        span = span_s(seed)
+        sim = SimCard(seed, horizon_s=span + 0.8, **card)
+        e = _measured(sim, span)
+        if e["mj_per_call"] is None:
             continue
-        i, j, bound = clocks.best_window(changes)
-        assert power["within"] == bound and power["updates"] == j - i
-        truth = card.watts_between(changes[i][2], changes[j][2])
-        windows += 1
-        misses += abs(power["watts"] - truth) > power["watts"] * bound
-        worst = max(worst, abs(power["watts"] - truth) / (power["watts"] * bound))
-        bounds.append(bound)
-    assert windows >= 995 and misses == 0, (windows, misses)
-    # a bound, not a guess: the errors come within reach of it (worst 0.88 of it at these seeds),
-    # and it is no wider than the reads make it (half the windows within 5%)
-    assert 0.5 < worst <= 1.0 and sorted(bounds)[len(bounds) // 2] < 0.05, (worst, sorted(bounds)[len(bounds) // 2])
+        figures += 1
+        held += abs(e["mj_per_call"] - sim.truth_mj) <= e["mj_per_call"] * e["within"]
+        errors.append(e["mj_per_call"] / sim.truth_mj - 1)
+        bounds.append(e["within"])
+    return figures, held, errors, bounds
 
 
-def test_the_window_bound_is_its_ends_brackets_and_the_counters_whole_mj():
-    sharp0, sharp1 = (1.000, 1.006, 10_000), (1.400, 1.406, 10_000 + 120_000)  # 300 W for 0.4 s
-    # ends at the brackets' middles 0.4 s apart, each off by up to 3 ms; the energy off by under 1 mJ
-    assert clocks.window_bound(sharp0, sharp1) == pytest.approx((0.006 / 0.4 + 1 / 120_000) / (1 - 0.006 / 0.4))
-    late = (1.195, 1.255, 10_000 + 60_000)  # a change whose reads were held up 60 ms: the window skips it
-    assert clocks.best_window([sharp0, late, sharp1]) == (0, 2, clocks.window_bound(sharp0, sharp1))
-    assert clocks.window_bound(sharp0, (1.004, 1.100, 10_030)) == math.inf  # brackets longer than the window
-    assert clocks.best_window([sharp0]) is None
-    assert clocks.power_of([sharp0, (1.004, 1.100, 10_030)], 0.2)["note"].endswith(
-        "2 time(s) in the 0.20 s timed: none two far enough apart for the reads around them to place a window between them")
-    power = clocks.power_of([sharp0, late, sharp1], 0.5)
-    assert power == {"watts": pytest.approx(300.0), "seconds": pytest.approx(0.4), "updates": 2,
-                     "within": clocks.window_bound(sharp0, sharp1)}
+def test_the_stated_bound_holds_the_long_run_energy_a_call_in_a_thousand_simulated_windows():
+    """Rows of 0.5-2 s (a default row's span to a host-bound row's), repetitions of 0.3-3 ms with
+    jitter and the host's hiccups, the power wandering 1-3% from step to step, reads of 1-25 ms
+    held up at random before and after they sample the counter, the clock held up too: the
+    long-run energy a call (the true mean power times the true time a call) lies within the stated
+    bound in at least 95% of the windows (its spread term is a 95% interval, the rest worst
+    cases: all 1000 at these seeds), and the figure is off it by under 0.5% on average (0.37%
+    here: the first and last changes seen sit early and late in their brackets, by a share of
+    reads this slow)."""
+    figures, held, errors, bounds = _windows(range(1000), lambda seed: random.Random(-1 - seed).uniform(0.5, 2.0))
+    assert figures == 1000 and held / figures >= 0.95, (figures, held)
+    assert abs(statistics.fmean(errors)) < 0.005, statistics.fmean(errors)
 
 
-def test_power_from_the_counters_steps_and_the_energy_a_call():
-    """300 W for 0.6 s of simulated time, reads of about 3 ms: the power within its bound, and the
-    energy a call the power times the span's wall time a call, above idle less the idle power."""
-    card = SimCard(7, watts=300.0, reads_s=(0.0025, 0.0035), held=0.1, held_s=0.005)
-    power = clocks.power_of(_read_for(card, 0.6), 0.6)
-    assert power["updates"] >= 3 and 0.3 < power["seconds"] < 0.6, power
-    assert abs(power["watts"] - 300.0) <= power["watts"] * power["within"] and power["within"] < 0.05, power
-    e = clocks.energy_a_call(power, span_s=0.6, calls=15 * 8000, idle={"watts": 70.0})  # 5 µs of wall time a call
-    assert e["wall_us"] == pytest.approx(5.0) and e["mj_per_call"] == pytest.approx(power["watts"] * 0.005)
-    assert e["mj_above_idle"] == pytest.approx((power["watts"] - 70.0) * 0.005) and e["note"] == clocks.ENERGY_NOTE
+def test_a_default_rows_bound_with_reads_as_fast_as_an_h100s():
+    """Reads of about 3 ms (NOTES), rarely held up, over a default row's half-second span: the
+    bound holds as often, and is under 10% in most windows (the spread over three or four steps
+    of the counter its larger part)."""
+    figures, held, errors, bounds = _windows(range(300), lambda seed: 0.5, reads_s=(0.0025, 0.0035), held=0.1,
+                                             held_s=0.005)
+    assert figures == 300 and held / figures >= 0.95, (figures, held)
+    assert abs(statistics.fmean(errors)) < 0.005 and statistics.median(bounds) < 0.10, (statistics.fmean(errors),
+                                                                                      statistics.median(bounds))
+
+
+def test_the_window_its_calls_and_its_bound_by_hand():
+    """Changes at 0.1, 0.2 and 0.3 s, bracketed ±3, ±2 and ±4 ms; a repetition ending every ms
+    (at 0.5 ms past each): 100 repetitions a step, 30 J then 31 J."""
+    changes = [(0.097, 0.103, 10_000), (0.198, 0.202, 40_000), (0.296, 0.304, 71_000)]
+    ends = [0.0005 + k * 0.001 for k in range(1000)]
+    w = clocks.window_of(changes, ends)
+    assert (w["mj"], w["reps"], w["steps"]) == (61_000, 200, 2) and w["seconds"] == pytest.approx(0.2)
+    parts = w["within_parts"]
+    # each end may count wrong the repetitions in the fuller half of its bracket (3 and 4) and the one it cuts
+    assert parts["count"] == pytest.approx((3 + 1 + 4 + 1) / 200) and parts["mj"] == pytest.approx(1 / 61_000)
+    # steps of 300 and 310 mJ a repetition: t975(1) · sd / √2 over their mean
+    assert parts["spread"] == pytest.approx(timing.t975(1) * statistics.stdev([300, 310]) / math.sqrt(2) / 305)
+    assert w["within"] == pytest.approx(sum(parts.values()))
+    # a change with no repetition ended since the one before: its step joins the next
+    assert clocks.steps(changes[:2] + [(0.2001, 0.2005, 40_100)] + changes[2:], ends) == [(30_000, 100), (31_000, 100)]
+    e = clocks.energy_a_call(changes, ends, 15, 0.5, {"watts": 70.0})
+    assert e["mj_per_call"] == pytest.approx(61_000 / 3000) and e["calls"] == 3000 and e["updates"] == 2
+    assert e["watts"] == pytest.approx(305.0) and e["wall_us"] == pytest.approx(0.2 / 3000 * 1e6)
+    assert e["mj_above_idle"] == pytest.approx((61_000 - 70.0 * 1000 * 0.2) / 3000) and e["note"] == clocks.ENERGY_NOTE
+    two = clocks.energy_a_call(changes[:2], ends, 15, 0.5, {"watts": 70.0})
+    assert two["mj_per_call"] is None and two["note"] == (
+        "NVML's energy counter changed 2 time(s) inside the span: a figure needs 3 (two steps, for the power's "
+        "spread from one to the next)")
+    one_step = clocks.window_of(changes, [0.15])  # every repetition ended in the first step
+    assert one_step == {"note": "NVML's energy counter changed 3 time(s) inside the span, with repetitions "
+                                "completed in 1 of its steps: a figure needs two"}
+
+
+def test_a_steady_cards_energy_a_call_and_its_line():
+    """300 W without wander, reads of about 3 ms: the figure within its bound of the truth; the
+    line says what the figure is, what its bound covers and what not."""
+    card = SimCard(7, watts=300.0, wander=0.0, work_s=0.0005, reads_s=(0.0025, 0.0035), held=0.1, held_s=0.005)
+    e = _measured(card, 0.6, idle={"watts": 70.0})
+    assert e["updates"] >= 3 and 0.3 < e["seconds"] < 0.6, e
+    assert abs(e["mj_per_call"] - card.truth_mj) <= e["mj_per_call"] * e["within"] and e["within"] < 0.1, e
     from nvgg.report import energy_line
     line = energy_line(e)
-    assert line.startswith(f"energy: {e['mj_per_call']:.3f} mJ a call at board power, idle included: "
-                           f"{power['watts']:.0f} W within {power['within']:.1%} (NVML's counter over "), line
-    assert line.endswith(f"times 5.0 µs of wall time a call; above idle (70 W): {e['mj_above_idle']:.3f} mJ a call")
-    busy = clocks.energy_a_call(power, 0.6, 15 * 8000, {"note": "the card was busy"})
+    assert line.startswith(f"energy: {e['mj_per_call']:.3f} mJ a call within {e['within']:.1%}, board power idle "
+                           f"included ({e['watts']:.0f} W over {e['seconds']:.2f} s of the timed repetitions"), line
+    assert ("per call completed in it" in line and "within: the calls counted, the counter's whole mJ, the power's "
+            "spread step to step (95%), not NVML's own measurement or a drift over longer than the span" in line)
+    assert line.endswith(f"; above idle (70 W): {e['mj_above_idle']:.3f} mJ a call")
+    busy = _measured(SimCard(7, watts=300.0, wander=0.0, work_s=0.0005, reads_s=(0.0025, 0.0035)), 0.6,
+                     idle={"note": "the card was busy"})
     assert busy["idle_watts"] is None and busy["mj_above_idle"] is None
     assert energy_line(busy).endswith("; no idle power (the card was busy)")
 
@@ -153,10 +212,10 @@ def test_power_from_the_counters_steps_and_the_energy_a_call():
 def test_no_energy_figure_where_the_counter_does_not_move_or_is_missing():
     card = SimCard(0)
     changes = clocks.EnergyMeter(lambda: card.read() and 1000, card.stamp).watch(lambda: card.t > 0.5)
-    note = "NVML's energy counter changed 0 time(s) in the 0.50 s timed: too few to place a window between two of its changes"
-    assert changes == [] and clocks.power_of(changes, 0.5) == {"note": note}
-    e = clocks.energy_a_call(clocks.power_of(changes, 0.5), 0.5, 100, {})
-    assert e["mj_per_call"] is None and e["note"] == note
+    note = ("NVML's energy counter changed 0 time(s) inside the span: a figure needs 3 (two steps, for the "
+            "power's spread from one to the next)")
+    e = clocks.energy_a_call(changes, card.ends, 15, 0.5, {})
+    assert changes == [] and e["mj_per_call"] is None and e["note"] == note
     from nvgg.report import energy_line
     assert energy_line(e) == f"energy: no figure ({note})"
     assert clocks.EnergyMeter(lambda: None).watch(lambda: False) == []  # a counter that cannot be read: no loop
@@ -164,26 +223,59 @@ def test_no_energy_figure_where_the_counter_does_not_move_or_is_missing():
     assert energy_line({}) == ""
 
 
-def test_the_meter_holds_a_timers_span_until_its_bound_and_keeps_its_window_inside():
-    """The meter as the CPU timer's observer, its counter and clock simulated: the timer's own stop
-    comes at once, the span goes on until a window is bound within ENERGY_WITHIN (or the meter's
-    limit), and only changes whose bracket closed before the span ended count."""
-    card = SimCard(3, watts=450.0, reads_s=(0.0025, 0.0035), held=0.1, held_s=0.005, horizon_s=60.0)
+def test_the_meter_holds_the_span_for_three_changes_and_no_longer():
+    """A default row's energy costs no time beyond the timer's own span: the meter wants more only
+    while it has seen under MIN_CHANGES changes, and never past ENERGY_SPAN_S."""
+    now = [0.0]
+    meter = clocks.EnergyMeter(lambda: 0, lambda: now[0])  # started at 0
+    meter.changes = [(0.0, 0.01, 1), (0.1, 0.11, 2)]
+    assert meter.wants_more()
+    now[0] = clocks.ENERGY_SPAN_S
+    assert not meter.wants_more()
+    now[0] = 0.2
+    meter.changes.append((0.2, 0.21, 3))
+    assert not meter.wants_more()
 
-    def read() -> int:
-        time.sleep(0.0002)  # the interpreter to the launching thread between reads, as a real read lets it
-        return card.read()
-    meter = clocks.EnergyMeter(read, card.now, idle={"watts": 60.0})
+
+class _Stepping:
+    """NVML's counter on the host's clock: `watts` steady, the counter moving every `step_s` by the
+    energy of a step; a read lets the launching thread run, as a real read does."""
+
+    def __init__(self, watts: float = 300.0, step_s: float = 0.02):
+        self.mj, self.step_s, self.t0 = round(watts * step_s * 1000), step_s, time.perf_counter()
+
+    def read(self) -> int:
+        time.sleep(0.0002)
+        return 10_000 + self.mj * int((time.perf_counter() - self.t0) / self.step_s)
+
+
+def test_the_meter_beside_a_timer_counts_the_calls_the_timer_ended_in_its_window():
+    """The meter as the CPU timer's observer on the host's clock: the timer's own stop comes at
+    once, the span goes on only while the meter has under three changes, and the figure is the
+    counter's difference over the calls whose repetitions ended between its first and last
+    change inside the span (timing.Windowed.ends)."""
+    asked = []
+
+    class Meter(clocks.EnergyMeter):
+        def wants_more(self) -> bool:
+            asked.append((len(self.changes), super().wants_more()))
+            return asked[-1][1]
+    meter = Meter(_Stepping().read, idle={"watts": 60.0})
     timer = timing.CpuTimer(min_reps=3, max_reps=3, budget_s=60.0, observer=meter)
     stats = timer.batch([lambda: time.sleep(0.0001)] * 2)
     assert not meter._thread.is_alive() and stats.runs >= 3
-    assert meter.best <= clocks.ENERGY_WITHIN or meter.finished - meter.started >= clocks.ENERGY_SPAN_S
-    e = meter.result(stats.runs * stats.batch)
-    assert e["calls"] == stats.runs * 2 and e["span_s"] == pytest.approx(meter.finished - meter.started, abs=1e-3)
-    assert abs(e["watts"] - 450.0) <= e["watts"] * e["within"], e
-    assert all(c[1] <= meter.finished for c in meter.changes[:-1])
+    assert all(n < clocks.MIN_CHANGES for n, more in asked if more) and not asked[-1][1], asked
+    e = meter.result(timer.ends, stats.batch)
     inside = [c for c in meter.changes if c[1] <= meter.finished]
-    assert e["within"] == clocks.best_window(inside)[2]
+    if len(inside) < clocks.MIN_CHANGES:  # the reading thread starved past ENERGY_SPAN_S: said, no figure
+        assert meter.finished - meter.started >= clocks.ENERGY_SPAN_S and e["mj_per_call"] is None
+        return
+    (a0, b0, v0), (a1, b1, v1) = inside[0], inside[-1]
+    reps = sum((a0 + b0) / 2 < t <= (a1 + b1) / 2 for t in timer.ends)
+    assert e["calls"] == 2 * reps and e["mj_per_call"] == pytest.approx((v1 - v0) / (2 * reps))
+    assert e["watts"] == pytest.approx((v1 - v0) / 1000 / ((a1 + b1) / 2 - (a0 + b0) / 2))
+    assert (v1 - v0) % 6000 == 0 and e["within"] == pytest.approx(sum(e["within_parts"].values()))
+    assert e["span_s"] == pytest.approx(meter.finished - meter.started, abs=1e-3)
 
 
 def test_the_idle_power_is_read_once_and_only_from_a_card_at_rest(monkeypatch):

@@ -36,16 +36,18 @@ def test_the_schema_is_a_valid_schema_and_rejects_what_it_should():
 
 def test_an_energy_figure_and_its_absence_validate():
     from nvgg import clocks
-    power = {"watts": 612.0, "seconds": 0.41, "updates": 4, "within": 0.018}
+    changes = [(0.097, 0.103, 10_000), (0.198, 0.202, 40_000), (0.296, 0.304, 71_000)]
+    ends = [0.0005 + k * 0.001 for k in range(500)]
     env = {"device": "cuda", "gpu": "TestGPU", "torch": "2", "nvgg": "0"}
-    for energy in (clocks.energy_a_call(power, 0.52, 15 * 700, {"watts": 71.2}),
-                   clocks.energy_a_call(power, 0.52, 15 * 700, {"note": "the card was busy"}),
-                   clocks.energy_a_call({"note": "the counter did not move"}, 0.52, 15 * 700, {})):
+    for energy in (clocks.energy_a_call(changes, ends, 15, 0.52, {"watts": 71.2}),
+                   clocks.energy_a_call(changes, ends, 15, 0.52, {"note": "the card was busy"}),
+                   clocks.energy_a_call(changes[:2], ends, 15, 0.52, {})):
         row = made_result("3", "persistent", "cute", 35.0, energy=energy).to_dict()
         validate(resultmod.document("results", env=env, results=[row], geomean_us={}))
-    row = made_result("3", "persistent", "cute", 35.0, energy={"idle_watts": "71 W"}).to_dict()
-    with pytest.raises(jsonschema.ValidationError):
-        validate(resultmod.document("results", env=env, results=[row], geomean_us={}))
+    for broken in ({"idle_watts": "71 W"}, {"mj_per_call": 20.3, "within_parts": {"count": 0.01, "drift": 0.02}}):
+        row = made_result("3", "persistent", "cute", 35.0, energy=broken).to_dict()
+        with pytest.raises(jsonschema.ValidationError):
+            validate(resultmod.document("results", env=env, results=[row], geomean_us={}))
 
 
 @pytest.mark.parametrize("argv, kind", [

@@ -28,11 +28,17 @@ def test_stopping_rule_min_reps_precision_and_cap():
 
 
 def test_cpu_timer_counts_calls_and_labels_the_clock():
+    import time
     calls = []
     t = timing.CpuTimer(min_reps=3, max_reps=5, budget_s=1.0)
     s = t.batch([lambda: calls.append(1)] * 4)
     assert s.clock == "host clock (CPU run)" and s.method == "cpu" and s.batch == 4
     assert 3 <= s.runs <= 5 and len(calls) == 4 * s.runs
+    # each repetition's end, in order: what an energy meter's window counts its calls from
+    ends = t.ends
+    assert len(ends) == s.runs and ends == sorted(ends) and ends[-1] <= time.perf_counter()
+    ends.clear()
+    assert len(t.ends) == s.runs  # a copy: the timer's own list stays whole
 
 
 def test_repetitions_in_blocks_of_a_tenth_of_a_second():
