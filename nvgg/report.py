@@ -511,7 +511,8 @@ def tune_table(done, space: dict, floor: float, env: dict) -> str:
     winner, the points not told apart from it, where the default stands and the gain over it."""
     from .env import card
     knobs = list(space)
-    lines = [f"card: {card(env)}   floor ±{floor:.1%}   finalists measured again in interleaved rounds (95% intervals)"]
+    lines = [f"card: {card(env)}   floor ±{floor:.1%}: same inside it, faster or slower wholly beyond it; finalists "
+             "measured again in interleaved rounds, their intervals holding 95% wherever the rounds stopped"]
     for ct in done:
         good = ct.good()
         order = good + [p for p in ct.points if p in ct.first and p not in good]
