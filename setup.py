@@ -1,4 +1,4 @@
-"""The wheel carries the repository's data folders, cases/ and profiles/, inside the package as
+"""The wheel carries the repository's data folders, cases/, profiles/ and protocols/, inside the package as
 nvgg/_data/ (read by nvgg/data.py); everything else is in pyproject.toml."""
 
 import shutil
@@ -7,7 +7,7 @@ from pathlib import Path
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
-DATA = ("cases", "profiles")
+DATA = ("cases", "profiles", "protocols")
 
 
 class BuildWithData(build_py):

@@ -14,8 +14,8 @@ competition_reference.py) whose ref_kernel (fp4 torch._scaled_mm: B200 only) is 
 decode, float64 rounded once to fp16. The submission's own folder is on its path (sibling imports).
 
     python benchmarks/leaderboard_check.py --competition .device/competition --submission F [--submission F2 ...]
-        [--cases 1,2,3,4] [--modes benchmark,leaderboard] [--runs 2] [--out OUT] [--timeout 600]
-        [--protocol-name evaluator-2026-01-29] [--nvgg-command compare|run]
+        [--cases 1,2,3,4] [--modes benchmark,leaderboard] [--runs 2[,1]] [--out OUT] [--timeout 600]
+        [--protocol-name evaluator-2026-01-29] [--nvgg-command compare|run] [--ours]
     python benchmarks/leaderboard_check.py --competition DIR --self-test     # on a CPU
 
 Writes OUT/table.md, OUT/summary.json and every run's raw output; exit 0 whether or not the
@@ -158,11 +158,14 @@ def run_evaluator(folder: Path, mode: str, log: Path, timeout: float, pythonpath
     return parsed, ""
 
 
-def run_nvgg(command: str, submission: Path, case_ids: str, protocol: str, log: Path,
-             timeout: float) -> tuple[dict | None, str]:
-    """nvgg's prediction of one mode; (its JSON document, "") or (None, why not)."""
+def run_nvgg(command: str, submissions: list[Path], case_ids: str, protocol: str, log: Path,
+             timeout: float, ours: bool = False) -> tuple[dict | None, str]:
+    """nvgg's prediction of one mode for every submission at once (`ours`: beside our persistent
+    kernel's); (its JSON document, "") or (None, why not)."""
     env = {**os.environ, "PYTHONPATH": _path(str(ROOT))}
-    cmd = [sys.executable, "-m", "nvgg", command, "--submission", str(submission), "--case", case_ids,
+    strategy = ["--strategy", "persistent" if ours else "none"] if command == "compare" else []
+    cmd = [sys.executable, "-m", "nvgg", command, *strategy,
+           *[a for sub in submissions for a in ("--submission", str(sub))], "--case", case_ids,
            "--protocol", protocol, "--json", f"{log}.json"]
     rc = _call(cmd, log, timeout, cwd=ROOT, env=env)
     if rc is None:
@@ -189,10 +192,12 @@ def _row(name: str, runs: list, predicted, steady) -> dict:
             "inside": None if diff is None else abs(diff) <= allowed}
 
 
-def compose(case_ids: list[str], evals: list[dict | None], doc: dict | None) -> dict:
-    """One submission and mode: a row a case, the geometric mean's row, and nvgg's causes."""
+def compose(case_ids: list[str], evals: list[dict | None], doc: dict | None, name: str | None = None) -> dict:
+    """One submission (named `name` in nvgg's rows; None: the only one) and mode: a row a case,
+    the geometric mean's row, and nvgg's causes."""
     doc = doc or {}
-    results = {r["case"]: r for r in doc.get("results", []) if r.get("strategy") == "submission"}
+    results = {r["case"]: r for r in doc.get("results", [])
+               if r.get("strategy") == "submission" and name in (None, r.get("source"))}
     rows, causes = [], []
     for i, cid in enumerate(case_ids):
         got = [(ev or {}).get("cases", {}).get(i, {}) for ev in evals]
@@ -202,6 +207,12 @@ def compose(case_ids: list[str], evals: list[dict | None], doc: dict | None) -> 
         predicted = float(p["mean_us"]) if p.get("status") == "ok" else p.get("status", "not-run")
         steady = (r.get("stats") or {}).get("mean_us")
         rows.append(_row(cid, runs, predicted, float(steady) if isinstance(steady, (int, float)) else None))
+        # the slowest repetition of each evaluator run (its first, where the first pays) and its count,
+        # beside nvgg's first repetition and count: where a difference comes from
+        rows[-1]["evaluator_worst_us"] = [x["worst"] / 1e3 if "worst" in x else None for x in got]
+        rows[-1]["evaluator_runs"] = [int(x["runs"]) if "runs" in x else None for x in got]
+        rows[-1]["predicted_first_us"] = p.get("first_us")
+        rows[-1]["predicted_runs"] = p.get("runs")
         if p.get("cause") or p.get("status") not in (None, "ok"):
             causes.append(f"case {cid}: {p.get('cause') or p.get('status') + ': ' + p.get('message', '')}")
     runs = [_geomean([row["evaluator_us"][j] for row in rows]) or "missing" for j in range(len(evals))]
@@ -219,16 +230,39 @@ def _fmt(x, spec=".2f", unit="") -> str:
 def render(title: str, part: dict) -> str:
     n = len(part["geomean"]["evaluator_us"])
     headers = ["case"] + [f"evaluator run {j + 1} µs" for j in range(n)] + [
-        "spread", "nvgg predicted µs", "nvgg steady µs", "difference", "allowed", "inside"]
+        "spread", "nvgg predicted µs", "nvgg steady µs", "difference", "allowed", "inside",
+        "worst µs: evaluator / nvgg", "runs: evaluator / nvgg"]
+
+    def both(row, theirs, ours_, spec):
+        return " / ".join(_fmt(x, spec) for x in (row.get(theirs) or []) + [row.get(ours_)]) if theirs in row else ""
     body = [[row["case"]] + [_fmt(x) for x in row["evaluator_us"]] + [
         _fmt(row["spread_pct"], ".1f", "%"), _fmt(row["predicted_us"]), _fmt(row["steady_us"]),
         _fmt(row["difference_pct"], "+.1f", "%"), _fmt(row["allowed_pct"], ".1f", "%"),
-        {True: "yes", False: "NO", None: "—"}[row["inside"]]] for row in part["rows"] + [part["geomean"]]]
+        {True: "yes", False: "NO", None: "—"}[row["inside"]],
+        both(row, "evaluator_worst_us", "predicted_first_us", ".0f"),
+        both(row, "evaluator_runs", "predicted_runs", "d")] for row in part["rows"] + [part["geomean"]]]
     proto = part.get("protocol") or {}
     note = f"nvgg protocol {proto.get('name')} ({proto.get('mode')}, order {proto.get('order')})" if proto \
         else "no nvgg prediction"
     table = tabulate(body, headers=headers, tablefmt="github", disable_numparse=True)
     return f"### {title}\n\n{note}\n\n{table}\n" + "".join(f"\n- {c}" for c in part["causes"]) + "\n"
+
+
+def ours(doc: dict | None) -> str:
+    """Our persistent kernel's rows in nvgg's document: its predicted mean against its steady state."""
+    body = []
+    for r in (doc or {}).get("results", []):
+        if r.get("strategy") == "persistent":
+            p = r.get("protocol") or {}
+            steady = (r.get("stats") or {}).get("mean_us")
+            pred = p.get("mean_us") if p.get("status") == "ok" else None
+            body.append([r["case"], f"persistent[{r.get('tensormaps')}]/{r.get('backend')}", _fmt(pred), _fmt(steady),
+                         _fmt(100 * (pred - steady) / steady if pred and steady else None, "+.1f", "%"),
+                         p.get("cause") or p.get("message") or ""])
+    if not body:
+        return ""
+    return "\n" + tabulate(body, headers=["case", "our kernel", "nvgg predicted µs", "nvgg steady µs", "difference",
+                                          "cause"], tablefmt="github", disable_numparse=True) + "\n"
 
 
 def card() -> str:
@@ -262,31 +296,38 @@ def check(args) -> int:
               f"that mean; allowed: max({FLOOR_PCT:.0f}%, spread); geomean: over the cases, run by run")
     tables, problems, text = [], [], [f"# leaderboard check\n\n{head}\n\n{legend}\n"]
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # a timeout's TERM: the tables done so far stay
+    runs = [int(x) for x in str(args.runs).split(",")]  # a submission's runs a mode (the last count for the rest)
     try:
-        for sub, name in zip(subs, names([str(s) for s in subs])):
-            logs = out / name.replace("/", "_")
-            logs.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory(prefix="nvgg-evaluator-") as tmp:
-                build(Path(args.competition).resolve(), sub, cases, Path(tmp))
-                for mode in modes:
-                    evals = []
-                    for j in range(args.runs):
+        for mode in modes:
+            out.mkdir(parents=True, exist_ok=True)
+            doc, why = run_nvgg(args.nvgg_command, subs, args.cases, f"{args.protocol_name}:{mode}",
+                                out / f"nvgg-{mode}", args.nvgg_timeout, args.ours)
+            problems += [why] if why else []
+            for i, (sub, name) in enumerate(zip(subs, names([str(s) for s in subs]))):
+                logs = out / name.replace("/", "_")
+                logs.mkdir(parents=True, exist_ok=True)
+                evals = []
+                with tempfile.TemporaryDirectory(prefix="nvgg-evaluator-") as tmp:
+                    build(Path(args.competition).resolve(), sub, cases, Path(tmp))
+                    for j in range(runs[min(i, len(runs) - 1)]):
                         got, why = run_evaluator(Path(tmp), mode, logs / f"{mode}-run{j + 1}", args.timeout,
                                                  [tmp, str(sub.parent), str(ROOT)])
                         evals.append(got)
                         problems += [why] if why else [f"{name} {mode} run {j + 1}: {x}"
                                                        for x in _failures(got, ids)][:1]
-                    doc, why = run_nvgg(args.nvgg_command, sub, args.cases, f"{args.protocol_name}:{mode}",
-                                        logs / f"nvgg-{mode}", args.nvgg_timeout)
-                    part = compose(ids, evals, doc)
-                    bad = [r["case"] for r in part["rows"] if not isinstance(r["predicted_us"], float)]
-                    problems += [why] if why else [f"{name} {mode}: nvgg predicted no mean for case {b}" for b in bad][:1]
-                    tables.append({"submission": str(sub), "name": name, "mode": mode, **part})
-                    text.append(render(f"{name}, {mode}", part))
-                    print(text[-1], flush=True)
-                    (out / "table.md").write_text("\n".join(text))
-                    (out / "summary.json").write_text(json.dumps({"head": head, "cases": ids, "tables": tables,
-                                                                  "problems": problems}, indent=1))
+                part = compose(ids, evals, doc, name)
+                bad = [r["case"] for r in part["rows"] if not isinstance(r["predicted_us"], float)]
+                problems += [f"{name} {mode}: nvgg predicted no mean for case {b}" for b in bad][:1]
+                tables.append({"submission": str(sub), "name": name, "mode": mode, **part})
+                text.append(render(f"{name}, {mode}", part))
+                print(text[-1], flush=True)
+                (out / "table.md").write_text("\n".join(text))
+                (out / "summary.json").write_text(json.dumps({"head": head, "cases": ids, "tables": tables,
+                                                              "problems": problems}, indent=1))
+            if args.ours:
+                text.append(f"### nvgg's own persistent kernel, {mode}\n" + ours(doc))
+                print(text[-1], flush=True)
+                (out / "table.md").write_text("\n".join(text))
     except KeyboardInterrupt:
         problems.append(f"stopped after {len(tables)} of {len(subs) * len(modes)} tables")
     print(f"written: {out}: table.md, summary.json and every run's raw output", file=sys.stderr)
@@ -384,9 +425,11 @@ def main() -> int:
     parser.add_argument("--submission", action="append", default=[], help="a submission.py (repeat for several)")
     parser.add_argument("--cases", default="1,2,3,4", help="nvgg case ids, in the evaluator's order")
     parser.add_argument("--modes", default="benchmark,leaderboard")
-    parser.add_argument("--runs", type=int, default=2, help="evaluator runs a mode")
+    parser.add_argument("--runs", default="2", help="evaluator runs a mode, for each submission in order (2,1: two for the first, one for the rest)")
     parser.add_argument("--out", help="folder for tables and raw outputs (default leaderboard-check-DATE)")
     parser.add_argument("--timeout", type=float, default=600.0, help="seconds an evaluator run may take")
+    parser.add_argument("--ours", action="store_true", help="also predict nvgg's own persistent kernel (its steady "
+                        "state against its prediction: no evaluator run of it)")
     parser.add_argument("--nvgg-timeout", type=float, default=600.0, help="seconds nvgg's prediction may take")
     parser.add_argument("--protocol-name", default="evaluator-2026-01-29", help="the protocol nvgg predicts with")
     parser.add_argument("--nvgg-command", choices=("compare", "run"), default="compare",
@@ -396,8 +439,8 @@ def main() -> int:
     if args.self_test:
         self_test(Path(args.competition).resolve())
         return 0
-    if not args.submission or args.runs < 1:
-        parser.error("give --submission FILE at least once, and --runs 1 or more")
+    if not args.submission or not all(x.strip().isdigit() and int(x) >= 1 for x in str(args.runs).split(",")):
+        parser.error("give --submission FILE at least once, and --runs 1 or more (a comma list: a count a submission)")
     try:
         return check(args)
     except NvggError as exc:

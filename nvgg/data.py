@@ -1,6 +1,7 @@
-"""Where nvgg reads its data folders, `cases/` and `profiles/`: the copy a wheel ships inside the
-package (`nvgg/_data/`, made by setup.py's build step), else the repository's top level (a
-checkout, an editable install). Both are plain folders on disk, read through importlib.resources."""
+"""Where nvgg reads its data folders, `cases/`, `profiles/` and `protocols/`: the copy a wheel
+ships inside the package (`nvgg/_data/`, made by setup.py's build step), else the repository's top
+level (a checkout, an editable install). Both are plain folders on disk, read through
+importlib.resources."""
 
 from __future__ import annotations
 
@@ -9,11 +10,11 @@ from pathlib import Path
 
 from .errors import NvggError
 
-NAMES = ("cases", "profiles")
+NAMES = ("cases", "profiles", "protocols")
 
 
 def folder(name: str) -> Path:
-    """The folder `name` (cases or profiles) as this install has it."""
+    """The folder `name` (one of NAMES) as this install has it."""
     packaged = Path(str(files("nvgg") / "_data" / name))
     if packaged.is_dir():
         return packaged

@@ -11,6 +11,13 @@ from .result import Flag, Result
 # left on a side stream: 68 µs (18% of the batch, case 3) and 1510 µs (case 1). H100/H200, 2026-11-26.
 ESCAPE_FLOOR_US = 30.0
 ESCAPE_SHARE = 0.10
+# a submission's first call on new tensors "costs far more than the rest" where it takes
+# FIRST_RATIO times a call on tensors it has seen and FIRST_FLOOR_US more: the evaluator's first
+# timed repetition runs on tensors its check never saw (it checked clones) and charges that cost to
+# a mean of at most FIRST_RUNS repetitions
+FIRST_RATIO = 2.0
+FIRST_FLOOR_US = 20.0
+FIRST_RUNS = 100
 
 
 def flags_of(result: Result) -> list[Flag]:
@@ -31,4 +38,21 @@ def flags_of(result: Result) -> list[Flag]:
     throttled = (result.clocks or {}).get("throttled")
     if throttled:
         out.append(Flag("throttled", throttled))
+    first = first_call_flag(result.first_sight)
+    if first is not None:
+        out.append(first)
     return out
+
+
+def first_call_flag(sight: dict) -> Flag | None:
+    """The leaderboard will charge a first call on new tensors (datapath.check's `first_sight`):
+    where it costs far more than a call on tensors seen before, what it adds to the evaluator's
+    mean (the extra cost of each of a repetition's calls, spread over FIRST_RUNS repetitions at
+    most: more where the evaluator stops sooner)."""
+    first, seen = (sight or {}).get("first_us"), (sight or {}).get("seen_us")
+    if first is None or seen is None or first < FIRST_RATIO * seen or first - seen < FIRST_FLOOR_US:
+        return None
+    extra = first - seen
+    return Flag("first-call", f"a first call on new tensors took {first:.0f} µs against {seen:.0f} µs on tensors seen "
+                              f"before: the leaderboard times its first repetition on tensors its check never saw "
+                              f"and adds at least {extra / FIRST_RUNS:.1f} µs to its mean (the evaluator's protocol predicts it)")

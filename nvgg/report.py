@@ -181,6 +181,45 @@ def geomean_table(results, benchmark_ids: set[str]) -> str:
                     tablefmt="github")
 
 
+def protocol_text(results, described: dict, means: dict[str, float]) -> str:
+    """--protocol: what the leaderboard will say, beside the steady state: per row the protocol's
+    statistics (µs a call), the steady state and their ratio; the geometric mean of the predicted
+    means; then, for each row whose mean departs from its steady state beyond noise, the cause
+    nvgg measured, and each failure's message."""
+    head = (f"leaderboard prediction: protocol {described['name']} ({described['about']}; {described['source']}), "
+            f"{described['mode']} mode, cases {','.join(described['order'])} in that order in one worker per row")
+    rows, notes = [], []
+    for r in results:
+        p = r.protocol or {}
+        if not p:
+            continue
+        if p.get("status") != "ok":
+            rows.append([r.case, label(r), p.get("status", "?").upper()] + ["-"] * 7)
+            notes.append(f"{r.case} {label(r)}: {p.get('message', '')}")
+            continue
+        steady = p.get("steady_us")
+        rows.append([r.case, label(r), str(p["runs"]), fmt_us(p["mean_us"]), fmt_us(p["std_us"]), fmt_us(p["err_us"]),
+                     fmt_us(p["best_us"]), fmt_us(p["worst_us"]), fmt_us(steady),
+                     f"{p['mean_us'] / steady:.2f}x" if steady else "-"])
+        if p.get("departs"):
+            notes.append(f"{r.case} {label(r)}: mean {p['mean_us']:.1f} µs against {steady:.1f} steady "
+                         f"({p['difference_us']:+.1f}, noise ±{p['noise_us']:.1f}): {p['cause']}")
+        if p.get("caveat"):
+            notes.append(f"{r.case} {label(r)}: {p['caveat']}")
+    if not rows:
+        return ""
+    lines = [head, tabulate(rows, headers=["case", "row", "runs", "mean µs", "std", "err", "best", "worst",
+                                           "steady µs", "mean/steady"], tablefmt="github")]
+    for name, g in sorted(means.items(), key=lambda kv: kv[1]):
+        steady = [r.time_us for r in results if label(r) == name and r.time_us]
+        from .protocol import geomean
+        sg = geomean(steady) if len(steady) == len(described["order"]) else None
+        lines.append(f"geomean of the means (the ranking) {name}: {g:.1f} µs predicted"
+                     + (f", {sg:.1f} µs steady state" if sg else ""))
+    lines += notes
+    return "\n".join(lines)
+
+
 def sol_rows(case: Case, device_sol: Sol | None, b200_sol: Sol) -> list:
     rows = []
     for s in ([device_sol] if device_sol else []) + [b200_sol]:

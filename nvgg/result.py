@@ -36,7 +36,7 @@ STATUSES = ("ok", "wrong", "error", "unsupported")
 
 # a flag's kind -> what it means for the run: suspect (the time is not the work's: the command
 # fails) or caution (the time is the work's, under conditions the next run may not share)
-FLAG_KINDS = {"below-sol": "suspect", "escaped": "suspect", "throttled": "caution"}
+FLAG_KINDS = {"below-sol": "suspect", "escaped": "suspect", "throttled": "caution", "first-call": "caution"}
 
 
 @dataclass(frozen=True)
@@ -118,6 +118,10 @@ class Result:
     energy: dict = field(default_factory=dict)  # clocks.energy_a_call: mJ a call, or why none ({} without NVML)
     gate: Compared | None = None   # against the baseline's row, where a baseline was given
     wall_s: float = 0.0            # the row's wall time, setup to result
+    # --protocol: the case as the evaluator's protocol times it, beside this steady state (leaderboard.py)
+    protocol: dict = field(default_factory=dict)
+    # a submission's first calls on new tensors against calls on tensors it has seen (datapath.check)
+    first_sight: dict = field(default_factory=dict)
 
     @property
     def correct(self) -> bool | None:

@@ -166,6 +166,7 @@ class LiveFiles:
         self.json_out, self.markdown, self.device, self.bench = json_out, markdown, device, benchmark_ids
         self.results: list[Result] = []
         self._env: dict | None = None
+        self.more: dict = {}  # the document's keys beside the rows (--protocol: what ran, its geometric means)
 
     @property
     def env(self) -> dict:
@@ -190,7 +191,7 @@ class LiveFiles:
 
     def document(self) -> dict:
         from .report import results_document
-        return results_document(self.results, self.env, self.bench)
+        return results_document(self.results, self.env, self.bench, **self.more)
 
     def markdown_text(self) -> str:
         from .report import markdown_report

@@ -11,9 +11,9 @@ import typer
 from .. import ab as abmod, rows, selection
 from ..errors import NvggError
 from ..report import ab_document, ab_table, check_text
-from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, L2, L2Opt, Profile, Progress, RowTimeout, Shape, check_l2,
-                     check_outputs, check_points_taken, check_profile, command, config_points, emit_json, pick_cases,
-                     read_files, submissions, warn_if_slow_on_cpu, within)
+from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, L2, L2Opt, Profile, Progress, ProtocolOpt, RowTimeout, Shape,
+                     check_l2, check_outputs, check_points_taken, check_profile, check_protocol, command, config_points,
+                     emit_json, pick_cases, read_files, submissions, warn_if_slow_on_cpu, within)
 
 
 def register(app: typer.Typer) -> None:
@@ -25,11 +25,13 @@ def register(app: typer.Typer) -> None:
                rounds: Annotated[int, typer.Option("--rounds", metavar="N", callback=within(abmod.MIN_ROUNDS, 1000), help=f"The most rounds a case, its last look ({abmod.MIN_ROUNDS} to 1000; each round the versions' timed windows taking turns for 0.25-2 s, every version's calls then checked); a host-bound case looks up to 3 times as many.")] = 30,
                budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", callback=within(1.0), help=f"Time for all cases together (1 or more), their first runs included; each case still gets {abmod.MIN_ROUNDS} rounds.")] = 120.0,
                shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, timeout: RowTimeout = None,
-               l2: L2Opt = L2.nvgg, config: ConfigMap = None, json_out: JsonOut = None) -> None:
+               l2: L2Opt = L2.nvgg, config: ConfigMap = None, protocol: ProtocolOpt = None,
+               json_out: JsonOut = None) -> None:
         """A fair A/B of versions of a submission: alternating rounds, looked at on a schedule, until each ratio's interval is decided."""
         picked = pick_cases(case, shape, cases_file, default="benchmarks")
         if len(submission or []) < 2:
             raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
+        predicting = check_protocol(protocol, selection.default_device(), config=config, cases=picked)
         check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
         check_profile(profile)
         device = selection.default_device()
@@ -54,10 +56,17 @@ def register(app: typer.Typer) -> None:
                         progress.start(f"case {ab.case}")
                 done = abmod.run(todo, floor=floor / 100, max_rounds=rounds, budget_s=budget, timeout_s=timeout,
                                  on_case=on_case)
+            predicted = _predict(todo, done, protocol) if predicting else None
         env = next((r.env for ab in done for r in ab.every() if r.env), {})
         means = abmod.geomeans(done)
-        if not emit_json(json_out, ab_document(done, means, floor / 100, env)):
+        doc = ab_document(done, means, floor / 100, env)
+        if predicted:
+            doc.update(predicted.more, protocol_rows=[dict(r.protocol, case=r.case, version=r.source)
+                                                      for r in predicted.results])
+        if not emit_json(json_out, doc):
             typer.echo(ab_table(done, means, floor / 100, env))
+            if predicted:
+                typer.echo("\n" + predicted.text())
         failed = [ab for ab in done if ab.failed() is not None]
         for ab in failed:
             bad = ab.failed()
@@ -65,3 +74,41 @@ def register(app: typer.Typer) -> None:
                         fg=typer.colors.RED)
         if failed:
             raise typer.Exit(1)
+
+
+class _Predicted:
+    """--protocol after an A/B: each version's prediction (one run of the protocol each, its first
+    run on the case the steady state it is set beside)."""
+
+    def __init__(self, results, more):
+        self.results, self.more = results, more
+
+    def text(self) -> str:
+        from ..report import label, protocol_text
+        lines = [protocol_text(self.results, self.more["protocol"], self.more["protocol_geomean_us"])]
+        means = self.more["protocol_geomean_us"]
+        names = list(dict.fromkeys(label(r) for r in self.results))
+        if names and names[0] in means:
+            for name in names[1:]:
+                if name in means:
+                    lines.append(f"predicted geomean {name} / {names[0]}: {means[name] / means[names[0]]:.3f} (one "
+                                 "run of the protocol each, no interval: the rounds above are the steady state's)")
+        return "\n".join(lines)
+
+
+def _predict(todo, done, spec: str) -> _Predicted:
+    """Each version's rows over the cases under the protocol (leaderboard.predict_all), its first
+    run on each case as the steady state."""
+    import copy
+    from .. import leaderboard
+    pred_rows, pred_results = [], []
+    for v in range(len(todo[0])):
+        for case_rows, ab in zip(todo, done):
+            row, first = case_rows[v], (ab.first[v] if v < len(ab.first) else None)
+            pred_rows.append(row)
+            pred_results.append(copy.copy(first) if first is not None else row.failed("error", "no first run"))
+    with Progress(len(todo[0]), "predicting the leaderboard") as progress:
+        more = leaderboard.predict_all(pred_rows, pred_results, spec,
+                                       on_start=lambda name: progress.start(f"{name} under {spec}"),
+                                       on_result=lambda name, g: progress.finish(name, "ok" if g is not None else "FAILED"))
+    return _Predicted(pred_results, more)

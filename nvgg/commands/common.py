@@ -509,6 +509,52 @@ L2Opt = Annotated[L2, typer.Option("--l2", metavar="MODE", case_sensitive=False,
                                         "repetition; needs that much free GPU memory).")]
 
 
+ProtocolOpt = Annotated[Optional[str], typer.Option(
+    "--protocol", metavar="NAME[:MODE]",
+    help="Also predict what the leaderboard will say: run the competition's evaluator's protocol (a file in "
+         "protocols/: evaluator, the newest script, or evaluator-pr501, a proposal) in its benchmark (default) or "
+         "leaderboard mode, the cases in one worker per row, and set its mean, spread and the cause of any "
+         "departure beside the steady state.")]
+
+
+def check_protocol(spec: str | None, device, *, quick: bool = False, timer=None, config=None, gpus=None, cases=()):
+    """--protocol's name and mode, and the options that contradict it, refused before any work
+    (exit 2); then a GPU (exit 3) with room for its L2 clear. None without --protocol."""
+    if spec is None:
+        return None
+    from .. import leaderboard, protocol
+    proto, mode = protocol.parse(spec)
+    given = f"--protocol {proto.name}:{mode.name}"
+    if quick:
+        raise NvggError(f"{given} times each case until the evaluator's stop rule after the steady state; --quick "
+                        "times one window: drop one of them")
+    if timer is not None and timer.value != "leaderboard":
+        raise NvggError(f"{given} times with the evaluator's own event pair around {proto.inputs} calls; --timer "
+                        f"{timer.value} contradicts it: drop --timer (the steady state uses the leaderboard's timer)")
+    if config:
+        raise NvggError(f"{given} runs one file for every case, as the evaluator does; --config sets a point a case: "
+                        "drop --config (or let the file choose by shape)")
+    if gpus:
+        raise NvggError(f"{given} runs every case in one worker on one GPU, as the evaluator does: drop --gpus")
+    if device.type != "cuda":
+        raise no_gpu(f"{given} times CUDA events on a GPU and no GPU is visible: run it on a machine with a GPU")
+    leaderboard.check_memory(proto, list(cases), device)
+    return proto, mode
+
+
+def predict_leaderboard(todo, results, spec: str, files) -> None:
+    """--protocol after the steady-state rows: each row's prediction (leaderboard.predict_all) set
+    on its Result, what ran and the geometric means on the files, progress on stderr."""
+    from .. import leaderboard
+    from ..report import label
+    names = list(dict.fromkeys(label(r) for r in results))
+    with Progress(len(names), "predicting the leaderboard") as progress:
+        files.more = leaderboard.predict_all(
+            todo, results, spec, on_start=lambda name: progress.start(f"{name} under {spec}"),
+            on_result=lambda name, g: progress.finish(name, "ok" if g is not None else "FAILED"))
+    files.write()
+
+
 def warn_if_slow_on_cpu(case, device) -> None:
     """A case of over a GFLOP a call run on a CPU: say on stderr that it takes a while."""
     if case.flops > 1e9 and device.type != "cuda":

@@ -12,11 +12,11 @@ from .. import backends, cases as casesmod, rows, selection, strategies
 from ..env import card
 from ..errors import NO_GPU, NvggError
 from ..report import (check_text, compare_outcome, gate, geomean_table, in_baseline, label, load_baseline,
-                      results_table)
-from .common import (CaseIds, CasesFile, Command, ConfigMap, GpusOpt, JsonOut, L2, L2Opt, Profile, Progress, RowTimeout,
-                     Shape, Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile, check_timer,
-                     command, config_points, finish_files, names, pick_cases, pick_gpus, read_files, submissions,
-                     tensormaps_option, within)
+                      protocol_text, results_table)
+from .common import (CaseIds, CasesFile, Command, ConfigMap, GpusOpt, JsonOut, L2, L2Opt, Profile, Progress, ProtocolOpt,
+                     RowTimeout, Shape, Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile,
+                     check_protocol, check_timer, command, config_points, finish_files, names, pick_cases, pick_gpus,
+                     predict_leaderboard, read_files, submissions, tensormaps_option, within)
 
 
 class What(str, Enum):
@@ -29,13 +29,14 @@ def register(app: typer.Typer) -> None:
     @command
     def compare_cmd(what: Annotated[What, typer.Argument(metavar="WHAT", case_sensitive=False, help="strategies (default) or backends.")] = What.strategies,
                     case: CaseIds = None,
-                    strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAMES", help="all or names, comma-separated.")] = None,
+                    strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAMES", help="all or names, comma-separated; none: the submissions alone.")] = None,
                     backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAMES", help="all or names, comma-separated.")] = None,
                     submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Add a competition-format submission.py, or PATH@REV for the file at a git revision (repeat for several).")] = None,
                     tensormaps: Annotated[Optional[str], typer.Option("--tensormaps", metavar="MODES", help="The persistent cute kernel's tensor maps: device, host, or both (device,host or all), a row each.")] = None,
                     shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
                     timer: TimerOpt = Timer.leaderboard, l2: L2Opt = L2.nvgg, json_out: JsonOut = None,
                     timeout: RowTimeout = None, config: ConfigMap = None, gpus: GpusOpt = None,
+                    protocol: ProtocolOpt = None,
                     markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
                     baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="An earlier --json file to gate against.")] = None,
                     max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", callback=within(0.0), help="Allowed slowdown in percent with --baseline (0 or more; default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
@@ -45,6 +46,7 @@ def register(app: typer.Typer) -> None:
             raise NvggError("--max-regression is the slowdown --baseline allows: add --baseline FILE (an earlier --json)")
         device = selection.default_device()
         picked = pick_cases(case, shape, cases_file, default="benchmarks")
+        predicting = check_protocol(protocol, device, timer=timer, config=config, gpus=gpus, cases=picked)
         st_names, be_names = _strategies_and_backends(what, strategy, backend, device)
         modes = tensormaps_option(tensormaps)
         selection.check_modes_apply(modes, st_names)
@@ -56,14 +58,17 @@ def register(app: typer.Typer) -> None:
         points = config_points(config, picked, submission, device, tensormaps)
         spread = pick_gpus(gpus)
         with submissions(submission) as versions:
+            if not st_names and not versions.items:
+                raise NvggError("--strategy none leaves nothing to compare: add --submission FILE")
             todo = rows.rows_of(picked, st_names, be_names, submissions=versions.items, tensormaps=modes, points=points,
                                 device=str(device), profile=profile, timer=timer.value, l2=l2.value)
             check_points_taken(config, points, todo, versions.items)
             _refuse_without_gpu(todo, device)
-            _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread)
+            _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread,
+                 protocol if predicting else None)
 
 
-def _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread=None) -> None:
+def _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread=None, protocol=None) -> None:
     """The rows of `compare` run (a submission's revisions checked out meanwhile), their files,
     table and exit code."""
     base = _baseline(baseline, todo)
@@ -79,14 +84,20 @@ def _run(todo, json_out, markdown, baseline, max_regression, timeout, device, sp
         results = rows.run_many(todo, timeout_s=timeout, on_result=advance, on_start=lambda row: progress.start(row.name),
                                 gpus=spread)
     files.reorder(results)  # rows spread over GPUs finish out of order: the files list them as asked
+    if protocol:
+        predict_leaderboard(todo, results, protocol, files)
     if not finish_files(files):
         typer.echo(f"card: {card(files.env)}\n{results_table(results)}")
         means = geomean_table(results, bench_ids)
         if means:
             typer.echo("\n" + means)
-    failed = [r for r in results if r.status in ("wrong", "error") or r.suspect]
+        if protocol:
+            typer.echo("\n" + protocol_text(results, files.more["protocol"], files.more["protocol_geomean_us"]))
+    failed = [r for r in results if r.status in ("wrong", "error") or r.suspect
+              or (protocol and r.status == "ok" and r.protocol.get("status") != "ok")]
     for r in failed:
-        typer.secho(f"failed: {r.case} {label(r)}: {check_text(r)}", err=True, fg=typer.colors.RED)
+        why = check_text(r) if r.status != "ok" or r.suspect else f"under --protocol {protocol}: {r.protocol.get('message')}"
+        typer.secho(f"failed: {r.case} {label(r)}: {why}", err=True, fg=typer.colors.RED)
     for line in regressed:
         typer.secho(f"regression: {line}", err=True, fg=typer.colors.RED)
     if not any(r.status == "ok" and r.stats is not None for r in results):
@@ -131,6 +142,10 @@ def _baseline(path: str | None, todo) -> dict | None:
 
 
 def _strategies_and_backends(what: What, strategy: str | None, backend: str | None, device) -> tuple[list[str], list[str]]:
+    if strategy is not None and strategy.strip().lower() == "none":  # the submissions alone
+        if backend:
+            raise NvggError("--strategy none runs the submissions alone: drop --backend")
+        return [], []
     if what is What.strategies:
         return (names(strategy or "all", strategies.NAMES, "strategy"),
                 names(backend, backends.NAMES, "backend") if backend else [selection.default_backend(device)])

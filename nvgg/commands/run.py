@@ -9,12 +9,12 @@ import typer
 
 from .. import cases as casesmod, rows, selection
 from ..errors import NvggError
-from ..report import compare_outcome, label, run_text
+from ..report import compare_outcome, label, protocol_text, run_text
 from ..result import Row
-from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, RowTimeout, Shape, TensorMaps,
-                     Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile, check_timer, command,
-                     config_points, finish_files, mode_value, pick_cases, pick_gpus, read_files, submissions,
-                     warn_if_slow_on_cpu)
+from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, ProtocolOpt, RowTimeout, Shape,
+                     TensorMaps, Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile,
+                     check_protocol, check_timer, command, config_points, finish_files, mode_value, pick_cases,
+                     pick_gpus, predict_leaderboard, read_files, submissions, warn_if_slow_on_cpu)
 
 
 def register(app: typer.Typer) -> None:
@@ -29,16 +29,17 @@ def register(app: typer.Typer) -> None:
                 profile: Profile = None, timer: TimerOpt = Timer.leaderboard, l2: L2Opt = L2.nvgg,
                 config: ConfigMap = None, gpus: GpusOpt = None,
                 quick: Annotated[bool, typer.Option("--quick", help="Time one window only, as a sweep's first pass: about a second sooner, without the interval a rerun falls in (±) or the energy a call.")] = False,
-                json_out: JsonOut = None) -> None:
+                protocol: ProtocolOpt = None, json_out: JsonOut = None) -> None:
         """Check and time one strategy on one case (default: the best strategy and backend here)."""
         picked = pick_cases(case, shape, cases_file)
         if len(picked) != 1:
             raise NvggError("nvgg run takes one case: use `nvgg compare` for several")
         if submission and (strategy or backend or tensormaps):
             raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
+        device = selection.default_device()
+        predicting = check_protocol(protocol, device, quick=quick, timer=timer, config=config, gpus=gpus, cases=picked)
         check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
         check_profile(profile)
-        device = selection.default_device()
         points = config_points(config, picked, submission, device, tensormaps)
         check_timer(timer, device)
         check_l2(l2, device)
@@ -58,9 +59,13 @@ def register(app: typer.Typer) -> None:
             if result.status == "unsupported":  # found out in the worker (a shape no kernel takes, a cache it cannot write)
                 raise NvggError(result.message)
             files.add(result)
+        if predicting:
+            predict_leaderboard(todo, results, protocol, files)
         if not finish_files(files):
             typer.echo(run_text(results, results[0].env or files.env, rerun=not quick))
-        if any(r.status != "ok" or r.suspect for r in results):
+            if predicting:
+                typer.echo(protocol_text(results, files.more["protocol"], files.more["protocol_geomean_us"]))
+        if any(r.status != "ok" or r.suspect or (predicting and r.protocol.get("status") != "ok") for r in results):
             raise typer.Exit(1)
 
 
