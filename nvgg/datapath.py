@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -169,7 +170,6 @@ def first_sight(session: Session, calls_us: list[float]) -> dict:
     input's call may compile) against calls on tensors it has seen (SEEN_CALLS inputs called
     again), each a synchronised call's host time; medians. The leaderboard's first timed
     repetition is made of first calls (flags.first_call_flag)."""
-    import statistics
     seen = [timing.host_time_us(p.launch, session.device)[1] for p in session.prepared[1:1 + SEEN_CALLS]]
     return {"first_us": statistics.median(calls_us[1:]), "seen_us": statistics.median(seen),
             "inputs": len(calls_us) - 1}

@@ -23,7 +23,7 @@ environment set in it; what it returns is set on the rows' Results beside their 
 
 from __future__ import annotations
 
-import math
+import statistics
 import time
 from dataclasses import dataclass
 
@@ -167,7 +167,8 @@ def _pass(proto: protomod.Protocol, p: protomod.Pass, case: Case, call, device) 
         durations.append(start.elapsed_time(end) / len(timed) * 1e6)
         host_us.append((h1 - h0) * 1e6)
         clear_us.append(before.elapsed_time(start) * 1e3)
-        if p.recheck:
+        if p.recheck:  # (every reference made again each repetition, as the evaluator's check does: that
+            # time counts in the elapsed time its stop rule reads)
             verdicts = [reference.check(o, reference.reference(d, torch.float64), proto.rtol, proto.atol, max_report=1)
                         for d, o in zip(check_copy, got)]
             if not verdicts[-1].ok:  # (the evaluator keeps the last input's verdict only)
@@ -253,30 +254,37 @@ def predict_all(rows: list[Row], results: list[Result], spec: str, *, on_start=N
     return {"protocol": proto.describe(mode, order), "protocol_geomean_us": means}
 
 
+def predict_versions(todo: list[list[Row]], done: list, spec: str, *, on_start=None,
+                     on_result=None) -> tuple[list[Result], dict]:
+    """`ab --protocol`: every version's rows over the cases (`todo`, a case's rows a version each)
+    under the protocol (`predict_all`), each case's first run of the version (`done`, ab.CaseAB)
+    its steady state; the Results in version order, and the document's keys."""
+    import copy
+    rows, results = [], []
+    for v in range(len(todo[0])):
+        for case_rows, ab in zip(todo, done):
+            row, first = case_rows[v], (ab.first[v] if v < len(ab.first) else None)
+            rows.append(row)
+            results.append(copy.copy(first) if first is not None else row.failed("error", "no first run"))
+    return results, predict_all(rows, results, spec, on_start=on_start, on_result=on_result)
+
+
 def _judged(p: dict, r: Result, warm: list[dict]) -> dict:
-    """A timed pass with its departure from the row's steady state (protocol.explain)."""
+    """A timed pass with its departure from the row's steady state (protocol.explain); the host's
+    and the clear's times a repetition kept as their medians."""
     out = dict(p)
     out["warmups"] = [{k: w.get(k) for k in ("case", "status", "runs", "mean_us", "message")} for w in warm]
     if p.get("status") != "ok":
         return out
+    host = statistics.median(p["host_us"]) if p.get("host_us") else None
+    clear = statistics.median(p["clear_us"]) if p.get("clear_us") else None
     steady = r.stats.mean_us if r.stats is not None else None
     noise = (r.stats.rerun_us or (r.stats.err_us * 2)) if r.stats is not None else None
-    host = p.get("host_us") or []
-    clear = sorted(p.get("clear_us") or [])
-    d = protomod.explain(p["durations_us"], steady, noise, inputs=p.get("inputs", "originals"), host_us=host,
-                         clear_us=clear[len(clear) // 2] if clear else None, calls=p.get("calls", 15))
+    d = protomod.explain(p["durations_us"], steady, noise, inputs=p.get("inputs", "originals"),
+                         host_us=p.get("host_us") or None, clear_us=clear, calls=p.get("calls", 15))
     out.update(steady_us=steady, departs=d.departs, difference_us=d.difference_us, noise_us=d.noise_us, cause=d.cause,
-               caveat=d.caveat)
-    out["host_us"] = _median(host)
-    out["clear_us"] = _median(p.get("clear_us") or [])
+               caveat=d.caveat, host_us=host, clear_us=clear)
     return out
-
-
-def _median(values: list[float]) -> float | None:
-    if not values:
-        return None
-    v = sorted(values)
-    return v[len(v) // 2] if len(v) % 2 else (v[len(v) // 2 - 1] + v[len(v) // 2]) / 2
 
 
 def memory_needed(proto: protomod.Protocol, case: Case) -> int:
@@ -295,7 +303,3 @@ def check_memory(proto: protomod.Protocol, cases: list[Case], device) -> None:
         raise NvggError(f"protocol {proto.name} needs about {need / 1e9:.0f} GB free on the GPU (its L2 clear alone "
                         f"allocates {proto.clear_bytes / 2**30:.1f} GiB) and {free / 1e9:.0f} GB are free: run it "
                         "on a GPU with more memory, or free the GPU")
-
-
-def fmt(x: float | None) -> str:
-    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"

@@ -10,6 +10,7 @@ import tabulate as tabulate_module
 
 from . import result as resultmod
 from .cases import Case
+from .protocol import geomean
 from .result import point_name, row_key
 from .sol import Sol
 
@@ -212,12 +213,22 @@ def protocol_text(results, described: dict, means: dict[str, float]) -> str:
                                            "steady µs", "mean/steady"], tablefmt="github")]
     for name, g in sorted(means.items(), key=lambda kv: kv[1]):
         steady = [r.time_us for r in results if label(r) == name and r.time_us]
-        from .protocol import geomean
         sg = geomean(steady) if len(steady) == len(described["order"]) else None
         lines.append(f"geomean of the means (the ranking) {name}: {g:.1f} µs predicted"
                      + (f", {sg:.1f} µs steady state" if sg else ""))
     lines += notes
     return "\n".join(lines)
+
+
+def predicted_ratios(results, means: dict[str, float]) -> str:
+    """`ab --protocol`: each version's predicted geometric mean over the first version's (one run
+    of the protocol each: no interval)."""
+    names = list(dict.fromkeys(label(r) for r in results))
+    if not names or names[0] not in means:
+        return ""
+    return "\n".join(f"predicted geomean {name} / {names[0]}: {means[name] / means[names[0]]:.3f} (one run of the "
+                     "protocol each, no interval: the rounds above are the steady state's)"
+                     for name in names[1:] if name in means)
 
 
 def sol_rows(case: Case, device_sol: Sol | None, b200_sol: Sol) -> list:

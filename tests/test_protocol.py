@@ -236,6 +236,10 @@ def test_a_failed_steady_row_is_not_predicted_and_a_failed_pass_fails_the_comman
     (["compare", "--protocol", "evaluator", "--gpus", "0"], 2, "drop --gpus"),
     (["compare", "--protocol", "evaluator"], 3, "no GPU is visible"),
     (["ab", "--submission", "a.py", "--submission", "b.py", "--protocol", "evaluator:warm"], 2, "has no mode 'warm'"),
+    # the other inputs are checked before the GPU is asked for
+    (["compare", "--protocol", "evaluator", "--submission", "/no/such/submission.py"], 2, "does not exist"),
+    (["run", "--case", "3", "--protocol", "evaluator", "--submission", "/no/such/submission.py"], 2, "does not exist"),
+    (["compare", "--strategy", "none,persistent"], 2, "none stands alone"),
 ])
 def test_protocol_refusals_are_one_line_before_any_work(cli, fake_rows, argv, code, says):
     out = cli(*argv)
@@ -273,6 +277,7 @@ def test_ab_predicts_each_version_beside_its_rounds(cli, fake_gpu, fake_rows, fa
     assert doc["protocol"]["name"] == "evaluator-2026-01-29" and len(doc["protocol_rows"]) == 4
     assert {r["case"] for r in doc["protocol_rows"]} == {"1", "2"} and all(r["departs"] for r in doc["protocol_rows"])
     assert len(doc["protocol_geomean_us"]) == 2
+    assert "predicted geomean" in out.stdout and "/ submission[" in out.stdout and ": 1.000 (one run" in out.stdout
     from nvgg.result import SCHEMA
     import jsonschema
     jsonschema.validate(doc, json.loads(SCHEMA.read_text()))

@@ -10,10 +10,11 @@ import typer
 
 from .. import ab as abmod, rows, selection
 from ..errors import NvggError
-from ..report import ab_document, ab_table, check_text
+from ..report import ab_document, ab_table, check_text, predicted_ratios, protocol_text
 from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, L2, L2Opt, Profile, Progress, ProtocolOpt, RowTimeout, Shape,
-                     check_l2, check_outputs, check_points_taken, check_profile, check_protocol, command, config_points,
-                     emit_json, pick_cases, read_files, submissions, warn_if_slow_on_cpu, within)
+                     check_l2, check_outputs, check_points_taken, check_profile, check_protocol, check_protocol_fits,
+                     command, config_points, emit_json, pick_cases, read_files, submissions, warn_if_slow_on_cpu,
+                     within)
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +32,7 @@ def register(app: typer.Typer) -> None:
         picked = pick_cases(case, shape, cases_file, default="benchmarks")
         if len(submission or []) < 2:
             raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
-        predicting = check_protocol(protocol, selection.default_device(), config=config, cases=picked)
+        predicting = check_protocol(protocol, config=config)
         check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
         check_profile(profile)
         device = selection.default_device()
@@ -44,6 +45,7 @@ def register(app: typer.Typer) -> None:
             todo = [rows.rows_of([c], [], [], submissions=versions.items, points=points, device=str(device),
                                  profile=profile, l2=l2.value) for c in picked]
             check_points_taken(config, points, [r for case_rows in todo for r in case_rows], versions.items)
+            check_protocol_fits(predicting, device, picked)
             for row in (r for case_rows in todo for r in case_rows):
                 rows.precheck(row)
             by_id = {c.id: c for c in picked}
@@ -61,12 +63,14 @@ def register(app: typer.Typer) -> None:
         means = abmod.geomeans(done)
         doc = ab_document(done, means, floor / 100, env)
         if predicted:
-            doc.update(predicted.more, protocol_rows=[dict(r.protocol, case=r.case, version=r.source)
-                                                      for r in predicted.results])
+            results, more = predicted
+            doc.update(more, protocol_rows=[dict(r.protocol, case=r.case, version=r.source) for r in results])
         if not emit_json(json_out, doc):
             typer.echo(ab_table(done, means, floor / 100, env))
             if predicted:
-                typer.echo("\n" + predicted.text())
+                typer.echo("\n" + "\n".join(filter(None, (
+                    protocol_text(results, more["protocol"], more["protocol_geomean_us"]),
+                    predicted_ratios(results, more["protocol_geomean_us"])))))
         failed = [ab for ab in done if ab.failed() is not None]
         for ab in failed:
             bad = ab.failed()
@@ -76,39 +80,12 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(1)
 
 
-class _Predicted:
-    """--protocol after an A/B: each version's prediction (one run of the protocol each, its first
-    run on the case the steady state it is set beside)."""
 
-    def __init__(self, results, more):
-        self.results, self.more = results, more
-
-    def text(self) -> str:
-        from ..report import label, protocol_text
-        lines = [protocol_text(self.results, self.more["protocol"], self.more["protocol_geomean_us"])]
-        means = self.more["protocol_geomean_us"]
-        names = list(dict.fromkeys(label(r) for r in self.results))
-        if names and names[0] in means:
-            for name in names[1:]:
-                if name in means:
-                    lines.append(f"predicted geomean {name} / {names[0]}: {means[name] / means[names[0]]:.3f} (one "
-                                 "run of the protocol each, no interval: the rounds above are the steady state's)")
-        return "\n".join(lines)
-
-
-def _predict(todo, done, spec: str) -> _Predicted:
-    """Each version's rows over the cases under the protocol (leaderboard.predict_all), its first
-    run on each case as the steady state."""
-    import copy
+def _predict(todo, done, spec: str):
+    """--protocol after the rounds: each version's prediction (leaderboard.predict_versions), with
+    progress on stderr; (its Results, the document's keys)."""
     from .. import leaderboard
-    pred_rows, pred_results = [], []
-    for v in range(len(todo[0])):
-        for case_rows, ab in zip(todo, done):
-            row, first = case_rows[v], (ab.first[v] if v < len(ab.first) else None)
-            pred_rows.append(row)
-            pred_results.append(copy.copy(first) if first is not None else row.failed("error", "no first run"))
     with Progress(len(todo[0]), "predicting the leaderboard") as progress:
-        more = leaderboard.predict_all(pred_rows, pred_results, spec,
-                                       on_start=lambda name: progress.start(f"{name} under {spec}"),
-                                       on_result=lambda name, g: progress.finish(name, "ok" if g is not None else "FAILED"))
-    return _Predicted(pred_results, more)
+        return leaderboard.predict_versions(
+            todo, done, spec, on_start=lambda name: progress.start(f"{name} under {spec}"),
+            on_result=lambda name, g: progress.finish(name, "ok" if g is not None else "FAILED"))

@@ -517,12 +517,13 @@ ProtocolOpt = Annotated[Optional[str], typer.Option(
          "departure beside the steady state.")]
 
 
-def check_protocol(spec: str | None, device, *, quick: bool = False, timer=None, config=None, gpus=None, cases=()):
+def check_protocol(spec: str | None, *, quick: bool = False, timer=None, config=None, gpus=None):
     """--protocol's name and mode, and the options that contradict it, refused before any work
-    (exit 2); then a GPU (exit 3) with room for its L2 clear. None without --protocol."""
+    (exit 2); (protocol, mode), or None without --protocol. Whether it can run here is
+    `check_protocol_fits`, once the other options are checked."""
     if spec is None:
         return None
-    from .. import leaderboard, protocol
+    from .. import protocol
     proto, mode = protocol.parse(spec)
     given = f"--protocol {proto.name}:{mode.name}"
     if quick:
@@ -536,10 +537,20 @@ def check_protocol(spec: str | None, device, *, quick: bool = False, timer=None,
                         "drop --config (or let the file choose by shape)")
     if gpus:
         raise NvggError(f"{given} runs every case in one worker on one GPU, as the evaluator does: drop --gpus")
-    if device.type != "cuda":
-        raise no_gpu(f"{given} times CUDA events on a GPU and no GPU is visible: run it on a machine with a GPU")
-    leaderboard.check_memory(proto, list(cases), device)
     return proto, mode
+
+
+def check_protocol_fits(predicting, device, cases) -> None:
+    """A --protocol checked by `check_protocol` needs a GPU (exit 3) with room for its L2 clear
+    and a case's inputs (exit 2); refused before any row runs."""
+    if predicting is None:
+        return
+    from .. import leaderboard
+    proto, mode = predicting
+    if device.type != "cuda":
+        raise no_gpu(f"--protocol {proto.name}:{mode.name} times CUDA events on a GPU and no GPU is visible: run it "
+                     "on a machine with a GPU")
+    leaderboard.check_memory(proto, list(cases), device)
 
 
 def predict_leaderboard(todo, results, spec: str, files) -> None:

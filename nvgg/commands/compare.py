@@ -15,8 +15,8 @@ from ..report import (check_text, compare_outcome, gate, geomean_table, in_basel
                       protocol_text, results_table)
 from .common import (CaseIds, CasesFile, Command, ConfigMap, GpusOpt, JsonOut, L2, L2Opt, Profile, Progress, ProtocolOpt,
                      RowTimeout, Shape, Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile,
-                     check_protocol, check_timer, command, config_points, finish_files, names, pick_cases, pick_gpus,
-                     predict_leaderboard, read_files, submissions, tensormaps_option, within)
+                     check_protocol, check_protocol_fits, check_timer, command, config_points, finish_files, names,
+                     pick_cases, pick_gpus, predict_leaderboard, read_files, submissions, tensormaps_option, within)
 
 
 class What(str, Enum):
@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
             raise NvggError("--max-regression is the slowdown --baseline allows: add --baseline FILE (an earlier --json)")
         device = selection.default_device()
         picked = pick_cases(case, shape, cases_file, default="benchmarks")
-        predicting = check_protocol(protocol, device, timer=timer, config=config, gpus=gpus, cases=picked)
+        predicting = check_protocol(protocol, timer=timer, config=config, gpus=gpus)
         st_names, be_names = _strategies_and_backends(what, strategy, backend, device)
         modes = tensormaps_option(tensormaps)
         selection.check_modes_apply(modes, st_names)
@@ -64,6 +64,7 @@ def register(app: typer.Typer) -> None:
                                 device=str(device), profile=profile, timer=timer.value, l2=l2.value)
             check_points_taken(config, points, todo, versions.items)
             _refuse_without_gpu(todo, device)
+            check_protocol_fits(predicting, device, picked)
             _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread,
                  protocol if predicting else None)
 
@@ -142,7 +143,9 @@ def _baseline(path: str | None, todo) -> dict | None:
 
 
 def _strategies_and_backends(what: What, strategy: str | None, backend: str | None, device) -> tuple[list[str], list[str]]:
-    if strategy is not None and strategy.strip().lower() == "none":  # the submissions alone
+    if strategy is not None and "none" in [s.strip().lower() for s in strategy.split(",")]:  # the submissions alone
+        if strategy.strip().lower() != "none":
+            raise NvggError(f"--strategy {strategy!r}: none stands alone (the submissions without our strategies)")
         if backend:
             raise NvggError("--strategy none runs the submissions alone: drop --backend")
         return [], []

@@ -13,8 +13,8 @@ from ..report import compare_outcome, label, protocol_text, run_text
 from ..result import Row
 from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, ProtocolOpt, RowTimeout, Shape,
                      TensorMaps, Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile,
-                     check_protocol, check_timer, command, config_points, finish_files, mode_value, pick_cases,
-                     pick_gpus, predict_leaderboard, read_files, submissions, warn_if_slow_on_cpu)
+                     check_protocol, check_protocol_fits, check_timer, command, config_points, finish_files, mode_value,
+                     pick_cases, pick_gpus, predict_leaderboard, read_files, submissions, warn_if_slow_on_cpu)
 
 
 def register(app: typer.Typer) -> None:
@@ -37,7 +37,7 @@ def register(app: typer.Typer) -> None:
         if submission and (strategy or backend or tensormaps):
             raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
         device = selection.default_device()
-        predicting = check_protocol(protocol, device, quick=quick, timer=timer, config=config, gpus=gpus, cases=picked)
+        predicting = check_protocol(protocol, quick=quick, timer=timer, config=config, gpus=gpus)
         check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
         check_profile(profile)
         points = config_points(config, picked, submission, device, tensormaps)
@@ -50,6 +50,7 @@ def register(app: typer.Typer) -> None:
             todo = (rows.rows_of(picked, [], [], submissions=versions.items, points=points, **common) if submission else
                     [_ours(picked[0], strategy, backend, mode_value(tensormaps), device, points, common)])
             check_points_taken(config, points, todo, versions.items)
+            check_protocol_fits(predicting, device, picked)
             files = rows.LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})
             with Progress(len(todo), "running") as progress:
                 results = rows.run_many(todo, timeout_s=timeout, on_start=lambda r: _starting(r, device, progress),
