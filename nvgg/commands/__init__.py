@@ -1,4 +1,5 @@
-"""One module per verb; `register` attaches them to the app."""
+"""One module per verb, its command a module-level function (importable, callable by a test);
+`register` attaches them to the app."""
 
 from __future__ import annotations
 

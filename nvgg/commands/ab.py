@@ -17,68 +17,69 @@ from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, L2, L2Opt, Profile,
                      within)
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("ab")
-    @command
-    def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="A version: a submission.py, or PATH@REV for the file at a git revision; two or more, the first the base.")] = None,
-               case: CaseIds = None,
-               floor: Annotated[float, typer.Option("--floor", metavar="PCT", callback=within(0.1, 50.0), help="The change that matters, in percent (0.1 to 50): an interval inside ±PCT is same, one wholly beyond it faster or slower.")] = 2.0,
-               rounds: Annotated[int, typer.Option("--rounds", metavar="N", callback=within(abmod.MIN_ROUNDS, 1000), help=f"The most rounds a case, its last look ({abmod.MIN_ROUNDS} to 1000; each round the versions' timed windows taking turns for 0.25-2 s, every version's calls then checked); a host-bound case looks up to 3 times as many.")] = 30,
-               budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", callback=within(1.0), help=f"Time for all cases together (1 or more), their first runs included; each case still gets {abmod.MIN_ROUNDS} rounds.")] = 120.0,
-               shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, timeout: RowTimeout = None,
-               l2: L2Opt = L2.nvgg, config: ConfigMap = None, protocol: ProtocolOpt = None,
-               json_out: JsonOut = None) -> None:
-        """A fair A/B of versions of a submission: alternating rounds, looked at on a schedule, until each ratio's interval is decided."""
-        picked = pick_cases(case, shape, cases_file, default="benchmarks")
-        if len(submission or []) < 2:
-            raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
-        predicting = check_protocol(protocol, config=config)
-        check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
-        check_profile(profile)
-        device = selection.default_device()
-        points = config_points(config, picked, submission, device)
-        if points is not None and points.kernel:
-            raise NvggError("nvgg ab compares submissions; --config holds our kernel's builds: compare them with nvgg "
-                            "compare --config")
-        check_l2(l2, device)
-        with submissions(submission) as versions:
-            todo = [rows.rows_of([c], [], [], submissions=versions.items, points=points, device=str(device),
-                                 profile=profile, l2=l2.value) for c in picked]
-            check_points_taken(config, points, [r for case_rows in todo for r in case_rows], versions.items)
-            check_protocol_fits(predicting, device, picked)
-            for row in (r for case_rows in todo for r in case_rows):
-                rows.precheck(row)
-            by_id = {c.id: c for c in picked}
-            with Progress(len(picked), "A/B") as progress:
-                def on_case(ab, finished: bool) -> None:
-                    if finished:
-                        progress.finish(f"case {ab.case}", ab.stopped)
-                    else:
-                        warn_if_slow_on_cpu(by_id[ab.case], device)
-                        progress.start(f"case {ab.case}")
-                done = abmod.run(todo, floor=floor / 100, max_rounds=rounds, budget_s=budget, timeout_s=timeout,
-                                 on_case=on_case)
-            predicted = _predict(todo, done, protocol) if predicting else None
-        env = next((r.env for ab in done for r in ab.every() if r.env), {})
-        means = abmod.geomeans(done)
-        doc = ab_document(done, means, floor / 100, env)
+@command
+def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="A version: a submission.py, or PATH@REV for the file at a git revision; two or more, the first the base.")] = None,
+           case: CaseIds = None,
+           floor: Annotated[float, typer.Option("--floor", metavar="PCT", callback=within(0.1, 50.0), help="The change that matters, in percent (0.1 to 50): an interval inside ±PCT is same, one wholly beyond it faster or slower.")] = 2.0,
+           rounds: Annotated[int, typer.Option("--rounds", metavar="N", callback=within(abmod.MIN_ROUNDS, 1000), help=f"The most rounds a case, its last look ({abmod.MIN_ROUNDS} to 1000; each round the versions' timed windows taking turns for 0.25-2 s, every version's calls then checked); a host-bound case looks up to 3 times as many.")] = 30,
+           budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", callback=within(1.0), help=f"Time for all cases together (1 or more), their first runs included; each case still gets {abmod.MIN_ROUNDS} rounds.")] = 120.0,
+           shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, timeout: RowTimeout = None,
+           l2: L2Opt = L2.nvgg, config: ConfigMap = None, protocol: ProtocolOpt = None,
+           json_out: JsonOut = None) -> None:
+    """A fair A/B of versions of a submission: alternating rounds, looked at on a schedule, until each ratio's interval is decided."""
+    picked = pick_cases(case, shape, cases_file, default="benchmarks")
+    if len(submission or []) < 2:
+        raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
+    predicting = check_protocol(protocol, config=config)
+    check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
+    check_profile(profile)
+    device = selection.default_device()
+    points = config_points(config, picked, submission, device)
+    if points is not None and points.kernel:
+        raise NvggError("nvgg ab compares submissions; --config holds our kernel's builds: compare them with nvgg "
+                        "compare --config")
+    check_l2(l2, device)
+    with submissions(submission) as versions:
+        todo = [rows.rows_of([c], [], [], submissions=versions.items, points=points, device=str(device),
+                             profile=profile, l2=l2.value) for c in picked]
+        check_points_taken(config, points, [r for case_rows in todo for r in case_rows], versions.items)
+        check_protocol_fits(predicting, device, picked)
+        for row in (r for case_rows in todo for r in case_rows):
+            rows.precheck(row)
+        by_id = {c.id: c for c in picked}
+        with Progress(len(picked), "A/B") as progress:
+            def on_case(ab, finished: bool) -> None:
+                if finished:
+                    progress.finish(f"case {ab.case}", ab.stopped)
+                else:
+                    warn_if_slow_on_cpu(by_id[ab.case], device)
+                    progress.start(f"case {ab.case}")
+            done = abmod.run(todo, floor=floor / 100, max_rounds=rounds, budget_s=budget, timeout_s=timeout,
+                             on_case=on_case)
+        predicted = _predict(todo, done, protocol) if predicting else None
+    env = next((r.env for ab in done for r in ab.every() if r.env), {})
+    means = abmod.geomeans(done)
+    doc = ab_document(done, means, floor / 100, env)
+    if predicted:
+        results, more = predicted
+        doc.update(more, protocol_rows=[dict(r.protocol, case=r.case, version=r.source) for r in results])
+    if not emit_json(json_out, doc):
+        typer.echo(ab_table(done, means, floor / 100, env))
         if predicted:
-            results, more = predicted
-            doc.update(more, protocol_rows=[dict(r.protocol, case=r.case, version=r.source) for r in results])
-        if not emit_json(json_out, doc):
-            typer.echo(ab_table(done, means, floor / 100, env))
-            if predicted:
-                typer.echo("\n" + "\n".join(filter(None, (
-                    protocol_text(results, more["protocol"], more["protocol_geomean_us"]),
-                    predicted_ratios(results, more["protocol_geomean_us"])))))
-        failed = [ab for ab in done if ab.failed() is not None]
-        for ab in failed:
-            bad = ab.failed()
-            typer.secho(f"failed: case {ab.case}: {bad.source or bad.strategy}: {check_text(bad)}", err=True,
-                        fg=typer.colors.RED)
-        if failed:
-            raise typer.Exit(1)
+            typer.echo("\n" + "\n".join(filter(None, (
+                protocol_text(results, more["protocol"], more["protocol_geomean_us"]),
+                predicted_ratios(results, more["protocol_geomean_us"])))))
+    failed = [ab for ab in done if ab.failed() is not None]
+    for ab in failed:
+        bad = ab.failed()
+        typer.secho(f"failed: case {ab.case}: {bad.source or bad.strategy}: {check_text(bad)}", err=True,
+                    fg=typer.colors.RED)
+    if failed:
+        raise typer.Exit(1)
 
+
+def register(app: typer.Typer) -> None:
+    app.command("ab")(ab_cmd)
 
 
 def _predict(todo, done, spec: str):

@@ -24,49 +24,51 @@ class What(str, Enum):
     backends = "backends"
 
 
+@command
+def compare_cmd(what: Annotated[What, typer.Argument(metavar="WHAT", case_sensitive=False, help="strategies (default) or backends.")] = What.strategies,
+                case: CaseIds = None,
+                strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAMES", help="all or names, comma-separated; none: the submissions alone.")] = None,
+                backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAMES", help="all or names, comma-separated.")] = None,
+                submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Add a competition-format submission.py, or PATH@REV for the file at a git revision (repeat for several).")] = None,
+                tensormaps: Annotated[Optional[str], typer.Option("--tensormaps", metavar="MODES", help="The persistent cute kernel's tensor maps: device, host, or both (device,host or all), a row each.")] = None,
+                shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
+                timer: TimerOpt = Timer.leaderboard, l2: L2Opt = L2.nvgg, json_out: JsonOut = None,
+                timeout: RowTimeout = None, config: ConfigMap = None, gpus: GpusOpt = None,
+                protocol: ProtocolOpt = None,
+                markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
+                baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="An earlier --json file to gate against.")] = None,
+                max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", callback=within(0.0), help="Allowed slowdown in percent with --baseline (0 or more; default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
+    """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness.
+    Every row runs in a worker process: a fault or a hang costs that row, and the files are written as rows finish."""
+    if baseline is None and max_regression is not None:
+        raise NvggError("--max-regression is the slowdown --baseline allows: add --baseline FILE (an earlier --json)")
+    device = selection.default_device()
+    picked = pick_cases(case, shape, cases_file, default="benchmarks")
+    predicting = check_protocol(protocol, timer=timer, config=config, gpus=gpus)
+    st_names, be_names = _strategies_and_backends(what, strategy, backend, device)
+    modes = tensormaps_option(tensormaps)
+    selection.check_modes_apply(modes, st_names)
+    check_outputs(json_out, markdown, reads=read_files(submission=submission, config=config, cases_file=cases_file,
+                                                       baseline=baseline))
+    check_profile(profile)
+    check_timer(timer, device)
+    check_l2(l2, device)
+    points = config_points(config, picked, submission, device, tensormaps)
+    spread = pick_gpus(gpus)
+    with submissions(submission) as versions:
+        if not st_names and not versions.items:
+            raise NvggError("--strategy none leaves nothing to compare: add --submission FILE")
+        todo = rows.rows_of(picked, st_names, be_names, submissions=versions.items, tensormaps=modes, points=points,
+                            device=str(device), profile=profile, timer=timer.value, l2=l2.value)
+        check_points_taken(config, points, todo, versions.items)
+        _refuse_without_gpu(todo, device)
+        check_protocol_fits(predicting, device, picked)
+        _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread,
+             protocol if predicting else None)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("compare", cls=Command)
-    @command
-    def compare_cmd(what: Annotated[What, typer.Argument(metavar="WHAT", case_sensitive=False, help="strategies (default) or backends.")] = What.strategies,
-                    case: CaseIds = None,
-                    strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAMES", help="all or names, comma-separated; none: the submissions alone.")] = None,
-                    backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAMES", help="all or names, comma-separated.")] = None,
-                    submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Add a competition-format submission.py, or PATH@REV for the file at a git revision (repeat for several).")] = None,
-                    tensormaps: Annotated[Optional[str], typer.Option("--tensormaps", metavar="MODES", help="The persistent cute kernel's tensor maps: device, host, or both (device,host or all), a row each.")] = None,
-                    shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
-                    timer: TimerOpt = Timer.leaderboard, l2: L2Opt = L2.nvgg, json_out: JsonOut = None,
-                    timeout: RowTimeout = None, config: ConfigMap = None, gpus: GpusOpt = None,
-                    protocol: ProtocolOpt = None,
-                    markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
-                    baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="An earlier --json file to gate against.")] = None,
-                    max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", callback=within(0.0), help="Allowed slowdown in percent with --baseline (0 or more; default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
-        """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness.
-        Every row runs in a worker process: a fault or a hang costs that row, and the files are written as rows finish."""
-        if baseline is None and max_regression is not None:
-            raise NvggError("--max-regression is the slowdown --baseline allows: add --baseline FILE (an earlier --json)")
-        device = selection.default_device()
-        picked = pick_cases(case, shape, cases_file, default="benchmarks")
-        predicting = check_protocol(protocol, timer=timer, config=config, gpus=gpus)
-        st_names, be_names = _strategies_and_backends(what, strategy, backend, device)
-        modes = tensormaps_option(tensormaps)
-        selection.check_modes_apply(modes, st_names)
-        check_outputs(json_out, markdown, reads=read_files(submission=submission, config=config, cases_file=cases_file,
-                                                           baseline=baseline))
-        check_profile(profile)
-        check_timer(timer, device)
-        check_l2(l2, device)
-        points = config_points(config, picked, submission, device, tensormaps)
-        spread = pick_gpus(gpus)
-        with submissions(submission) as versions:
-            if not st_names and not versions.items:
-                raise NvggError("--strategy none leaves nothing to compare: add --submission FILE")
-            todo = rows.rows_of(picked, st_names, be_names, submissions=versions.items, tensormaps=modes, points=points,
-                                device=str(device), profile=profile, timer=timer.value, l2=l2.value)
-            check_points_taken(config, points, todo, versions.items)
-            _refuse_without_gpu(todo, device)
-            check_protocol_fits(predicting, device, picked)
-            _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread,
-                 protocol if predicting else None)
+    app.command("compare", cls=Command)(compare_cmd)
 
 
 def _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread=None, protocol=None) -> None:

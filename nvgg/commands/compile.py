@@ -20,47 +20,49 @@ COLUMNS = {"case": "case", "name": "kernel", "registers": "regs", "smem_bytes": 
            "theoretical_occupancy": "occupancy", "occupancy_limited_by": "limited by"}
 
 
+@command
+def compile_cmd(arch: Annotated[str, typer.Option("--arch", metavar="ARCH", help="Target: sm_90a (H100/H200) or sm_100a (B200).")] = "sm_90a",
+                case: Annotated[Optional[str], typer.Option("--case", metavar="IDS", help="Case id(s), all, benchmarks or tests.")] = None,
+                strategy: Annotated[str, typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = "persistent",
+                backend: Annotated[str, typer.Option("--backend", metavar="NAME", help="The backend whose kernels to build.")] = "cute",
+                tensormaps: TensorMaps = None, shape: Shape = None, cases_file: CasesFile = None,
+                space: Annotated[bool, typer.Option("--space", help="Every point of the persistent kernel's choices (its knobs), each built or refused with the family's reason; the family's own choice marked.")] = False,
+                jobs: Annotated[Optional[int], typer.Option("--jobs", metavar="N", callback=within(1, 256), help="With --space: the distinct builds compiled in N processes at once (1 to 256; default: one a CPU core, 16 at most).")] = None,
+                json_out: JsonOut = None) -> None:
+    """Compile only (no GPU needed): resources, tensor memory, cluster, stages, occupancy per kernel."""
+    known = sorted({p.arch for p in profiles.all_profiles().values()})
+    if arch not in known:
+        raise NvggError(f"--arch {arch!r}: choose {' or '.join(known)}")
+    check_writable("--json", json_out, stdout_ok=True)
+    check_distinct(("--json", json_out), reads=read_files(cases_file=cases_file))
+    os.environ.setdefault("CUTE_DSL_ARCH", arch)
+    picked = pick_cases(case, shape, cases_file)
+    if jobs is not None and not space:
+        raise NvggError("--jobs compiles the builds of --space side by side: add --space, or drop --jobs")
+    if space and (strategy != "persistent" or tensormaps):
+        raise NvggError("--space sweeps the persistent kernel's choices, the tensor-map mode among them: drop "
+                        "--strategy and --tensormaps")
+    be, st = selection.for_arch(strategy, backend, mode_value(tensormaps), arch)
+    limits = profiles.for_arch(arch)
+    if space:
+        _space(be.kernels(arch), picked, arch, limits, json_out, jobs or spacemod.default_jobs())
+        return
+    kernels = []
+    for c in picked:
+        for info in be.compile(c, arch, grouped=st.grouped, sms=limits.sm_count):
+            occ = occupancy.of_kernel(info, limits)
+            kernels.append(dict(info.to_dict(), case=c.id, strategy=st.name, profile=limits.name,
+                                theoretical_occupancy=occ.theoretical, blocks_per_sm=occ.blocks_per_sm,
+                                occupancy_limited_by=occ.limited_by))
+    if emit_json(json_out, document("compile", arch=arch, kernels=kernels)):
+        return
+    typer.echo(_table(kernels))
+    typer.echo(f"target {arch}, occupancy against the {limits.name} profile ({limits.sm_count} SMs); "
+               "--json FILE (or -) for the PTX and SASS paths and the rest")
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("compile")
-    @command
-    def compile_cmd(arch: Annotated[str, typer.Option("--arch", metavar="ARCH", help="Target: sm_90a (H100/H200) or sm_100a (B200).")] = "sm_90a",
-                    case: Annotated[Optional[str], typer.Option("--case", metavar="IDS", help="Case id(s), all, benchmarks or tests.")] = None,
-                    strategy: Annotated[str, typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = "persistent",
-                    backend: Annotated[str, typer.Option("--backend", metavar="NAME", help="The backend whose kernels to build.")] = "cute",
-                    tensormaps: TensorMaps = None, shape: Shape = None, cases_file: CasesFile = None,
-                    space: Annotated[bool, typer.Option("--space", help="Every point of the persistent kernel's choices (its knobs), each built or refused with the family's reason; the family's own choice marked.")] = False,
-                    jobs: Annotated[Optional[int], typer.Option("--jobs", metavar="N", callback=within(1, 256), help="With --space: the distinct builds compiled in N processes at once (1 to 256; default: one a CPU core, 16 at most).")] = None,
-                    json_out: JsonOut = None) -> None:
-        """Compile only (no GPU needed): resources, tensor memory, cluster, stages, occupancy per kernel."""
-        known = sorted({p.arch for p in profiles.all_profiles().values()})
-        if arch not in known:
-            raise NvggError(f"--arch {arch!r}: choose {' or '.join(known)}")
-        check_writable("--json", json_out, stdout_ok=True)
-        check_distinct(("--json", json_out), reads=read_files(cases_file=cases_file))
-        os.environ.setdefault("CUTE_DSL_ARCH", arch)
-        picked = pick_cases(case, shape, cases_file)
-        if jobs is not None and not space:
-            raise NvggError("--jobs compiles the builds of --space side by side: add --space, or drop --jobs")
-        if space and (strategy != "persistent" or tensormaps):
-            raise NvggError("--space sweeps the persistent kernel's choices, the tensor-map mode among them: drop "
-                            "--strategy and --tensormaps")
-        be, st = selection.for_arch(strategy, backend, mode_value(tensormaps), arch)
-        limits = profiles.for_arch(arch)
-        if space:
-            _space(be.kernels(arch), picked, arch, limits, json_out, jobs or spacemod.default_jobs())
-            return
-        kernels = []
-        for c in picked:
-            for info in be.compile(c, arch, grouped=st.grouped, sms=limits.sm_count):
-                occ = occupancy.of_kernel(info, limits)
-                kernels.append(dict(info.to_dict(), case=c.id, strategy=st.name, profile=limits.name,
-                                    theoretical_occupancy=occ.theoretical, blocks_per_sm=occ.blocks_per_sm,
-                                    occupancy_limited_by=occ.limited_by))
-        if emit_json(json_out, document("compile", arch=arch, kernels=kernels)):
-            return
-        typer.echo(_table(kernels))
-        typer.echo(f"target {arch}, occupancy against the {limits.name} profile ({limits.sm_count} SMs); "
-                   "--json FILE (or -) for the PTX and SASS paths and the rest")
+    app.command("compile")(compile_cmd)
 
 
 def _table(kernels: list[dict]) -> str:

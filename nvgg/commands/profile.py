@@ -23,54 +23,56 @@ from .common import (CasesFile, ConfigMap, JsonOut, Profile, Progress, RowTimeou
                      config_points, emit_json, mode_value, pick_cases, read_files, submissions, write_file)
 
 
+@command
+def profile_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="IDS", help="Case id(s); default: the benchmarks.")] = None,
+                strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = None,
+                backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute or torch.")] = None,
+                submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Profile a competition-format submission.py (with --cupti, --ncu and/or --phases); PATH@REV for the file at a git revision; several: each version in turn.")] = None,
+                cupti: Annotated[bool, typer.Option("--cupti", help="CUPTI kernel records beside the event time.")] = False,
+                ncu: Annotated[bool, typer.Option("--ncu", help="Nsight Compute on the kernels of one call.")] = False,
+                phases: Annotated[bool, typer.Option("--phases", help="Timestamps inside the kernel: our persistent kernel's instrumented build, or a submission's probe marks.")] = False,
+                occupancy: Annotated[bool, typer.Option("--occupancy", help="Theoretical and CUDA-API occupancy, SM coverage and waves.")] = False,
+                trace: Annotated[Optional[str], typer.Option("--trace", metavar="FILE", help="With --phases: write a Chrome/Perfetto trace here (a process a case and launch).")] = None,
+                clock_control: Annotated[Optional[str], typer.Option("--clock-control", metavar="MODE", help="With --ncu: ncu's clock control, none (default) or base.")] = None,
+                out_dir: Annotated[Optional[str], typer.Option("--out", metavar="FOLDER", help="With --ncu: the folder for .ncu-rep and CSV files (default nvgg-results).")] = None,
+                tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
+                cases_file: CasesFile = None, profile: Profile = None, config: ConfigMap = None,
+                json_out: JsonOut = None) -> None:
+    """Why is it slow: kernel time vs host overhead (CUPTI), counters (ncu), occupancy, phases."""
+    request = _request(pick_cases(case, shape, cases_file, default="benchmarks"), strategy, backend, submission,
+                       cupti, ncu, phases, occupancy, trace, clock_control, out_dir, mode_value(tensormaps), timeout,
+                       profile, json_out, read_files(submission=submission, config=config, cases_file=cases_file))
+    with submissions(submission) as versions:  # bad files and revisions refused before the GPU is asked for
+        device = selection.default_device()
+        # a map that cannot serve (missing, malformed, another arch's) is bad input, said before the missing GPU
+        request = _with_points(request, config_points(config, request.cases, submission, device, request.tensormaps),
+                               config, submission, versions.items)
+        if device.type != "cuda":
+            raise no_gpu("profiling needs a CUDA GPU and none is visible: run nvgg profile on a GPU machine")
+        asked = [dataclasses.replace(request, submission=v.path, source=v.name, revision=v.revision)
+                 for v in versions.items] or [request]
+        done = []
+        with Progress(len(request.cases) * len(asked), "profiling") as progress:
+            for one in asked:
+                named = f"{one.source}: " if len(asked) > 1 else ""
+                done.append(run_profile(one, device, on_start=lambda cid: progress.start(
+                    f"{named}case {cid} ({', '.join(one.observers)})"), on_finish=lambda cid, bad: progress.finish(
+                    f"{named}case {cid}", "failed" if bad else "done")))
+    env = next((r.env for d in done for r in d.results.values() if r.env), None) or envmod.collect(device)
+    if trace and done[0].phases:
+        write_file("--trace", trace, chrome_trace_cases(done[0].phases))
+        typer.echo(f"wrote {trace} (a trace: open it in Perfetto or chrome://tracing)", err=True)
+    if not emit_json(json_out, profile_document(done, env, {c.id for c in casesmod.benchmarks()})):
+        typer.echo(profile_text(done, envmod.card(env)))
+    failures = [f"{d.request.source}: {line}" if len(done) > 1 else line for d in done for line in d.failures]
+    for line in failures[:-1]:
+        typer.secho(f"nvgg: {line}", err=True, fg=typer.colors.RED)
+    if failures:  # everything measured is out (tables, JSON, trace); the last failure ends it
+        raise NvggError(failures[-1])
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("profile")
-    @command
-    def profile_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="IDS", help="Case id(s); default: the benchmarks.")] = None,
-                    strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = None,
-                    backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute or torch.")] = None,
-                    submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Profile a competition-format submission.py (with --cupti, --ncu and/or --phases); PATH@REV for the file at a git revision; several: each version in turn.")] = None,
-                    cupti: Annotated[bool, typer.Option("--cupti", help="CUPTI kernel records beside the event time.")] = False,
-                    ncu: Annotated[bool, typer.Option("--ncu", help="Nsight Compute on the kernels of one call.")] = False,
-                    phases: Annotated[bool, typer.Option("--phases", help="Timestamps inside the kernel: our persistent kernel's instrumented build, or a submission's probe marks.")] = False,
-                    occupancy: Annotated[bool, typer.Option("--occupancy", help="Theoretical and CUDA-API occupancy, SM coverage and waves.")] = False,
-                    trace: Annotated[Optional[str], typer.Option("--trace", metavar="FILE", help="With --phases: write a Chrome/Perfetto trace here (a process a case and launch).")] = None,
-                    clock_control: Annotated[Optional[str], typer.Option("--clock-control", metavar="MODE", help="With --ncu: ncu's clock control, none (default) or base.")] = None,
-                    out_dir: Annotated[Optional[str], typer.Option("--out", metavar="FOLDER", help="With --ncu: the folder for .ncu-rep and CSV files (default nvgg-results).")] = None,
-                    tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
-                    cases_file: CasesFile = None, profile: Profile = None, config: ConfigMap = None,
-                    json_out: JsonOut = None) -> None:
-        """Why is it slow: kernel time vs host overhead (CUPTI), counters (ncu), occupancy, phases."""
-        request = _request(pick_cases(case, shape, cases_file, default="benchmarks"), strategy, backend, submission,
-                           cupti, ncu, phases, occupancy, trace, clock_control, out_dir, mode_value(tensormaps), timeout,
-                           profile, json_out, read_files(submission=submission, config=config, cases_file=cases_file))
-        with submissions(submission) as versions:  # bad files and revisions refused before the GPU is asked for
-            device = selection.default_device()
-            # a map that cannot serve (missing, malformed, another arch's) is bad input, said before the missing GPU
-            request = _with_points(request, config_points(config, request.cases, submission, device, request.tensormaps),
-                                   config, submission, versions.items)
-            if device.type != "cuda":
-                raise no_gpu("profiling needs a CUDA GPU and none is visible: run nvgg profile on a GPU machine")
-            asked = [dataclasses.replace(request, submission=v.path, source=v.name, revision=v.revision)
-                     for v in versions.items] or [request]
-            done = []
-            with Progress(len(request.cases) * len(asked), "profiling") as progress:
-                for one in asked:
-                    named = f"{one.source}: " if len(asked) > 1 else ""
-                    done.append(run_profile(one, device, on_start=lambda cid: progress.start(
-                        f"{named}case {cid} ({', '.join(one.observers)})"), on_finish=lambda cid, bad: progress.finish(
-                        f"{named}case {cid}", "failed" if bad else "done")))
-        env = next((r.env for d in done for r in d.results.values() if r.env), None) or envmod.collect(device)
-        if trace and done[0].phases:
-            write_file("--trace", trace, chrome_trace_cases(done[0].phases))
-            typer.echo(f"wrote {trace} (a trace: open it in Perfetto or chrome://tracing)", err=True)
-        if not emit_json(json_out, profile_document(done, env, {c.id for c in casesmod.benchmarks()})):
-            typer.echo(profile_text(done, envmod.card(env)))
-        failures = [f"{d.request.source}: {line}" if len(done) > 1 else line for d in done for line in d.failures]
-        for line in failures[:-1]:
-            typer.secho(f"nvgg: {line}", err=True, fg=typer.colors.RED)
-        if failures:  # everything measured is out (tables, JSON, trace); the last failure ends it
-            raise NvggError(failures[-1])
+    app.command("profile")(profile_cmd)
 
 
 def _with_points(request: Request, points, path, submission, versions=()) -> Request:

@@ -17,57 +17,59 @@ from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile,
                      pick_cases, pick_gpus, predict_leaderboard, read_files, submissions, warn_if_slow_on_cpu)
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("run")
-    @command
-    def run_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="ID", help="Case id (see `nvgg cases`).")] = None,
-                strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = None,
-                backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute or torch (default: the best this machine has).")] = None,
-                submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Run a competition-format submission.py instead, or PATH@REV for the file at a git revision (repeat for several).")] = None,
-                tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
-                cases_file: CasesFile = None,
-                profile: Profile = None, timer: TimerOpt = Timer.leaderboard, l2: L2Opt = L2.nvgg,
-                config: ConfigMap = None, gpus: GpusOpt = None,
-                quick: Annotated[bool, typer.Option("--quick", help="Time one window only, as a sweep's first pass: about a second sooner, without the interval a rerun falls in (±) or the energy a call.")] = False,
-                protocol: ProtocolOpt = None, json_out: JsonOut = None) -> None:
-        """Check and time one strategy on one case (default: the best strategy and backend here)."""
-        picked = pick_cases(case, shape, cases_file)
-        if len(picked) != 1:
-            raise NvggError("nvgg run takes one case: use `nvgg compare` for several")
-        if submission and (strategy or backend or tensormaps):
-            raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
-        device = selection.default_device()
-        predicting = check_protocol(protocol, quick=quick, timer=timer, config=config, gpus=gpus)
-        check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
-        check_profile(profile)
-        points = config_points(config, picked, submission, device, tensormaps)
-        check_timer(timer, device)
-        check_l2(l2, device)
-        spread = pick_gpus(gpus)
-        common = dict(device=str(device), profile=profile, timer=timer.value, l2=l2.value,
-                      **(dict(span=False, energy=False) if quick else {}))
-        with submissions(submission) as versions:
-            todo = (rows.rows_of(picked, [], [], submissions=versions.items, points=points, **common) if submission else
-                    [_ours(picked[0], strategy, backend, mode_value(tensormaps), device, points, common)])
-            check_points_taken(config, points, todo, versions.items)
-            check_protocol_fits(predicting, device, picked)
-            files = rows.LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})
-            with Progress(len(todo), "running") as progress:
-                results = rows.run_many(todo, timeout_s=timeout, on_start=lambda r: _starting(r, device, progress),
-                                        on_result=lambda r: progress.finish(f"{r.case} {label(r)}", compare_outcome(r)),
-                                        strict=True, gpus=spread)
-        for result in results:
-            if result.status == "unsupported":  # found out in the worker (a shape no kernel takes, a cache it cannot write)
-                raise NvggError(result.message)
-            files.add(result)
+@command
+def run_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="ID", help="Case id (see `nvgg cases`).")] = None,
+            strategy: Annotated[Optional[str], typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = None,
+            backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute or torch (default: the best this machine has).")] = None,
+            submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="Run a competition-format submission.py instead, or PATH@REV for the file at a git revision (repeat for several).")] = None,
+            tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
+            cases_file: CasesFile = None,
+            profile: Profile = None, timer: TimerOpt = Timer.leaderboard, l2: L2Opt = L2.nvgg,
+            config: ConfigMap = None, gpus: GpusOpt = None,
+            quick: Annotated[bool, typer.Option("--quick", help="Time one window only, as a sweep's first pass: about a second sooner, without the interval a rerun falls in (±) or the energy a call.")] = False,
+            protocol: ProtocolOpt = None, json_out: JsonOut = None) -> None:
+    """Check and time one strategy on one case (default: the best strategy and backend here)."""
+    picked = pick_cases(case, shape, cases_file)
+    if len(picked) != 1:
+        raise NvggError("nvgg run takes one case: use `nvgg compare` for several")
+    if submission and (strategy or backend or tensormaps):
+        raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
+    device = selection.default_device()
+    predicting = check_protocol(protocol, quick=quick, timer=timer, config=config, gpus=gpus)
+    check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
+    check_profile(profile)
+    points = config_points(config, picked, submission, device, tensormaps)
+    check_timer(timer, device)
+    check_l2(l2, device)
+    spread = pick_gpus(gpus)
+    common = dict(device=str(device), profile=profile, timer=timer.value, l2=l2.value,
+                  **(dict(span=False, energy=False) if quick else {}))
+    with submissions(submission) as versions:
+        todo = (rows.rows_of(picked, [], [], submissions=versions.items, points=points, **common) if submission else
+                [_ours(picked[0], strategy, backend, mode_value(tensormaps), device, points, common)])
+        check_points_taken(config, points, todo, versions.items)
+        check_protocol_fits(predicting, device, picked)
+        files = rows.LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})
+        with Progress(len(todo), "running") as progress:
+            results = rows.run_many(todo, timeout_s=timeout, on_start=lambda r: _starting(r, device, progress),
+                                    on_result=lambda r: progress.finish(f"{r.case} {label(r)}", compare_outcome(r)),
+                                    strict=True, gpus=spread)
+    for result in results:
+        if result.status == "unsupported":  # found out in the worker (a shape no kernel takes, a cache it cannot write)
+            raise NvggError(result.message)
+        files.add(result)
+    if predicting:
+        predict_leaderboard(todo, results, protocol, files)
+    if not finish_files(files):
+        typer.echo(run_text(results, results[0].env or files.env, rerun=not quick))
         if predicting:
-            predict_leaderboard(todo, results, protocol, files)
-        if not finish_files(files):
-            typer.echo(run_text(results, results[0].env or files.env, rerun=not quick))
-            if predicting:
-                typer.echo(protocol_text(results, files.more["protocol"], files.more["protocol_geomean_us"]))
-        if any(r.status != "ok" or r.suspect or (predicting and r.protocol.get("status") != "ok") for r in results):
-            raise typer.Exit(1)
+            typer.echo(protocol_text(results, files.more["protocol"], files.more["protocol_geomean_us"]))
+    if any(r.status != "ok" or r.suspect or (predicting and r.protocol.get("status") != "ok") for r in results):
+        raise typer.Exit(1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("run")(run_cmd)
 
 
 def _starting(row: Row, device, progress: Progress) -> None:

@@ -26,64 +26,66 @@ WRITE_EVERY_S = 2.0  # the sweep's JSON rewritten at most this often as points f
 POINT_TIMEOUT_S = 60.0
 
 
+@command
+def tune_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="The submission.py to sweep (or PATH@REV): it declares TUNE = {'knob': [values, ...]} and reads CONFIG.")] = None,
+             backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute: sweep our persistent kernel's knobs on this GPU's arch instead.")] = None,
+             case: CaseIds = None,
+             budget: Annotated[float, typer.Option("--budget", metavar="MINUTES", callback=within(0.1), help="Time for the whole sweep (0.1 or more); what is left unmeasured is said.")] = 10.0,
+             floor: Annotated[float, typer.Option("--floor", metavar="PCT", callback=within(0.1, 50.0), help="The change that matters between finalists, in percent (0.1 to 50).")] = 2.0,
+             rounds: Annotated[int, typer.Option("--rounds", metavar="N", callback=within(5, 1000), help="The most interleaved rounds of the finalists a case (5 to 1000).")] = 20,
+             finalists: Annotated[int, typer.Option("--finalists", metavar="N", callback=within(2, 16), help="Points a case measured again in rounds (2 to 16): the fastest, the default, then the next fastest the gate cannot tell from it.")] = tunemod.FINALISTS,
+             out: Annotated[Optional[str], typer.Option("--out", metavar="FILE", help="Write the winners as a config map (case -> point) for --config.")] = None,
+             resume: Annotated[bool, typer.Option("--resume", help="Go on from the sweep in --json FILE (one stopped or cut short): its measured points are not run again.")] = False,
+             shape: Shape = None, cases_file: CasesFile = None, timeout: RowTimeout = None,
+             gpus: GpusOpt = None,
+             ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Sweep over a Ray cluster's GPUs (auto, or its address): an actor on each, the same checks and files (pip install 'nvgg[ray]').")] = None,
+             json_out: JsonOut = None) -> None:
+    """Sweep the configurations of a submission (its TUNE) or of our kernel per case: checked, timed, the winner told from noise."""
+    picked = pick_cases(case, shape, cases_file, default="benchmarks")
+    if bool(submission) == (backend is not None):
+        raise NvggError("nvgg tune sweeps one target: pass --submission FILE (its declared TUNE) or --backend "
+                        "cute (our persistent kernel's knobs)")
+    if len(submission or []) > 1:
+        raise NvggError("nvgg tune sweeps one submission: pass --submission once (compare versions with nvgg ab)")
+    if backend is not None and backend.strip().lower() != "cute":
+        raise NvggError(f"--backend {backend}: only the cute backend's kernels have knobs to sweep")
+    reads = read_files(submission=submission, cases_file=cases_file)
+    check_outputs(json_out, reads=reads)
+    check_writable("--out", out)
+    check_distinct(("--json", json_out), ("--out", out), reads=reads)
+    earlier = _earlier(json_out) if resume else None
+    if ray is not None and gpus is not None:
+        raise NvggError("--ray sweeps over the cluster's GPUs, --gpus over this host's: pass one")
+    spread = pick_gpus(gpus)
+    ray_gpus = 0
+    if ray is not None:
+        from .. import cluster
+        ray_gpus = cluster.connect(ray)
+    device = selection.default_device()
+    if timeout is None and device.type == "cuda":
+        timeout = POINT_TIMEOUT_S
+    with submissions(submission) as versions:
+        target = tunemod.SubmissionTarget(versions.items[0]) if submission else _kernels(device)
+        for c in picked:
+            rows.precheck(target.row(c, ()))
+        done, space = _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread,
+                             ray_gpus, finalists)
+    env = next((r.env for ct in done for r in ct.first.values() if r.env), {})
+    if out:
+        write_file("--out", out, config_map(done, target, space))
+        typer.echo(f"wrote {out} (the winners: pass it to run, compare or ab as --config)", err=True)
+    if not emit_json(json_out, tune_document(done, target, space, floor / 100, env)):
+        typer.echo(tune_table(done, space, floor / 100, env))
+    near = sum(len(near_points(ct, floor / 100)) for ct in done)
+    if near:
+        typer.echo(f"{near} first-pass point(s) within {floor:g}% of a case's fastest were not measured again: "
+                   f"--finalists N (now {finalists}) takes more into the rounds", err=True)
+    if any(ct.winner is None for ct in done):
+        raise typer.Exit(1)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("tune")
-    @command
-    def tune_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="The submission.py to sweep (or PATH@REV): it declares TUNE = {'knob': [values, ...]} and reads CONFIG.")] = None,
-                 backend: Annotated[Optional[str], typer.Option("--backend", metavar="NAME", help="cute: sweep our persistent kernel's knobs on this GPU's arch instead.")] = None,
-                 case: CaseIds = None,
-                 budget: Annotated[float, typer.Option("--budget", metavar="MINUTES", callback=within(0.1), help="Time for the whole sweep (0.1 or more); what is left unmeasured is said.")] = 10.0,
-                 floor: Annotated[float, typer.Option("--floor", metavar="PCT", callback=within(0.1, 50.0), help="The change that matters between finalists, in percent (0.1 to 50).")] = 2.0,
-                 rounds: Annotated[int, typer.Option("--rounds", metavar="N", callback=within(5, 1000), help="The most interleaved rounds of the finalists a case (5 to 1000).")] = 20,
-                 finalists: Annotated[int, typer.Option("--finalists", metavar="N", callback=within(2, 16), help="Points a case measured again in rounds (2 to 16): the fastest, the default, then the next fastest the gate cannot tell from it.")] = tunemod.FINALISTS,
-                 out: Annotated[Optional[str], typer.Option("--out", metavar="FILE", help="Write the winners as a config map (case -> point) for --config.")] = None,
-                 resume: Annotated[bool, typer.Option("--resume", help="Go on from the sweep in --json FILE (one stopped or cut short): its measured points are not run again.")] = False,
-                 shape: Shape = None, cases_file: CasesFile = None, timeout: RowTimeout = None,
-                 gpus: GpusOpt = None,
-                 ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Sweep over a Ray cluster's GPUs (auto, or its address): an actor on each, the same checks and files (pip install 'nvgg[ray]').")] = None,
-                 json_out: JsonOut = None) -> None:
-        """Sweep the configurations of a submission (its TUNE) or of our kernel per case: checked, timed, the winner told from noise."""
-        picked = pick_cases(case, shape, cases_file, default="benchmarks")
-        if bool(submission) == (backend is not None):
-            raise NvggError("nvgg tune sweeps one target: pass --submission FILE (its declared TUNE) or --backend "
-                            "cute (our persistent kernel's knobs)")
-        if len(submission or []) > 1:
-            raise NvggError("nvgg tune sweeps one submission: pass --submission once (compare versions with nvgg ab)")
-        if backend is not None and backend.strip().lower() != "cute":
-            raise NvggError(f"--backend {backend}: only the cute backend's kernels have knobs to sweep")
-        reads = read_files(submission=submission, cases_file=cases_file)
-        check_outputs(json_out, reads=reads)
-        check_writable("--out", out)
-        check_distinct(("--json", json_out), ("--out", out), reads=reads)
-        earlier = _earlier(json_out) if resume else None
-        if ray is not None and gpus is not None:
-            raise NvggError("--ray sweeps over the cluster's GPUs, --gpus over this host's: pass one")
-        spread = pick_gpus(gpus)
-        ray_gpus = 0
-        if ray is not None:
-            from .. import cluster
-            ray_gpus = cluster.connect(ray)
-        device = selection.default_device()
-        if timeout is None and device.type == "cuda":
-            timeout = POINT_TIMEOUT_S
-        with submissions(submission) as versions:
-            target = tunemod.SubmissionTarget(versions.items[0]) if submission else _kernels(device)
-            for c in picked:
-                rows.precheck(target.row(c, ()))
-            done, space = _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread,
-                                 ray_gpus, finalists)
-        env = next((r.env for ct in done for r in ct.first.values() if r.env), {})
-        if out:
-            write_file("--out", out, config_map(done, target, space))
-            typer.echo(f"wrote {out} (the winners: pass it to run, compare or ab as --config)", err=True)
-        if not emit_json(json_out, tune_document(done, target, space, floor / 100, env)):
-            typer.echo(tune_table(done, space, floor / 100, env))
-        near = sum(len(near_points(ct, floor / 100)) for ct in done)
-        if near:
-            typer.echo(f"{near} first-pass point(s) within {floor:g}% of a case's fastest were not measured again: "
-                       f"--finalists N (now {finalists}) takes more into the rounds", err=True)
-        if any(ct.winner is None for ct in done):
-            raise typer.Exit(1)
+    app.command("tune")(tune_cmd)
 
 
 def _kernels(device) -> tunemod.KernelTarget:
