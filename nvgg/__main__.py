@@ -32,7 +32,7 @@ def leave(code) -> None:
     """End the process as `sys.exit(code)` would, without the interpreter's teardown: the exit
     handlers run (temporary folders removed, workers killed, timelines stamped) and the output is
     flushed, then the process ends. Tearing down the modules nvgg imported (torch's above all)
-    took 0.74 s of a warm 6.5 s `nvgg run --case 3` (H100, 2026-11-27, benchmarks/warm_start.py),
+    is a large share of a warm `nvgg run`'s wall time (NOTES.md, Host costs; lab log), spent
     after every result was written. A thread not marked daemon still running: the usual exit,
     which waits for it."""
     import threading

@@ -36,8 +36,9 @@ from .result import Result, Row
 MIN_ROUNDS = 5  # the first look
 # The share of wrong intervals allowed over an A/B's looks of a case: each look's interval gets a
 # part (Design), so the one printed where the case stops holds the truth at least 1 - ALPHA of the
-# time. A fixed level at every round from the fifth, stopping at the first decided one, let a true
-# 1.025 be called same and a 1.015 slower in 3-5% of simulated A/Bs (benchmarks/ab_coverage.py).
+# time. A fixed level at every round from the fifth, stopping at the first decided one, called a
+# small true change same, or a smaller one slower, well beyond ALPHA in simulated A/Bs
+# (benchmarks/ab_coverage.py; lab log).
 ALPHA = 0.05
 LOOK_GROWTH = 1.5  # each look after the first this many times the rounds of the one before
 # A host-bound case (a version's host time to issue a call timing.HOST_SHARE of the call or more)
@@ -46,12 +47,10 @@ LOOK_GROWTH = 1.5  # each look after the first this many times the rounds of the
 HOST_ROUNDS = 3
 # The share of rounds trimmed from each end of the log ratios (Yuen's trimmed mean; 20% is the usual
 # choice in robust statistics, e.g. Wilcox, "Introduction to Robust Estimation"). A host-bound
-# round now and then lands a pause of the host on one version only (a round's ratio 1.3-1.5 among
-# rounds within 1-2%), and one such round widened a plain t interval past the floor. 13 A/Bs of
-# the same build (multistream/cute and a torch submission, cases 1-4, two A/Bs side by side on a
-# 2-GPU H100 host, 2026-11-27), replayed round by round with the same stopping rule: trimmed, 42 of
-# 52 case-tries same (2 more still open where the kept rounds end), plain 35; neither called one
-# faster or slower.
+# round now and then lands a pause of the host on one version only (one round's ratio far off
+# rounds close together), and one such round widened a plain t interval past the floor. A/Bs of
+# the same build replayed round by round with the same stopping rule were called same more often
+# trimmed than plain, and neither called one faster or slower (lab log).
 TRIM = 0.2
 ROUND_MAX_S = 2.0  # the longest a round's windows take turns (round_window_s)
 
@@ -235,10 +234,9 @@ class CaseAB:
     def oversubscribed(self) -> bool:
         """Whether the host's load average reached its cores during the case (timing.host_load). The
         rounds' interval covers what changes from round to round; a version's worker slowed for the
-        whole case is a bias it cannot show. On such a host (four A/Bs side by side, load 76 on 64
-        cores) the same torch submission twice was once slower in every round of case 1, called
-        slower at 1.043 (1.027-1.060), and alone on 16-core hosts (load under 2) same in 20 of 20 tries
-        (H100, 2026-11-28, benchmarks/ab_trust.py)."""
+        whole case is a bias it cannot show. On such a host (four A/Bs side by side) the same torch
+        submission twice was once slower in every round of a case, and called slower, where alone
+        it was same in every try (benchmarks/ab_trust.py; lab log, the A/B counts of 3c7f5a0)."""
         return self.load is not None and self.load >= self.cores
 
     def load_text(self) -> str:
@@ -374,6 +372,6 @@ def round_window_s(round_s: float, window_s: float) -> float:
     """How long the next round's windows take turns: as long as the rest of the last round took
     (its new values, each version's check; its length less the windows' `window_s`), within
     rows.ROUND_S and ROUND_MAX_S. So at least about half an A/B's time is timed windows, where a
-    version's calls are long and its checks slow (the torch submission's case 1: a 45-ms window
-    and rounds of about 1 s, 3 windows a version in a quarter-second; H100, 2026-11-27)."""
+    version's calls are long and its checks slow (the torch submission's case 1, whose rounds
+    last several times a quarter-second and whose window fills much of one: lab log)."""
     return min(ROUND_MAX_S, max(rows.ROUND_S, round_s - window_s))

@@ -78,8 +78,8 @@ def _energy(pynvml, h) -> int | None:
 
 
 # The energy a call is measured inside the timed span: a thread reads NVML's energy counter while
-# the timer's repetitions run. The counter moves about every 100 ms (NOTES), so the half-second
-# span of `± rerun` mostly sees four or five changes. A figure needs MIN_CHANGES (two steps of the
+# the timer's repetitions run. The counter moves in steps (NOTES.md, Energy), a handful of them
+# in the half-second span of `± rerun`. A figure needs MIN_CHANGES (two steps of the
 # counter, for the power's spread from one to the next); the meter holds the span for them alone,
 # at most ENERGY_SPAN_S from its first repetition, and never to tighten the bound: a default row's
 # energy costs no time beyond the timer's own span.

@@ -382,7 +382,7 @@ def round_begin(row: Row, core: int | None = None) -> Result | None:
         # nothing else of this process's runs while the versions take turns: the clocks read at
         # the round's two ends (a sampling thread shared the launching thread's core), and
         # Python's collector run now and held until the round ends (a collection inside a window
-        # of a host-bound row made it 2-10x its neighbours: rounds' ratios spread 7-16%; H100, 2026-11-27)
+        # of a host-bound row made it several times its neighbours and spread the rounds' ratios: lab log)
         sampler = clocks.Sampler(session.device, period_s=None).__enter__()
         gc.collect()
         gc.disable()

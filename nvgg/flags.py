@@ -6,9 +6,8 @@ from __future__ import annotations
 from .result import Flag, Result
 
 # work still running after the end event, per batch, beyond which the events missed it (both must
-# hold). An honest batch: a device synchronise right after the completed end event took 9-39 µs
-# for our kernels (2-7% of their batch) and 28-82 µs for a torch submission (under 2%); our kernel
-# left on a side stream: 68 µs (18% of the batch, case 3) and 1510 µs (case 1). H100/H200, 2026-11-26.
+# hold): an honest batch's device synchronise right after the completed end event stays under one
+# or the other, our kernel left on a side stream goes past both (lab log).
 ESCAPE_FLOOR_US = 30.0
 ESCAPE_SHARE = 0.10
 # a submission's first call on new tensors "costs far more than the rest" where it takes

@@ -12,8 +12,8 @@ A row's noise band is the widest of:
   mean would fall; a host-bound row's reaches its fastest and slowest block, since its reruns mix
   the host's levels in other shares,
 - NOISE_FLOOR: what the same build moves between two processes on an idle card beyond both
-  (the clocks' state at the start of a run): up to 2.9% on an H100 (our persistent kernel on
-  benchmarks 1-4, five runs against one baseline, 2026-11-26), so 4%.
+  (the clocks' state at the start of a run), with a margin over the most that was seen (NOTES.md,
+  A/B, rerun and gate; lab log).
 Inside the band the row is "same", or "unsure" where the change and its statistical error
 together reach past the allowed regression (the measurement cannot tell). Outside it the row is "faster" or "slower"; a slower
 row fails the gate when its change is beyond the allowed regression, unless this run was

@@ -123,7 +123,7 @@ def generate(case: Case, device: torch.device | str = "cuda", seed: int | None =
 
 # the CPU generator's draws of the last case's batch, (groups, seed) -> cpu_scales: the rows of a
 # sweep or a compare run one case's points one after another in a worker, and the draws are the
-# slow part of their setup (case 1: about 0.5 s a row on an H100's host, 2026-11-27)
+# slow part of their setup (lab log)
 _DRAWN: dict[tuple, list] = {}
 
 
@@ -144,9 +144,9 @@ def drawn_scales(case: Case, seeds: list[int]) -> list[list[tuple[torch.Tensor, 
 
 
 # CPU scale tensors of finished rows, by (shape, strides, dtype), to be written over by the next
-# row's copies: a fresh copy's pages are faulted in anew each row, and that cost 70 ms a row on an
-# H100's host (case 3, 60 copies of 0.4 MB) and 320 ms with a second worker beside it on another
-# GPU (cProfile of a sweep's rows, 2026-11-27): two GPUs' sweep was no faster than one's
+# row's copies: a fresh copy's pages are faulted in anew each row, which cost several times more
+# with a second worker beside it on another GPU, so that two GPUs' sweep was no faster than one's
+# (lab log)
 _SPARE: dict[tuple, list[torch.Tensor]] = {}
 
 
@@ -182,8 +182,8 @@ def give_back(batch: list) -> None:
 
 def generate_batch(case: Case, device: torch.device | str = "cuda", count: int = BATCH) -> list:
     """The inputs of one timing measurement: `count` tuples, seeds case.seed + 42·i for i = 1..count.
-    On a GPU the CPU generator's draws (the plain scales, the slow part of a warm run: case 3, about
-    0.26 s of 0.6 on an H100) are made for all inputs at once on threads, then the GPU's in order."""
+    On a GPU the CPU generator's draws (the plain scales, the slow part of a warm run: lab log)
+    are made for all inputs at once on threads, then the GPU's in order."""
     device = torch.device(device)
     seeds = [case.seed + SEED_STEP * (i + 1) for i in range(count)]
     if device.type != "cuda" or count < 2:
@@ -233,8 +233,7 @@ def refill(case: Case, data, index: int, round_: int = 0) -> None:
     and fill its outputs with NaN. The values are the competition's kinds (masked e2m1 pairs,
     scales 1 or 2) drawn on the inputs' device from a generator of their own: they need only be
     new, not the competition's bits, and the CPU generator the competition draws scales from is
-    the slow part of a warm run (case 3: about 0.35 s of 15 refills on the CPU against
-    milliseconds on an H100)."""
+    the slow part of a warm run (lab log)."""
     device = data[0][0][0].device
     gen = torch.Generator(device=device)
     gen.manual_seed(case.seed + TIMED_SEED_OFFSET * (round_ + 1) + SEED_STEP * (index + 1))  # new values each round

@@ -50,7 +50,7 @@ from typing import Callable
 from .errors import NvggError
 
 TIMEOUT_S = 300.0        # a row: no healthy one comes near (the slowest, a cold compile and the
-                         # timer's 10 s budget, takes under a minute on an H100)
+                         # timer's budget, stays well inside it: lab log)
 START_TIMEOUT_S = 180.0  # a worker's start: python, torch, the CUDA context
 ROOT = Path(__file__).resolve().parent.parent
 _HEADER = struct.Struct("<Q")
@@ -110,9 +110,8 @@ def timeline(event: str) -> None:
 # Linux's personality flag that turns off address-space randomisation for the programs a process
 # executes (<linux/personality.h>; what `setarch -R` sets). With randomisation, each worker of one
 # host-bound submission ran at a speed of its own: three workers of one file, A/B'd in pinned,
-# interleaved rounds, differed by up to 6.7%, with intervals of ±1.5-4%; without it, the ratios of
-# 16 such A/Bs were 0.980-1.019 and every interval held 1 (multistream/cute and a torch
-# submission, cases 3-4, H100 hosts, 2026-11-27).
+# interleaved rounds, differed by more than their intervals' width; without it, every such A/B's
+# interval held 1 (NOTES.md, A/B, rerun and gate).
 ADDR_NO_RANDOMIZE = 0x0040000
 
 
@@ -360,7 +359,7 @@ class Child:
 
     def kill(self, wait: bool = True) -> None:
         """SIGKILL the child and what it started. `wait=False`: do not wait while the system takes
-        the dead process's CUDA context down (0.16 s on an H100): for a pool's end, where nothing
+        the dead process's CUDA context down (a noticeable wait: lab log): for a pool's end, where nothing
         comes next on that GPU from this process; the process is gone either way, reaped by
         whoever outlives it."""
         if self.alive():

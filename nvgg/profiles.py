@@ -98,8 +98,8 @@ _NVML: list = []  # [pynvml, or None where NVML cannot start], once this process
 
 def nvml():
     """pynvml, started once for this process and shut down at its exit, or None without an NVIDIA
-    driver or library. NVML counts its starts: an init and shutdown around every query cost
-    50-100 ms each time on a GPU machine, what a command paid several times before its first row."""
+    driver or library. NVML counts its starts: an init and shutdown around every query cost tens
+    of milliseconds each time (lab log), what a command paid several times before its first row."""
     if not _NVML:
         try:
             import pynvml

@@ -220,8 +220,7 @@ CAUSE_FLOOR = 0.01
 # standard deviation) above the median, and over OUTLIER_FLOOR above it
 OUTLIER_MADS = 5.0
 # the host's time to issue a repetition's calls within this range of the clear's head start: the
-# mean hangs on the host's speed that run (per_shape.py on case 1, H200, 2026-11-28: 37.6 ms against
-# 37.0; the evaluator's mean 832 µs a call, nvgg's 720)
+# mean hangs on the host's speed that run (per_shape.py on case 1: NOTES.md, Leaderboard prediction)
 EDGE = (0.75, 1.25)
 OUTLIER_FLOOR = 0.05
 

@@ -76,7 +76,7 @@ def _answered(row: Row, call: Callable[[], Result | None]) -> Result | None:
 # or longer (ab.round_window_s; at least MIN_WINDOWS a version, at most MAX_WINDOWS), so a level
 # the host or the card sits at lands on every version alike. Rounds of one leaderboard measurement
 # a version, one after the other with each version's check between them, paired a host-bound row's
-# windows 0.2 s apart or more, where its level no longer carries (benchmarks/host_spread.py --modes).
+# windows too far apart for its level to carry (benchmarks/host_spread.py --modes: lab log).
 ROUND_S = 0.25
 MIN_WINDOWS = 3
 MAX_WINDOWS = 50

@@ -32,33 +32,33 @@ MAX_REPS = 100
 TARGET_REL_ERR = 1e-3
 BUDGET_S = 10.0
 # A host-bound row's time wanders: windows of one batch correlate with their neighbours for about
-# 0.1 s and not past 0.2 s, between two levels (multistream/cute on case 3: 55 and 92 µs a call;
-# H100, benchmarks/host_spread.py --modes, 2026-11-27). So repetitions are grouped into blocks of
+# BLOCK_S and not past HOST_BLOCK_S, between two levels (multistream/cute on case 3,
+# benchmarks/host_spread.py --modes: lab log). So repetitions are grouped into blocks of
 # BLOCK_S, the spread between blocks is what a rerun sees, and a GPU run is timed for at least
 # MIN_SPAN_S to have blocks enough to measure it.
 BLOCK_S = 0.1
 MIN_SPAN_S = 0.5
 MIN_BLOCKS = 3
-# Half a second can sit at one level: the first run's interval held 6 of 9 later means of
-# multistream/cute (case 3, H100, 2026-11-27, benchmarks/rerun.py). A row whose host time to issue
+# Half a second can sit at one level: the first run's interval missed later runs' means of
+# multistream/cute (case 3, benchmarks/rerun.py: lab log). A row whose host time to issue
 # a call is HOST_SHARE of the call's measured time or more (a change of the host's level moves the
-# call's time; multistream/cute on case 3: 0.8-1.3, our persistent kernel 0.1-0.4) is timed for
-# HOST_SPAN_S in blocks of HOST_BLOCK_S, past the 0.2 s its windows stay correlated.
+# call's time; multistream/cute on case 3 lies above it, our persistent kernel well below) is timed
+# for HOST_SPAN_S in blocks of HOST_BLOCK_S, past the time its windows stay correlated.
 HOST_SHARE = 0.6
 HOST_SPAN_S = 2.0
 HOST_BLOCK_S = 0.2
 # A host-bound row's mean is a mix of the host's levels, and a rerun mixes them in
 # other shares: over minutes, later runs' means drifted past the t-interval of the first run's
-# blocks (it held 8, 10, 8 and 5 of 10 later means of multistream/cute and the torch submission on
-# cases 3-4; H100, benchmarks/rerun.py, 2026-11-27). A rerun's mean is still a mix of levels the
-# blocks, moved core to core, have seen; so a host-bound row's rerun interval reaches from its mean
-# at least to its fastest and its slowest block.
+# blocks (multistream/cute and the torch submission on cases 3-4, benchmarks/rerun.py: lab log).
+# A rerun's mean is still a mix of levels the blocks, moved core to core, have seen; so a
+# host-bound row's rerun interval reaches from its mean at least to its fastest and its slowest
+# block.
 # Where a row's launching thread runs changes its host time: a host-bound row's level holds for
 # seconds in one process and differs between processes (the same build as A and as B, each in a
-# worker of its own: 1.20x on multistream/cute case 3, 1.65x and 0.67x on the torch submission;
-# first runs' intervals missed fresh processes' means; H100 host, 16 cores, 2026-11-27). So a
-# timed run moves its thread to the next core at each block (its blocks then sample the cores'
-# levels, as reruns do), and an A/B's versions take one core together a round (ab.py).
+# worker of its own, was called slower or faster, and first runs' intervals missed fresh
+# processes' means: lab log). So a timed run moves its thread to the next core at each block (its
+# blocks then sample the cores' levels, as reruns do), and an A/B's versions take one core
+# together a round (ab.py).
 _ALLOWED = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []
 
 
@@ -469,9 +469,9 @@ class EventTimer(Windowed):
     def _sync_baseline_us(self, stream, reps: int = 5) -> float:
         """What the synchronise after a completed end event takes with no calls between the events,
         after this timer's L2 clear (the slowest of `reps`): the escape check counts only the time
-        beyond it. After the evaluator's clear it is 30-100 µs, against 6-9 µs after nvgg's (H100,
-        2026-11-27), with nothing left running: the median of three let that spread alone flag our
-        honest persistent kernel on case 4 (41 µs a batch "escaped", H100, 2026-11-27)."""
+        beyond it. After the evaluator's clear it is several times what it is after nvgg's, with
+        nothing left running (NOTES.md, Timer and flags): the median of three let that spread alone
+        flag our honest persistent kernel on case 4 as escaping (lab log)."""
         times = []
         for _ in range(reps):
             torch.cuda.synchronize(self.device)
@@ -514,7 +514,7 @@ class EventTimer(Windowed):
                 i += 1
         self._release()
         self._ends = ends
-        # no escape check here: one call's honest synchronise after its end event (9-82 µs,
+        # no escape check here: one call's honest synchronise after its end event (see
         # flags.ESCAPE_FLOOR_US) is as large as the bound a batch is held to; the batch timers
         # catch work escaping the events
         return reduce(samples, batch=1, method="per-call", clock="cuda events", ends_s=ends)

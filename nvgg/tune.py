@@ -29,7 +29,7 @@ from .result import Result, Row, point_name as name_of
 FINALISTS = 4      # points measured again in interleaved rounds, a case
 # a point of our kernel, built before its row, that takes HANG_FACTOR times the case's median row
 # (HANG_FLOOR_S at least) is a hang: its row is stopped there, not at the rows' usual limit (one
-# build deadlocked on case 4 every time it ran: H100, 2026-11-27)
+# build deadlocked on case 4 every time it ran: NOTES.md, Sweeps)
 HANG_FACTOR, HANG_FLOOR_S = 20.0, 10.0
 SAME_PCT = 5.0     # the gate's allowed change when picking finalists from the first pass
 

@@ -1,5 +1,5 @@
 """Parsing Nsight Compute's raw CSV, on output recorded from a real run: `nvgg profile --ncu
---case test-3 --backend torch --strategy sequential` on an NVIDIA H200 (ncu 2025.3, 2026-11-26)."""
+--case test-3 --backend torch --strategy sequential` on an NVIDIA H200 (ncu 2025.3)."""
 
 from pathlib import Path
 

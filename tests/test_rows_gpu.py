@@ -39,7 +39,7 @@ def test_a_fault_and_a_hang_cost_one_row_each(cli, tmp_path):
 
 def test_kept_results_fail_and_escaping_work_is_flagged():
     # case 1: our kernel on a side stream leaves most of a batch running after the end event
-    # (about 1.5 ms of a batch on an H200; on case 3 only ~70 µs, near the threshold)
+    # (on case 3 only a little past the escape check's floor: lab log)
     kept, side, ours = rows.run_many([Row(cases.get("1"), submission=_sub(n), device="cuda")
                                         for n in ("kept", "side_stream", "ours")])
     assert kept.status == "wrong" and "right when checked, wrong when timed" in kept.message, kept.message

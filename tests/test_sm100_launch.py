@@ -156,8 +156,8 @@ def test_a_warm_process_does_the_host_work_without_the_dsl(tmp_path):
 @pytest.mark.gpu
 def test_max_active_clusters_from_the_driver():
     """The persistent grid's size comes from cuOccupancyMaxActiveClusters on the kernel's own cubin:
-    a kernel that takes an SM's shared memory fits once an SM, pairs at most half the SMs (H100:
-    132 and 66, 2026-11-26)."""
+    a kernel that takes an SM's shared memory fits once an SM, pairs at most half the SMs (what an
+    H100 answered: lab log)."""
     from nvgg.kernels.sm90 import config as sm90, host as sm90host
 
     torch.zeros(1, device="cuda")

@@ -163,7 +163,7 @@ def test_a_load_inline_build_error_shows_the_compilers_error_not_its_command(tmp
 
 
 # what ninja printed for a load_inline build whose CUDA source nvcc refused (an H100 machine, torch
-# 2.11 with CUDA 13.0, 2026-11-27): the error comes between two command lines
+# 2.11 with CUDA 13.0): the error comes between two command lines
 NVCC_OUTPUT = """[1/3] /usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -ccbin /opt/gcc/bin/gcc -DTORCH_EXTENSION_NAME=gt -isystem /usr/local/cuda/include --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a --compiler-options '-fPIC' -std=c++17 -c /root/.cache/torch_extensions/py312_cu130/gt/cuda.cu -o cuda.cuda.o 
 FAILED: [code=2] cuda.cuda.o 
 /usr/local/cuda/bin/nvcc -MD -MF cuda.cuda.o.d -ccbin /opt/gcc/bin/gcc -DTORCH_EXTENSION_NAME=gt -isystem /usr/local/cuda/include --expt-relaxed-constexpr -gencode=arch=compute_90a,code=sm_90a --compiler-options '-fPIC' -std=c++17 -c /root/.cache/torch_extensions/py312_cu130/gt/cuda.cu -o cuda.cuda.o 

@@ -72,8 +72,8 @@ def test_timer_adds_little_beyond_the_kernels():
     latency hidden (queue-ahead): the harness's own cost (events, flush, loop) must keep the batch
     time within 3% of the span CUPTI saw from the batch's first kernel start to its last kernel end,
     both over the same replays (CUPTI records the timed repetitions themselves). The span, not the
-    kernels' summed durations: a graph's node-to-node gaps (about 0.8 µs a node on an H100,
-    2026-11-26) are the GPU's, not the harness's; and not the leaderboard timer, which also counts
+    kernels' summed durations: a graph's node-to-node gaps (lab log) are the GPU's, not the
+    harness's; and not the leaderboard timer, which also counts
     the host's graph launch, a property of the machine (benchmarks/timer_overhead.py)."""
     from nvgg import timing
     from nvgg.profiling import cupti

@@ -134,9 +134,9 @@ def arch_of(device: torch.device) -> str:
 @functools.lru_cache(maxsize=None)
 def _capability(index: int) -> tuple[int, int]:
     """CUDA device `index`'s compute capability, asked once a process (each query takes
-    milliseconds on some machines: 6 ms on an H100, 2026-11-26). NVML answers where CUDA has not
-    started in this process: nvgg's own process checks rows with it and starts no CUDA runtime
-    (0.32 s on an H100, 2026-11-27); a worker, whose CUDA runs, asks CUDA."""
+    milliseconds on some machines: lab log). NVML answers where CUDA has not started in this
+    process: nvgg's own process checks rows with it and starts no CUDA runtime (a start costs
+    tenths of a second: lab log); a worker, whose CUDA runs, asks CUDA."""
     if not torch.cuda.is_initialized():
         from ..profiles import nvml_query, visible_index
         physical = visible_index(index)

@@ -60,8 +60,8 @@ def wide_config(base: gemm.GemmConfig) -> gemm.GemmConfig | None:
 def persistent_config(ms, ns, sms: int) -> gemm.GemmConfig:
     """The persistent kernel the backend launches for these groups on `sms` SMs (one CTA each):
     the wide-tile build where merging tiles shortens the longest CTA's list (gemm.tile_plan),
-    else the plain one, whose eight fp16 A slots are faster where nothing merges (H200,
-    2026-11-26: case 1 139.1 against 142.7 µs with six; NOTES.md)."""
+    else the plain one, whose eight fp16 A slots beat the wide build's six where nothing merges
+    (case 1: lab log)."""
     base = config_for(ms, persistent=True)
     wide = wide_config(base)
     return wide if wide is not None and gemm.tile_plan(ms, ns, wide, sms) else base
@@ -78,9 +78,8 @@ class Sm90Kernels(KernelFamily):
 
     arch = ARCH
     tensormap_modes = TENSORMAP_MODES
-    # host maps: the same kernel time as device maps within 0.7 µs on the four benchmarks, their
-    # setup in the kernel about 1 µs against 4-10, and no map written in the kernel (H100,
-    # 2026-11-26, NOTES.md)
+    # host maps: the same kernel time as device maps on the four benchmarks, a shorter setup in
+    # the kernel, and no map written in the kernel (NOTES.md, Persistent sm_90a kernel; lab log)
     default_mode = "host"
 
     def __init__(self, readiness: str = "rows", programmatic: bool = True):
@@ -213,7 +212,7 @@ class Sm90Kernels(KernelFamily):
         sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
         config = self._grouped_config([t.m for t in groups], [t.n for t in groups], sms, tensormaps, instrument)
         # the launches go through the driver on the cubin (launch.DirectLaunch): a compiled entry on
-        # disk serves a new process without rebuilding the DSL's callable (about 2 s a kernel)
+        # disk serves a new process without rebuilding the DSL's callable (seconds a kernel)
         timed = host.compile_gemm(replace(config, instrument=False), None, ARCH, need_callable=False)
         entry = host.compile_gemm(config, None, ARCH, need_callable=False) if instrument else timed
         # the instrumented build runs on the timed build's grid
@@ -226,8 +225,8 @@ class Sm90Kernels(KernelFamily):
 
     @staticmethod
     def _launcher(entry, tables, grid, programmatic: bool = False) -> Launch:
-        # through the driver: 4.1 µs of host time a launch against 17.6 through the DSL's own call
-        # (H100, 2026-11-26, benchmarks/launch_paths.py; GPU times equal)
+        # through the driver: a fraction of the DSL's own call's host time a launch, the same GPU
+        # time (benchmarks/launch_paths.py; NOTES.md, Host costs)
         return launch.DirectLaunch(entry, tables, grid, programmatic=programmatic)
 
     @staticmethod

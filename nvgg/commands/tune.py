@@ -20,8 +20,8 @@ from .common import (CaseIds, CasesFile, GpusOpt, JsonOut, Progress, RowTimeout,
                      warn_if_slow_on_cpu, within, write_file)
 
 WRITE_EVERY_S = 2.0  # the sweep's JSON rewritten at most this often as points finish (and at each case's end)
-# a point's time limit on a GPU where --timeout is not given: a first-pass row takes about a second
-# (H100, 2026-11-27), a cold build in its worker seconds more; a point that hangs (a build that
+# a point's time limit on a GPU where --timeout is not given: a first-pass row takes a second or
+# less (NOTES.md, Sweeps), a cold build in its worker seconds more; a point that hangs (a build that
 # deadlocks on one case) costs this, not the rows' usual limit
 POINT_TIMEOUT_S = 60.0
 

@@ -39,7 +39,7 @@ _EIFMT_NVAL, _EIFMT_BVAL, _EIFMT_HVAL, _EIFMT_SVAL = 1, 2, 3, 4
 
 @functools.lru_cache(maxsize=1)
 def dsl_version() -> str:
-    """The installed CuTe DSL's version (read once a process: package metadata costs ~1.4 ms)."""
+    """The installed CuTe DSL's version (read once a process: reading package metadata is slow)."""
     try:
         from importlib.metadata import version
         return version("nvidia-cutlass-dsl")

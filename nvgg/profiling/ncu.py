@@ -71,10 +71,10 @@ class ArchMetrics:
 
 # by compute capability major. Hopper's warpgroup MMAs (wgmma: HGMMA, QGMMA, ...) count in the
 # tensor pipe's type_hmma_hgmma... counter (seen in the SpeedOfLight section's raw page on an H200,
-# ncu 2025.3, 2026-11-26). Blackwell's tcgen05 MMAs run on the "TC pipe" (sm__pipe_tc_*); GB100's
+# ncu 2025.3). Blackwell's tcgen05 MMAs run on the "TC pipe" (sm__pipe_tc_*); GB100's
 # sm__pipe_tensor_* counters there are the warp-level MMAs (dmma/hmma/imma subpipes), which a
 # tcgen05 kernel leaves idle, so reading them would call it latency-bound (ncu 2025.3.1
-# --query-metrics --chip gb100, 2026-11-26).
+# --query-metrics --chip gb100, kept in tests/fixtures/ncu/).
 ARCHS = {
     9: ArchMetrics("sm_90", "gh100", "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active",
                    "tensor pipe"),

@@ -52,7 +52,7 @@ def theoretical(registers: int, smem_bytes: int, threads: int, profile: Profile,
         return Occupancy(0, warps, "does not fit", 0.0)
     # each quarter holds whole warps: 99 registers a thread (3328 a warp) leave 16 warps an SM, not 19
     # (two blocks of 288 threads counted as 18 warps by the SM's total: launched, one of them waited
-    # for the other to end, and a kernel whose CTAs wait on each other hung; H100, 2026-11-27)
+    # for the other to end, and a kernel whose CTAs wait on each other hung: NOTES.md, Sweeps)
     by_regs = (lim.registers_per_sm // SUB_PARTITIONS // regs_per_warp) * SUB_PARTITIONS // warps
     smem_per_block = _ceil_to(smem_bytes + SMEM_RESERVED_PER_BLOCK, SMEM_ALLOC_UNIT)
     by_smem = lim.smem_per_sm_bytes // smem_per_block

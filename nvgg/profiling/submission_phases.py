@@ -89,13 +89,11 @@ class MarkedLaunch:
                 "cupti_us": self.cupti_us, "next_call": dict(nxt.__dict__, overlap=nxt.overlap) if nxt else None}
 
 
-# Give or take this much, a marked launch lies inside a CUPTI record (`match_records`). On an H100
-# (2026-11-27, torch 2.11 with CUDA 13.0: a load_inline kernel reading %globaltimer at its CTAs' start
-# and end, launched 4 times a call between cuBLAS GEMMs, 3 calls recorded through torch.profiler)
-# CUPTI's start stamps ran 895.2 to 896.4 µs away from the first CTA's reading: other origins, so no
-# reading is set against a stamp; within a call that distance moved by at most 0.31 µs over the 4
-# launches, and every launch's readings lay inside its record. 1 µs also covers a timer that ticks
-# once a microsecond (an H100's readings differ by 32 ns, README).
+# Give or take this much, a marked launch lies inside a CUPTI record (`match_records`). CUPTI's
+# start stamps and %globaltimer count from other origins, so no reading is set against a stamp;
+# within a call the distance between them moved by well under this over its launches, and every
+# launch's readings lay inside its record (a load_inline kernel between cuBLAS GEMMs on an H100:
+# lab log). It also covers a timer that ticks once a microsecond (an H100's is finer: NOTES.md).
 TOLERANCE_US = 1.0
 
 
@@ -121,7 +119,7 @@ def match_records(launches: list[MarkedLaunch], records, tolerance_us: float = T
     Assumes: a kernel's i-th buffer is its i-th launch; one kernel's records, in start order, are its
     launches in the order they were issued (one stream: launches on several streams may start out of
     order, and then no name fits rather than a wrong one); %globaltimer and CUPTI's timestamps count
-    nanoseconds at the same rate, from origins that differ (about 0.9 ms on an H100: TOLERANCE_US),
+    nanoseconds at the same rate, from origins that differ (far apart on an H100: TOLERANCE_US),
     so a reading is never set against a timestamp, only differences are. A kernel's launches
     are the records of the one name (not taken by another kernel) that ran as many times in the call
     as the kernel asked for buffers and holds them: a launch's marks span no more than its record

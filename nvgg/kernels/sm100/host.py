@@ -210,7 +210,7 @@ def choose(shapes, sms: int, fp4_tflops: float, dram_gbs: float) -> Estimate:
     """The configuration (mma_n, cta_group) the model rates fastest for these groups; between equal
     estimates, the one whose CTAs load fewer bytes of A a stage (a CTA pair loads half each), then
     the narrower tile. Remembered per shapes and model inputs: a run asks for it several times
-    (compile, its cache-hit timing, tiles, the launch), at 6-40 ms each."""
+    (compile, its cache-hit timing, tiles, the launch), each slow enough to show (lab log)."""
     return _choose(tuple(tuple(s) for s in shapes), sms, fp4_tflops, dram_gbs)
 
 
@@ -290,8 +290,8 @@ def build_tables(groups: list[kgroups.GroupTensors], config: gemm.Sm100Config, r
 def resident_clusters(entry: kcache.Entry, cta_group: int) -> int:
     """Clusters of `cta_group` CTAs of this kernel the GPU holds at once (the driver's
     cuOccupancyMaxActiveClusters on the cached cubin: shared memory, registers, and a pair's two
-    SMs in one GPC), so a persistent grid never runs a second wave. Needs the GPU. H100, for a
-    kernel that takes an SM's shared memory: 132 clusters of 1 CTA, 66 of 2 (2026-11-26)."""
+    SMs in one GPC), so a persistent grid never runs a second wave. Needs the GPU (what an H100
+    answered: lab log)."""
     return launch.max_active_clusters(entry, (cta_group, 1, 1))
 
 

@@ -77,8 +77,8 @@ ORDER_GROUP_SHIFT = 22
 MAX_TILES = 1 << ORDER_GROUP_SHIFT
 TENSORMAP_MODES = tensormaps.MODES
 # how the persistent kernel's producer knows the fp16 A rows of a group are written: "rows", the
-# readiness counters of just that group's rows (the default: faster on benchmarks 1, 3 and 4, by
-# 1.2-3.2 µs, 0.3 slower on 2; H100, 2026-11-26, NOTES.md); "grid", a grid-wide barrier after
+# readiness counters of just that group's rows (the default: faster on three of the four
+# benchmarks, about even on the other; lab log); "grid", a grid-wide barrier after
 # all of phase 0 (the earlier build's wait, kept for benchmarks to compare against)
 READINESS = ("rows", "grid")
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
@@ -167,7 +167,7 @@ class GemmConfig:
         """Why this configuration cannot compile, or None."""
         if self.tile_m not in (32, 64, 128):
             # 256 (one wgmma over a whole group of m <= 256) was tried: at 288 threads ptxas caps the
-            # kernel at 168 registers, spills and serialises every wgmma (2026-11-26)
+            # kernel at 168 registers, spills and serialises every wgmma (lab log)
             return f"tile_m={self.tile_m} must be 32, 64 or 128"
         if self.tile_m not in WGMMA_N or self.tile_m > TMA_BOX_MAX:
             return f"tile_m={self.tile_m} is not a valid wgmma N / tensor-map box height"
@@ -250,12 +250,11 @@ def table_tiles(ms, ns, tile_m: int, wide: bool = False) -> tuple[list[int], lis
 
 
 # A half-width tile's time against a full tile's: its wgmma work halves, its B loads and B decode
-# do not. Measured from per-CTA main-loop times and each CTA's mix of tiles (H200, 2026-11-26):
-# 0.71 on case 2 (k 2048), about 0.8 on case 1 (k 7168).
+# do not. Measured from per-CTA main-loop times and each CTA's mix of tiles on cases 1 and 2
+# (k 7168, 2048), between the two cases' figures (NOTES.md, Persistent sm_90a kernel).
 HALF_TILE_COST = 0.75
 # A wide tile's (a full and a half tile's rows over one B decode), measured the same way on case 2
-# (H200, 2026-11-26: 18.6 µs against 14.1 for a full tile and 11.0 for a half one in the same
-# build); a fixed part plus a part in proportion to the rows would have made it 1.25
+# (lab log); a fixed part plus a part in proportion to the rows would have made it 1.25
 WIDE_TILE_COST = 1.32
 
 
@@ -301,9 +300,9 @@ def even_deal(units: int, ctas: int) -> tuple[int, int, int, int]:
     each, CTAs a .. b - 1 take s2 each, in CTA order, contiguous, the last ones short): even shares
     over every CTA. Every CTA starts phase 0 when the kernel before it has ended (its first act is
     to wait for it, nvfp4_gemm.py), launched programmatically or not, so all start together.
-    (2026-11-27: `phase0_deal`, which gave phase 0 to the CTAs that start early behind the call
-    before, removed with the reads of A before that wait; launched alone it cost case 3 46.3
-    against 35.6 µs, H100, NOTES.md.)"""
+    (`phase0_deal`, which gave phase 0 to the CTAs that start early behind the call before, was
+    removed with the reads of A before that wait; launched alone it made case 3 slower: lab log,
+    the persistent sm_90a kernel before its wait came first.)"""
     return (0, 0, ctas, -(-units // max(ctas, 1)))
 
 
@@ -328,6 +327,6 @@ def grid_for(total_tiles: int, sm_count: int, per_sm: int = 1, units: int = 0) -
     unless phase 0's `units` need more CTAs for one round (one unit an MMA thread): a CTA left
     without tiles still expands its share of A. (With the grid barrier: case 3 has 120
     tiles and 32768 units: on 120 CTAs, 2048 units took a second round on 8 CTAs and every CTA
-    waited for them at the barrier; 128 CTAs took it from 38.2 to 36.3 µs on an H200.)"""
+    waited for them at the barrier; 128 CTAs made case 3 faster: lab log.)"""
     wanted = max(total_tiles, -(-units // MMA_THREADS))
     return max(1, min(wanted, sm_count * per_sm))

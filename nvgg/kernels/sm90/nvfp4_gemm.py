@@ -219,8 +219,7 @@ class Nvfp4GemmSm90:
         # MMA warps never wait at the barrier; their first fp16 A slot fills after it. (Issuing the
         # first tile's packed-B loads before the barrier too, during phase 0 or after this CTA's
         # share of it, brought the first MMA earlier but made the main loops slower, by more:
-        # H200, 2026-11-26, case 1 155-158 against 147-150 µs, case 2 95-96.5 against 92-93; see
-        # NOTES.md.)
+        # lab log.)
         barrier_state = Int64(0)
         target = Int64(0)
         # (the rows build meets no barrier: the grid count only numbers its launches, and its
@@ -541,7 +540,7 @@ class Nvfp4GemmSm90:
         for a wide tile, through `extra` = (MMA, accumulators, A operand) as well)."""
         # the last stage is peeled so that its last wgmma is followed directly by
         # wait_group(0): with a wait_group(1) in between, ptxas was seen (nvdisasm of the
-        # per-group kernel, 2026-11-26) hoisting the epilogue's reads of the accumulators
+        # per-group kernel; lab log) hoisting the epilogue's reads of the accumulators
         # above the final WARPGROUP.DEPBAR, losing part of the last 64-k block at random
         for kt in cutlass.range(k // K_STAGE - 1, unroll=1):
             rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, kt, tidx, ring_addr, tiled_mma,

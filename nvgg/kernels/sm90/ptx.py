@@ -14,7 +14,7 @@ predicated. The lane is the one `elect.sync` elects over the full warp: "the sam
 elected for the same membermask every time" (PTX ISA, elect.sync), so the thread that fences a
 tensor map is the one that then uses it. (`%laneid == 0` served the same purpose, but ptxas did not
 always reuse the lane-id read across blocks and re-read it before each copy of the producer's loop,
-19 S2R SR_LANEID in one build: its stages took 15% longer on an H100, 2026-11-26.)
+which made its stages longer: lab log, the producer warp's lane reads.)
 """
 
 from __future__ import annotations
