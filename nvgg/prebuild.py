@@ -23,13 +23,13 @@ from typing import Callable
 import torch
 
 from . import procs
-from .space import default_jobs
 from .backends.base import arch_of
 from .cases import Case
 from .errors import NvggError
 from .kernels import cache as kcache
 from .result import Row
 from .selection import default_device, select
+from .space import default_jobs
 
 
 @dataclass(frozen=True)
@@ -75,11 +75,11 @@ def ahead(rows: list[Row], *, jobs: int | None = None, timeout_s: float | None =
 
 
 def missing(rows: list[Row]) -> list[Row]:
-    """A row a build the disk cache lacks: each row of our kernels as its worker would compile it
-    (a per-group strategy's a group shape at a time, as a one-group case), where that finds a
-    build missing, once a build (the first it would make: rows of one case's per-group strategies
-    share theirs, cases may share a persistent build). Rows that are unsupported, a submission's
-    or on no GPU have nothing to build ahead."""
+    """What to build ahead: each row of our kernels as its worker would compile it (a per-group
+    strategy's a group shape at a time, as a one-group case) where the disk cache lacks a build of
+    it, once a missing build (the first it would make: one case's per-group strategies share
+    theirs, cases may share a persistent build). A row that is unsupported, a submission's or on
+    no GPU has nothing to build ahead."""
     units, seen = [], set()
     for row in rows:
         device = torch.device(row.device) if row.device else default_device()
@@ -99,7 +99,9 @@ def missing(rows: list[Row]) -> list[Row]:
                 if exc.key not in seen:
                     seen.add(exc.key)
                     units.append(dataclasses.replace(row, case=case))
-            except Exception:  # noqa: BLE001 -- a lookup that fails (a shape refused, a record unreadable) fails its row too, which says why
+            # a lookup that fails otherwise (a shape refused, a record unreadable) fails its row too,
+            # which says why
+            except Exception:  # noqa: BLE001
                 continue
     return units
 

@@ -65,6 +65,29 @@ def test_the_builds_a_run_lacks_once_each_a_per_group_strategy_a_shape_at_a_time
     assert prebuild.missing(todo) == []
 
 
+def test_what_is_built_a_group_at_a_time_is_what_the_whole_cases_row_reads(monkeypatch, tmp_path):
+    """Our sm_90a kernels compiled on the CPU: the units' builds (each one-group case's, the
+    persistent one) are the very keys the row's own compile of the whole case looks up."""
+    pytest.importorskip("cutlass")
+    from nvgg import backends, strategies
+    monkeypatch.setattr(prebuild, "select", lambda case, strategy, backend, tensormaps, device, point: (
+        backends.get(backend), strategies.get(strategy)))
+    monkeypatch.setattr(prebuild, "arch_of", lambda device: "sm_90a")
+    monkeypatch.setattr(prebuild, "_sms", lambda device: 132)
+    monkeypatch.setattr(kcache, "_SHARED", kcache.CompileCache(tmp_path))
+    case = cases.get("test-8")  # 4 groups, 2 shapes
+    todo = [Row(case, s, "cute", device="cuda") for s in ("multistream", "persistent", "graph")]
+    units = prebuild.missing(todo)
+    assert [(u.case.id, u.strategy) for u in units] == [("test-8:128x128x512", "multistream"),
+                                                        ("test-8:128x128x256", "multistream"), ("test-8", "persistent")]
+    for unit in units:  # what each build process compiles
+        backends.get("cute").compile(unit.case, "sm_90a", grouped=unit.strategy == "persistent", sms=132)
+    monkeypatch.setattr(kcache, "_SHARED", kcache.CompileCache(tmp_path))  # a row's worker: a new process
+    be = backends.get("cute")
+    per_group, grouped = be.compile(case, "sm_90a", sms=132), be.compile(case, "sm_90a", grouped=True, sms=132)
+    assert [k.extra["cache_hit"] for k in per_group + grouped] == ["disk"] * 4  # two shapes, the expand, the persistent
+
+
 class Pool:
     """procs.Pool's calls answered here: each unit's build, one of them refused as a DSL error."""
 
