@@ -14,7 +14,7 @@ from typing import Callable
 
 import torch
 
-from . import datapath, procs
+from . import datapath, prebuild, procs
 from .cases import Case
 from .errors import NvggError
 from .result import Result, Row
@@ -119,15 +119,17 @@ def round_in(pool, rows: list[Row], core: int | None = None, window_s: float = R
 
 def run_many(rows: list[Row], *, timeout_s: float | None = None, on_result: Callable[[Result], None] | None = None,
              on_start: Callable[[Row], None] | None = None, strict: bool = False,
-             gpus: list[int] | None = None) -> list[Result]:
+             gpus: list[int] | None = None, on_note: Callable[[str], None] | None = None) -> list[Result]:
     """Every row, each in its worker, in order; `on_start(row)` as each begins and
     `on_result(result)` as it finishes. `strict`: an unsupported row is an NvggError before any
     row starts (one row asked for by name), instead of a row of its own. `gpus` (--gpus, checked by
     commands.common.parse_gpus): a pool of workers on each, the rows taken in order by whichever
-    is free (`spread`); the results still in the rows' order."""
+    is free (`spread`); the results still in the rows' order. The kernels the rows lack are built
+    first, side by side (prebuild.ahead; `on_note(sentence)` says so)."""
     if strict:
         for row in rows:
             precheck(row)
+    prebuild.ahead(rows, timeout_s=timeout_s, on_note=on_note)
     if gpus:
         return spread(rows, gpus, lambda pool, row: run_in(pool, row), timeout_s=timeout_s, on_start=on_start,
                       on_result=on_result)

@@ -20,6 +20,21 @@ def test_plain_compare_is_every_strategy_on_the_benchmarks(cli, fake_gpu, fake_r
         (c, s, "cute") for c in ("1", "2", "3", "4") for s in ("persistent", "multistream", "graph", "sequential")]
 
 
+def test_the_builds_ahead_are_said_before_the_first_row(cli, fake_gpu, fake_rows, monkeypatch):
+    from nvgg import prebuild
+    asked = []
+
+    def ahead(todo, timeout_s=None, on_note=None):
+        asked.append(([r.name for r in todo], timeout_s))
+        on_note("building the rows' kernels ahead: 3 builds, 2 at once")
+    monkeypatch.setattr(prebuild, "ahead", ahead)
+    out = cli("compare", "--case", "3", "--strategy", "persistent,graph", "--timeout", "90")
+    assert out.exit_code == 0, out.output
+    assert asked == [(["3 persistent/cute", "3 graph/cute"], 90.0)]
+    lines = out.stderr.splitlines()
+    assert lines[0].startswith("building the rows' kernels ahead: 3 builds, 2 at once (") and "3 persistent/cute" in lines[1]
+
+
 def test_each_tensor_map_mode_is_a_row_of_the_persistent_strategy(cli, fake_gpu, fake_rows):
     assert cli("compare", "--case", "3", "--strategy", "persistent,graph", "--tensormaps", "all").exit_code == 0
     assert [r.name for r in fake_rows.seen] == ["3 persistent[device]/cute", "3 persistent[host]/cute", "3 graph/cute"]

@@ -401,6 +401,13 @@ class Progress:
         else:
             typer.echo(f"[{self.done + 1}/{self.total}] {name} ... ({time.monotonic() - self.started:.0f} s so far)", err=True)
 
+    def note(self, text: str) -> None:
+        """A line of its own beside the rows' (what runs before them)."""
+        if self.live is not None:
+            self.live.console.print(text, markup=False, highlight=False)
+        else:
+            typer.echo(f"{text} ({time.monotonic() - self.started:.0f} s so far)", err=True)
+
     def finish(self, name: str, outcome: str) -> None:
         self.done += 1
         if self.live is not None:

@@ -85,7 +85,7 @@ def _run(todo, json_out, markdown, baseline, max_regression, timeout, device, sp
             files.add(r)
             progress.finish(f"{r.case} {label(r)}", compare_outcome(r))
         results = rows.run_many(todo, timeout_s=timeout, on_result=advance, on_start=lambda row: progress.start(row.name),
-                                gpus=spread)
+                                gpus=spread, on_note=progress.note)
     files.reorder(results)  # rows spread over GPUs finish out of order: the files list them as asked
     if protocol:
         predict_leaderboard(todo, results, protocol, files)

@@ -53,7 +53,7 @@ def run_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="ID", 
         with Progress(len(todo), "running") as progress:
             results = rows.run_many(todo, timeout_s=timeout, on_start=lambda r: _starting(r, device, progress),
                                     on_result=lambda r: progress.finish(f"{r.case} {label(r)}", compare_outcome(r)),
-                                    strict=True, gpus=spread)
+                                    strict=True, gpus=spread, on_note=progress.note)
     for result in results:
         if result.status == "unsupported":  # found out in the worker (a shape no kernel takes, a cache it cannot write)
             raise NvggError(result.message)

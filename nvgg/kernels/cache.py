@@ -18,6 +18,7 @@ EIATTR_MAX_THREADS the block size, and `.nv.shared.<kernel>` the static shared m
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -128,7 +129,9 @@ class CompileCache:
                          "folder you can write")
 
     def get(self, key: CacheKey, build: Callable[[Path], Built], *, need_callable: bool = True) -> Entry:
-        """The cached kernel for `key`, building it (into its cache directory) when needed."""
+        """The cached kernel for `key`, building it (into its cache directory) when needed; under
+        `cached_only`, NotCached instead of a build. One process builds a key at a time (its
+        folder's lock): another asking for it meanwhile waits, then reads the record."""
         t0 = time.perf_counter()
         with self._lock:
             entry = self._memory.get(key)
@@ -136,31 +139,82 @@ class CompileCache:
                 return Entry(key, entry.fn, entry.info, entry.directory, time.perf_counter() - t0, "memory")
             folder = self.directory(key)
             record = folder / "info.json"
-            if not need_callable:
-                known = self._records.get(key)
-                if known is None and record.is_file():
-                    known = self._records[key] = Entry(key, None, json.loads(record.read_text()), folder, 0.0, "disk")
-                if known is not None:
-                    return Entry(key, None, known.info, folder, time.perf_counter() - t0, "disk")
+            known = None if need_callable else self._record(key, record)
+            if known is not None:
+                return Entry(key, None, known.info, folder, time.perf_counter() - t0, "disk")
+            if getattr(_LOOKUP, "only", False):
+                raise NotCached(key)
             try:
                 folder.mkdir(parents=True, exist_ok=True)
+                lock = open(folder / ".lock", "a")
             except OSError as exc:
                 raise self._unwritable(exc) from None
-            built = build(folder)
-            cold = time.perf_counter() - t0
-            info = dict(built.meta)
-            info["resources"] = cubin_resources(built.cubin)
-            info["cold_compile_s"] = cold
-            info["key"] = [repr(x) for x in astuple(key)]
-            try:
-                (folder / "kernel.ptx").write_text(built.ptx)
-                (folder / "kernel.cubin").write_bytes(built.cubin)
-                record.write_text(json.dumps(info, indent=1, default=str))
-            except OSError as exc:
-                raise self._unwritable(exc) from None
-            entry = Entry(key, built.fn, info, folder, cold, "cold")
-            self._memory[key] = entry
-            return entry
+            with lock:
+                _exclusive(lock)
+                known = None if need_callable else self._record(key, record)  # built while this one waited
+                if known is not None:
+                    return Entry(key, None, known.info, folder, time.perf_counter() - t0, "disk")
+                return self._build(key, build, folder, t0)
+
+    def _record(self, key: CacheKey, record: Path) -> Entry | None:
+        """The disk record of `key` (read once a process), or None."""
+        known = self._records.get(key)
+        if known is None and record.is_file():
+            known = self._records[key] = Entry(key, None, json.loads(record.read_text()), record.parent, 0.0, "disk")
+        return known
+
+    def _build(self, key: CacheKey, build: Callable[[Path], Built], folder: Path, t0: float) -> Entry:
+        record = folder / "info.json"
+        built = build(folder)
+        cold = time.perf_counter() - t0
+        info = dict(built.meta)
+        info["resources"] = cubin_resources(built.cubin)
+        info["cold_compile_s"] = cold
+        info["key"] = [repr(x) for x in astuple(key)]
+        try:
+            (folder / "kernel.ptx").write_text(built.ptx)
+            (folder / "kernel.cubin").write_bytes(built.cubin)
+            partial = folder / "info.json.tmp"  # the record last and whole: read without the lock, it is all or absent
+            partial.write_text(json.dumps(info, indent=1, default=str))
+            partial.replace(record)
+        except OSError as exc:
+            raise self._unwritable(exc) from None
+        entry = Entry(key, built.fn, info, folder, cold, "cold")
+        self._memory[key] = entry
+        return entry
+
+
+class NotCached(Exception):
+    """A lookup under `cached_only` that would build: the kernel's key."""
+
+    def __init__(self, key: CacheKey):
+        super().__init__(key.kernel)
+        self.key = key
+
+
+_LOOKUP = threading.local()
+
+
+@contextlib.contextmanager
+def cached_only():
+    """Within, on this thread: a kernel neither in memory nor (looked up without its callable) on
+    disk raises NotCached instead of being built; how prebuild.py finds what a run lacks."""
+    _LOOKUP.only = True
+    try:
+        yield
+    finally:
+        _LOOKUP.only = False
+
+
+def _exclusive(fh) -> None:
+    """Lock the open file `fh` against other processes until it is closed (flock): processes that
+    compile side by side (prebuild.py, several GPUs' workers) build a shared key once. No lock
+    where the OS has no flock."""
+    try:
+        import fcntl
+    except ImportError:
+        return
+    fcntl.flock(fh, fcntl.LOCK_EX)
 
 
 _SHARED = CompileCache()
