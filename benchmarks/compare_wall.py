@@ -6,8 +6,8 @@ phases the rows' worker and nvgg stamped (NVGG_TIMELINE), summed over the rows.
     python benchmarks/compare_wall.py [--timeout 900] [--target 170] [--out DIR] [-- MORE COMPARE OPTIONS]
 
 `-- --tensormaps device,host` runs the persistent kernel in both map modes (70 rows, against 56).
-`--out DIR` keeps the JSON, the table, the stamped stderr and the timeline. Target (the issue):
-within 170 s on an H100. It needs a GPU and says so (exit 3) where NVML finds none.
+`--out DIR` keeps the JSON, the table, the stamped stderr and the timeline. `--target` is the wall
+time the whole run should stay within. It needs a GPU and says so (exit 3) where NVML finds none.
 """
 
 from __future__ import annotations
