@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from . import backends, clocks, env as envmod, inputs, reference, sol as solmod, strategies, timing
+from . import backends, clocks, env as envmod, inputs, occupancy, reference, sol as solmod, strategies, timing
 from . import verdict as verdictmod
 from .backends.base import arch_of
 from .cases import Case
@@ -99,8 +99,7 @@ def setup(case: Case, *, strategy=None, backend=None, device: torch.device | Non
         result.tiles = be.tiles(case, grouped=st.grouped, sms=sms, arch=arch_of(device))
         result.sms = sms
         if infos and prof is not None:
-            from .profiling.occupancy import of_kernel
-            result.ctas_per_sm = of_kernel(infos[0], prof).blocks_per_sm
+            result.ctas_per_sm = occupancy.of_kernel(infos[0], prof).blocks_per_sm
 
     batch_data = inputs.generate_batch(case, device, count)
     prepared = []
