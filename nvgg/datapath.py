@@ -27,6 +27,7 @@ from .procs import timeline
 from .profiles import Profile, for_gpu_name, get as get_profile
 from .result import Result, Row
 from .selection import default_device, select
+from .strategies import AsSubmitted
 
 CPU_BATCH = 3  # a CPU run times 3 inputs a repetition (not 15) so it finishes in seconds
 
@@ -307,7 +308,7 @@ def _run(row: Row, keep: tuple | None = None) -> Result:
         if row.submission:
             module = sub.loaded(row.submission, row.case.id)  # imported once a process, as the competition does
             sub.give_point(module, row.point)
-            session = setup(row.case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), device=device,
+            session = setup(row.case, strategy=AsSubmitted(), backend=sub.SubmissionBackend(module), device=device,
                             profile=row.profile, batch=row.batch)
             session.result.source, session.result.revision = row.label, row.revision
             session.result.point = dict(row.point)

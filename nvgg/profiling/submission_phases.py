@@ -33,6 +33,7 @@ from .. import procs
 from ..backends import submission as sub
 from ..cases import Case
 from ..errors import NvggError
+from ..strategies import AsSubmitted
 from ..kernels.phase_slots import SlotLayout
 from ..report import fmt_us
 from . import phases
@@ -430,7 +431,7 @@ def child(path: str, case: Case, probes: bool, point: tuple = ()) -> dict:
     except NvggError as exc:
         return {"error": str(exc)}
     sub.give_point(module, tuple(point))
-    session = datapath.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=INPUTS)
+    session = datapath.setup(case, strategy=AsSubmitted(), backend=sub.SubmissionBackend(module), batch=INPUTS)
     if not datapath.check(session):
         message = session.result.message
         if "ProbeError" in message:
