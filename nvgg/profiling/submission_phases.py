@@ -458,7 +458,7 @@ def _recorded(session, pool, probes: bool) -> dict:
     import torch
 
     from .. import timing
-    from . import cupti
+    from .. import cupti
 
     device, launches = session.device, session.launches
     flush = timing.L2Flush(device)
