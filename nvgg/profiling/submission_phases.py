@@ -33,9 +33,9 @@ from .. import procs
 from ..backends import submission as sub
 from ..cases import Case
 from ..errors import NvggError
-from ..strategies import AsSubmitted
 from ..kernels.phase_slots import SlotLayout
 from ..report import fmt_us
+from ..strategies import AsSubmitted
 from . import phases
 
 CALLS = 11     # calls recorded under CUPTI, each alone
@@ -457,8 +457,7 @@ def _recorded(session, pool, probes: bool) -> dict:
     and buffers."""
     import torch
 
-    from .. import timing
-    from .. import cupti
+    from .. import cupti, timing
 
     device, launches = session.device, session.launches
     flush = timing.L2Flush(device)
