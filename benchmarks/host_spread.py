@@ -34,12 +34,13 @@ def child(case_id: str, calls: int, seed: int) -> None:
 
     from nvgg import cases, datapath, timing
     from nvgg.backends import submission as sub
+    from nvgg.strategies import AsSubmitted
 
     sys.path.insert(0, str(HONEST.parent))
     case = cases.get(case_id)
     sessions = {
         "multistream/cute": datapath.setup(case, strategy="multistream", backend="cute"),
-        "honest.py": datapath.setup(case, strategy=sub.AsSubmitted(),
+        "honest.py": datapath.setup(case, strategy=AsSubmitted(),
                                     backend=sub.SubmissionBackend(sub.load(HONEST, case_id))),
     }
     for name, s in sessions.items():

@@ -25,9 +25,8 @@ from pathlib import Path
 import torch
 from tabulate import tabulate
 
-from nvgg import cases, env, inputs, probe, timing
+from nvgg import cases, cupti, env, inputs, probe, timing
 from nvgg.probe import cute as probe_cute
-from nvgg.profiling import cupti
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = {"cute": ROOT / "examples/cute_grouped_gemm/submission.py",

@@ -21,6 +21,7 @@ from tabulate import tabulate
 from nvgg import cases, datapath, env
 from nvgg.backends import submission as sub
 from nvgg.errors import NvggError
+from nvgg.strategies import AsSubmitted
 from nvgg.profiling import submission_phases
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +36,7 @@ def check(path: Path, case_ids: str) -> list:
     for case in cases.select(case_ids):
         t0 = time.perf_counter()
         try:
-            session = datapath.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=2)
+            session = datapath.setup(case, strategy=AsSubmitted(), backend=sub.SubmissionBackend(module), batch=2)
             ok = datapath.check(session)
             verdict = "ok" if ok else session.result.message[:80]
         except Exception as exc:  # report and go on with the other cases

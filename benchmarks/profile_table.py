@@ -19,9 +19,9 @@ import sys
 import torch
 from tabulate import tabulate
 
-from nvgg import cases, datapath, env
+from nvgg import cases, datapath, env, occupancy
 from nvgg.profiles import for_gpu_name
-from nvgg.profiling import device_phases, ncu, occupancy
+from nvgg.profiling import device_phases, ncu
 
 STRATEGIES = ("persistent", "multistream", "graph")
 

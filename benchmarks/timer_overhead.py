@@ -9,8 +9,7 @@ from __future__ import annotations
 import torch
 from tabulate import tabulate
 
-from nvgg import timing
-from nvgg.profiling import cupti
+from nvgg import cupti, timing
 
 
 def cupti_mean_us(launches) -> float:

@@ -53,10 +53,10 @@ def bare_run(env: dict) -> tuple[float, str]:
 
 def steps(timeline: list[str]) -> str:
     """A warm run's row in its worker, by step: set up, checked, timed (the energy a call measured in
-    the same span), the energy's figure made from it (s)."""
+    the same span), the observers' figures made from it (s)."""
     at = {line.split("s  ", 1)[1]: float(line.split(" s ", 1)[0]) for line in timeline}
     marks = ["worker call in", "row set up", "row checked", "row refilled", "row timed", "row clocks sampled",
-             "row timed outputs checked", "row energy measured", "worker call out"]
+             "row timed outputs checked", "row observed", "worker call out"]
     if marks[0] not in at or marks[-1] not in at:
         return "—"
     for before, mark in zip(marks, marks[1:]):  # a step not taken (--quick: no energy a call) lasted 0 s

@@ -190,13 +190,17 @@ class EnergyMeter:
     """The energy a call, measured beside a timed span: the timer's observer (timing.Windowed),
     `before_start` as its first repetition begins, `wants_more` at each repetition's end (the span
     goes on while it does), `after_finish` after its last; then `result` with the timer's
-    repetition end times (timing.Windowed.ends).
+    repetition end times (timing.Windowed.ends). As a row's observer (datapath.Observer) it is
+    that timer observer (`repetitions`): its own `start` and `stop` do nothing, and it records the
+    energy a call once the timed calls are found right.
 
     A thread reads the counter (`read_mj`, mJ) without pause and keeps each change it sees with its
     bracket (Change), timed by `clock` (the timer's clock); only changes whose bracket closed
     before the span ended count, so the window lies inside the repetitions. A thread of its own, on
     every core the process may use: the launching thread is pinned to one (timing.pin) and would
     otherwise share it."""
+
+    after_check = True  # a wrong row's calls have no energy a call worth keeping
 
     def __init__(self, read_mj: Callable[[], int | None], clock: Callable[[], float] = time.perf_counter, *,
                  idle: dict | None = None, longest_s: float = ENERGY_SPAN_S):
@@ -208,6 +212,21 @@ class EnergyMeter:
         self._ended = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+
+    @property
+    def repetitions(self) -> "EnergyMeter":
+        """What the timer tells of its repetitions' exact span: the meter itself."""
+        return self
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def record(self, result, timed) -> None:
+        """The energy a call (`result`) over the timed run's repetitions, into the row's Result."""
+        result.energy = self.result(timed.ends, timed.stats.batch)
 
     def before_start(self) -> None:
         self.started = self.clock()
@@ -307,7 +326,12 @@ class Sampler:
     """`with Sampler(device) as s:` samples every PERIOD_S until the block ends (and once at each
     end, so the shortest row has two samples; `period_s=None`: those two alone, no thread beside
     the caller's); `s.summary()` is what the row keeps. Where NVML cannot be read (no driver, a
-    CPU run) the summary says why and nothing is flagged."""
+    CPU run) the summary says why and nothing is flagged. A row's observer (datapath.Observer):
+    `start` and `stop` are the block's two ends, and it records whatever the timed calls returned
+    (a wrong row's clocks still say how the card ran)."""
+
+    after_check = False
+    repetitions = None
 
     def __init__(self, device, period_s: float | None = PERIOD_S):
         self.device, self.period_s = device, period_s
@@ -344,6 +368,15 @@ class Sampler:
             self._sample()
         elif self._h is not None and not self.error:  # no thread: the sample at this end too
             self._sample()
+
+    def start(self) -> None:
+        self.__enter__()
+
+    def stop(self) -> None:
+        self.__exit__(None, None, None)
+
+    def record(self, result, timed) -> None:
+        result.clocks = self.summary()
 
     def _loop(self) -> None:
         while not self._stop.wait(self.period_s):

@@ -2,8 +2,10 @@
 
 `setup` makes a case ready to launch (choices checked, kernels compiled, inputs generated, launches
 prepared), `check` runs it once against the exact reference, `measure` times it with the
-leaderboard's timer and checks what the timed calls returned. `run_row` is that path for one Row,
-as a worker runs it. Nothing here knows processes, GPUs beyond the one it is given, or the CLI.
+leaderboard's timer and checks what the timed calls returned, with what is measured beside the time
+(the card's clocks, the energy a call, CUPTI's records) as observers it is handed (`Observer`).
+`run_row` is that path for one Row, as a worker runs it. Nothing here knows processes, GPUs beyond
+the one it is given, or the CLI.
 """
 
 from __future__ import annotations
@@ -14,10 +16,11 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import torch
 
-from . import backends, clocks, env as envmod, inputs, reference, sol as solmod, strategies, timing
+from . import backends, clocks, cupti, env as envmod, inputs, occupancy, reference, sol as solmod, strategies, timing
 from . import verdict as verdictmod
 from .backends.base import arch_of
 from .cases import Case
@@ -27,6 +30,7 @@ from .procs import timeline
 from .profiles import Profile, for_gpu_name, get as get_profile
 from .result import Result, Row
 from .selection import default_device, select
+from .strategies import AsSubmitted
 
 CPU_BATCH = 3  # a CPU run times 3 inputs a repetition (not 15) so it finishes in seconds
 
@@ -61,6 +65,49 @@ class Session:
     @property
     def launches(self) -> list:
         return [p.launch for p in self.prepared]
+
+
+@dataclass(frozen=True)
+class Timed:
+    """A timed run as its observers read it: the calls timed, on which device, their statistics and
+    when each repetition ended (time.perf_counter, timing.Windowed.ends)."""
+
+    launches: list
+    device: torch.device
+    stats: timing.Stats
+    ends: list[float]
+
+
+class Observer(Protocol):
+    """What is measured of a row beside its time: the card's clocks (clocks.Sampler), the energy a
+    call (clocks.EnergyMeter), CUPTI's records of each call (cupti.Recorder). `start` as the timed
+    run begins and `stop` after its last call (an A/B's round: around all its windows); then
+    `record` writes what it measured into the row's Result. `after_check`: it records only once
+    what the timed calls returned is found right (else whatever the check says). `repetitions`:
+    what the timer itself must tell of its repetitions' exact span (timing.Observer), or None."""
+
+    after_check: bool
+    repetitions: timing.Observer | None
+
+    def start(self) -> None: ...
+
+    def stop(self) -> None: ...
+
+    def record(self, result: Result, timed: Timed) -> None: ...
+
+
+def observers_for(device: torch.device, timer: str = "leaderboard", energy: bool = True,
+                  rounds: bool = False) -> list[Observer]:
+    """A row's observers: the card's clocks (sampled on a thread beside the timer; `rounds`, an
+    A/B's round: read at its two ends alone), CUPTI's records where the timer is "cupti", the
+    energy a call where `energy` and the card's energy counter can be read (clocks.meter)."""
+    out: list[Observer] = [clocks.Sampler(device, period_s=None) if rounds else clocks.Sampler(device)]
+    if timer == "cupti":
+        out.append(cupti.Recorder())
+    meter = clocks.meter(device) if energy else None
+    if meter is not None:
+        out.append(meter)
+    return out
 
 
 def setup(case: Case, *, strategy=None, backend=None, device: torch.device | None = None,
@@ -99,8 +146,7 @@ def setup(case: Case, *, strategy=None, backend=None, device: torch.device | Non
         result.tiles = be.tiles(case, grouped=st.grouped, sms=sms, arch=arch_of(device))
         result.sms = sms
         if infos and prof is not None:
-            from .profiling.occupancy import of_kernel
-            result.ctas_per_sm = of_kernel(infos[0], prof).blocks_per_sm
+            result.ctas_per_sm = occupancy.of_kernel(infos[0], prof).blocks_per_sm
 
     batch_data = inputs.generate_batch(case, device, count)
     prepared = []
@@ -197,7 +243,7 @@ def _launch_error(session: Session, exc: Exception) -> str:
 
 
 def measure(session: Session, timer: str = "leaderboard", l2: str = "nvgg", energy: bool = True,
-            span: bool = True) -> None:
+            span: bool = True, observers: list[Observer] | None = None) -> None:
     """Time the prepared launches (checked before) with the chosen timer, on new inputs: each
     input is overwritten in place with new values and its outputs poisoned before the timed
     repetitions, and what the last repetition's calls returned is checked against the reference
@@ -206,17 +252,41 @@ def measure(session: Session, timer: str = "leaderboard", l2: str = "nvgg", ener
     of light, work escaping the events) or the card throttled. With `energy`, the card's energy a
     call is measured over the same repetitions (clocks.EnergyMeter, the timer's observer: NVML's
     energy counter read beside them, the span held, up to clocks.ENERGY_SPAN_S, only until the
-    counter has changed clocks.MIN_CHANGES times)."""
-    clock = _refilled(session, timer, l2, span, observer=clocks.meter(session.device) if energy else None)
-    with clocks.Sampler(session.device) as sampler:
+    counter has changed clocks.MIN_CHANGES times). `observers`: what is measured beside the time
+    (None: the row's own, `observers_for` the timer and `energy`)."""
+    if observers is None:
+        observers = observers_for(session.device, timer, energy)
+    clock = _refilled(session, timer, l2, span, observer=_repetitions(observers))
+    _start(observers)
+    try:
         stats = clock.per_call(session.launches) if timer == "per-call" else clock.batch(session.launches)
         timeline("row timed")
-    _settle(session, clock, stats, sampler, timer, energy)
+    finally:
+        _stop(observers)
+    _settle(session, clock, stats, observers, energy)
+
+
+def _repetitions(observers: list[Observer]) -> timing.Observer | None:
+    """The observer the timer tells of its repetitions (the energy meter), None where none asks."""
+    inside = [o.repetitions for o in observers if o.repetitions is not None]
+    if len(inside) > 1:
+        raise ValueError("the timer tells one observer of its repetitions, and several asked")
+    return inside[0] if inside else None
+
+
+def _start(observers: list[Observer]) -> None:
+    for o in observers:
+        o.start()
+
+
+def _stop(observers: list[Observer]) -> None:
+    for o in observers:
+        o.stop()
 
 
 def _refilled(session: Session, timer: str, l2: str, span: bool, rotate: bool = True, observer=None):
     """Before a timed run: the host's time to issue a call, new values in every input, the timer
-    (with `observer` beside its repetitions: an EnergyMeter)."""
+    (with `observer` told of its repetitions: an EnergyMeter)."""
     result, device = session.result, session.device
     result.setup_us["launch_host"] = launch_host_us(session.launches, device)
     for i, data in enumerate(session.batch):
@@ -231,26 +301,27 @@ def _refilled(session: Session, timer: str, l2: str, span: bool, rotate: bool = 
     return clock
 
 
-def _settle(session: Session, clock, stats, sampler, timer: str, energy: bool) -> None:
-    """After a timed run: its statistics and clocks kept, what the timed calls returned checked,
-    then CUPTI's run where asked for, the energy a call from the timer's meter where `energy`,
-    the flags and the verdict."""
-    result, device, launches = session.result, session.device, session.launches
+def _settle(session: Session, clock, stats, observers: list[Observer], energy: bool) -> None:
+    """After a timed run: its statistics and what the observers that record regardless saw (the
+    clocks) kept, what the timed calls returned checked, then the other observers' records (CUPTI's
+    run, the energy a call), the flags and the verdict."""
+    result, device = session.result, session.device
     result.stats = stats
-    result.clocks = sampler.summary()
+    timed = Timed(session.launches, device, stats, clock.ends)
+    for o in observers:
+        if not o.after_check:
+            o.record(result, timed)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     timeline("row clocks sampled")
     if not check_timed(session, clock.outputs):
         return
     timeline("row timed outputs checked")
-    if timer == "cupti" and device.type == "cuda":
-        result.cupti = cupti_per_call(launches, device, result.stats.mean_us)
-    if energy:
-        meter = clock.observer  # None where the counter cannot be read (a CPU run, no NVML)
-        result.energy = meter.result(clock.ends, stats.batch) if meter is not None else {}
-        timeline("row energy measured")
-    elif device.type == "cuda" and not result.energy:  # (an A/B's later round keeps its first round's figure)
+    for o in observers:
+        if o.after_check:
+            o.record(result, timed)
+    timeline("row observed")
+    if not energy and device.type == "cuda" and not result.energy:  # (an A/B's later round keeps its first round's figure)
         result.energy = {"mj_per_call": None, "note": NO_ENERGY}
     result.flags = flags_of(result)
     result.verdict = verdictmod.judge(result)
@@ -308,7 +379,7 @@ def _run(row: Row, keep: tuple | None = None) -> Result:
         if row.submission:
             module = sub.loaded(row.submission, row.case.id)  # imported once a process, as the competition does
             sub.give_point(module, row.point)
-            session = setup(row.case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), device=device,
+            session = setup(row.case, strategy=AsSubmitted(), backend=sub.SubmissionBackend(module), device=device,
                             profile=row.profile, batch=row.batch)
             session.result.source, session.result.revision = row.label, row.revision
             session.result.point = dict(row.point)
@@ -335,7 +406,7 @@ def _run(row: Row, keep: tuple | None = None) -> Result:
 
 
 _ROUNDS: dict[tuple, Session] = {}  # a worker's checked sessions, kept for the rounds of an A/B (ab.py)
-_OPEN: dict[tuple, tuple] = {}  # a kept session's round under way: (timer, clock sampler)
+_OPEN: dict[tuple, tuple] = {}  # a kept session's round under way: (timer, its observers)
 
 
 def _round_key(row: Row) -> tuple:
@@ -383,10 +454,11 @@ def round_begin(row: Row, core: int | None = None) -> Result | None:
         # the round's two ends (a sampling thread shared the launching thread's core), and
         # Python's collector run now and held until the round ends (a collection inside a window
         # of a host-bound row made it several times its neighbours and spread the rounds' ratios: lab log)
-        sampler = clocks.Sampler(session.device, period_s=None).__enter__()
+        observers = observers_for(session.device, row.timer, energy=False, rounds=True)
+        _start(observers)
         gc.collect()
         gc.disable()
-        _OPEN[key] = (clock, sampler)
+        _OPEN[key] = (clock, observers)
         clock.begin(session.launches)
     except Exception as exc:
         return _round_failed(row, key, exc)
@@ -412,13 +484,13 @@ def round_end(row: Row) -> Result:
     """The round's Result: its windows' repetitions as one measurement, what they returned checked."""
     key = _round_key(row)
     session = _ROUNDS[key]
-    clock, sampler = _OPEN[key]
+    clock, observers = _OPEN[key]
     timing.pin(None)
     gc.enable()
     try:
         stats = clock.end()
         _close(key)  # the clocks read at the round's end
-        _settle(session, clock, stats, sampler, row.timer, energy=False)
+        _settle(session, clock, stats, observers, energy=False)
     except Exception as exc:
         return _round_failed(row, key, exc)
     if session.result.status != "ok":
@@ -430,7 +502,7 @@ def round_end(row: Row) -> Result:
 def _close(key: tuple) -> None:
     opened = _OPEN.pop(key, None)
     if opened is not None:
-        opened[1].__exit__(None, None, None)
+        _stop(opened[1])
 
 
 def _round_failed(row: Row, key: tuple, exc: Exception) -> Result:
@@ -464,21 +536,6 @@ def launch_host_us(launches, device: torch.device) -> float:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     return total / len(launches) * 1e6
-
-
-def cupti_per_call(launches, device: torch.device, event_us: float) -> dict:
-    """CUPTI activity records of each call of the batch, recorded one call at a time with L2
-    flushed before each (so every activity belongs to its call), summarised beside the event
-    time: kernels by name, launches, kernel time, gaps inside a call, host overhead
-    (profiling/cupti.py `per_call`)."""
-    from .profiling import cupti
-    flush = timing.L2Flush(device)
-    calls = []
-    for launch in launches:
-        flush()
-        torch.cuda.synchronize(device)
-        calls.append(cupti.record(launch, device))
-    return cupti.per_call(calls, event_us)
 
 
 def check_memory(case: Case, device: torch.device, count: int, l2: str = "nvgg") -> None:

@@ -52,7 +52,7 @@ class Flag:
 
 
 class Cupti(TypedDict, total=False):
-    """CUPTI's records of each call of a batch, averaged (profiling/cupti.py `per_call`)."""
+    """CUPTI's records of each call of a batch, averaged (cupti.py `per_call`)."""
 
     calls: int
     activities: float        # launches a call

@@ -317,3 +317,29 @@ def test_a_sampler_without_a_period_reads_at_its_two_ends_alone(monkeypatch):
     sampler.__exit__(None, None, None)
     summary = sampler.summary()
     assert summary["samples"] == 2 and summary["sm_mhz"] == [1980, 1980, 1980] and not summary["throttled"]
+
+
+def test_the_meter_and_the_sampler_as_a_rows_observers():
+    """datapath.Observer: the sampler's start and stop are its block's two ends and it records
+    regardless of the check; the meter is the timer's own observer (`repetitions`) and records the
+    energy a call over the timed run's repetition ends once the calls are found right."""
+    import types
+    meter = clocks.EnergyMeter(lambda: None, idle={"watts": 100.0})
+    assert meter.repetitions is meter and meter.after_check
+    meter.changes = [(0.0, 0.1, 1000), (0.9, 1.1, 2000), (1.9, 2.1, 3000)]  # middles 0.05, 1.0 and 2.0 s
+    meter.started, meter.finished = 0.0, 3.0
+    meter.start()
+    meter.stop()
+    assert meter.changes and meter._thread is None  # start and stop leave the meter to the timer
+    result = types.SimpleNamespace(energy={})
+    timed = types.SimpleNamespace(ends=[1.8, 0.5, 0.8, 1.5, 2.5], stats=types.SimpleNamespace(batch=2))
+    meter.record(result, timed)
+    e = result.energy
+    assert e["calls"] == 8 and e["mj_per_call"] == pytest.approx(2000 / 8) and e["watts"] == pytest.approx(2000 / 1000 / 1.95)
+    assert e["mj_above_idle"] == pytest.approx((2000 - 100.0 * 1000 * 1.95) / 8) and e["updates"] == 2
+    sampler = clocks.Sampler(torch.device("cpu"))
+    assert not sampler.after_check and sampler.repetitions is None
+    sampler.start()
+    sampler.stop()
+    sampler.record(result, timed)
+    assert result.clocks == {"samples": 0, "error": "no CUDA device: clocks not sampled", "throttled": ""}

@@ -239,12 +239,12 @@ def test_profile_phases_trace_of_several_cases_holds_every_case_and_launch(cli, 
 def test_profile_gives_a_config_maps_point_to_every_observer(cli, fake_gpu, fake_rows, monkeypatch, tmp_path):
     """--config: each case's point reaches the CUPTI row, ncu's child, the occupancy report and the
     phases, for our persistent kernel's builds and for a submission's CONFIG alike."""
-    from nvgg.profiling import device_phases, ncu, occupancy, submission_phases
+    from nvgg.profiling import device_phases, ncu, occupancy_report, submission_phases
     monkeypatch.setenv("NVGG_ISOLATION", "off")
     seen = []
     monkeypatch.setattr(ncu, "profile", lambda case, out_dir, **kw: seen.append(("ncu", case.id, kw.get("point")))
                         or ncu.NcuReport([ncu.KernelMetrics("k", 10.0, 2e6, 70.0, 10.0, 50.0, 60.0, 90, 1024, 132, 256)]))
-    monkeypatch.setattr(occupancy, "report", lambda case, be, st, device, prof: seen.append(("occupancy", case.id, be.point))
+    monkeypatch.setattr(occupancy_report, "report", lambda case, be, st, device, prof: seen.append(("occupancy", case.id, be.point))
                         or [])
     monkeypatch.setattr(device_phases, "run", lambda case, profile=None, tensormaps=None, point=None:
                         seen.append(("phases", case.id, point)) or _Phases(case.id))

@@ -1,6 +1,7 @@
 import pytest
+import torch
 
-from nvgg.profiling.cupti import Activity, per_call, summarize
+from nvgg.cupti import Activity, per_call, summarize
 
 
 def test_summary_of_overlapping_and_gapped_activities():
@@ -43,3 +44,47 @@ def test_per_call_says_when_untraced_calls_overlap_their_kernels():
     assert cu["host_overhead_us"] == pytest.approx(-2.4) and cu["gaps_shown"]
     assert cu["gaps_note"] == ("host and launch -2.4 µs: untraced, the calls' kernels overlap "
                                "(programmatic launches start behind the call before)")
+
+
+def test_each_call_is_recorded_alone_after_an_l2_flush(monkeypatch):
+    """`calls`: L2 flushed and the device waited for before each call's recording, so every activity
+    belongs to its call; the recordings summarised beside the untraced event time."""
+    import types
+
+    from nvgg import cupti
+    done = []
+
+    class Flush:
+        def __init__(self, device):
+            done.append(("flush made", device))
+
+        def __call__(self):
+            done.append("flush")
+    monkeypatch.setattr(cupti, "L2Flush", Flush)
+    monkeypatch.setattr(cupti.torch.cuda, "synchronize", lambda device=None: done.append("wait"))
+    monkeypatch.setattr(cupti, "record", lambda fn, device: fn())
+    launches = [lambda: done.append("call 0") or [Activity("gemm", "kernel", 0, 30_000)],
+                lambda: done.append("call 1") or [Activity("gemm", "kernel", 0, 34_000)]]
+    card = types.SimpleNamespace(type="cuda")
+    cu = cupti.calls(launches, card, event_us=35.0)
+    assert done == [("flush made", card), "flush", "wait", "call 0", "flush", "wait", "call 1"]
+    assert cu["calls"] == 2 and cu["kernel_us"] == pytest.approx(32.0) and cu["host_overhead_us"] == pytest.approx(3.0)
+
+
+def test_the_recorder_records_a_cuda_rows_calls_into_its_result_and_nothing_on_a_cpu(monkeypatch):
+    import types
+
+    from nvgg import cupti, timing
+    asked = []
+    monkeypatch.setattr(cupti, "calls", lambda launches, device, event_us: asked.append((len(launches), event_us))
+                        or {"kernel_us": 30.0})
+    stats = timing.reduce([40.0, 42.0, 44.0], batch=2, method="leaderboard", clock="cuda events")
+    rec = cupti.Recorder()
+    assert rec.after_check and rec.repetitions is None
+    for device in (torch.device("cpu"), types.SimpleNamespace(type="cuda")):
+        result = types.SimpleNamespace(cupti={})
+        rec.start()
+        rec.stop()
+        rec.record(result, types.SimpleNamespace(launches=[None, None], device=device, stats=stats, ends=[1.0]))
+        assert result.cupti == ({} if device.type == "cpu" else {"kernel_us": 30.0})
+    assert asked == [(2, 42.0)]

@@ -721,7 +721,7 @@ def test_every_builds_grid_is_what_the_driver_keeps_resident():
 
     from nvgg import space
     from nvgg.backends import cute
-    from nvgg.profiling.occupancy import device_blocks_per_sm
+    from nvgg.profiling.occupancy_report import device_blocks_per_sm
     built = space.compile_all(cute.family("sm_90a"), [cases.get("4")], "sm_90a", sms=132)
     answers = {}
     for b in built:

@@ -1,5 +1,5 @@
 from nvgg.profiles import get
-from nvgg.profiling.occupancy import coverage, theoretical
+from nvgg.occupancy import coverage, theoretical
 
 H100 = get("h100")
 

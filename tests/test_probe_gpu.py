@@ -18,6 +18,7 @@ from typer.testing import CliRunner
 from nvgg import cases, datapath, inputs, reference
 from nvgg.backends import submission as sub
 from nvgg.cli import app
+from nvgg.strategies import AsSubmitted
 
 pytestmark = [pytest.mark.gpu, pytest.mark.probe]  # the GPU suite's second part (README)
 
@@ -38,7 +39,7 @@ def test_examples_are_right_on_every_case(example):
     _hopper_or_later()
     module = sub.load(EXAMPLES[example])
     for case in cases.select("all"):
-        session = datapath.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=2)
+        session = datapath.setup(case, strategy=AsSubmitted(), backend=sub.SubmissionBackend(module), batch=2)
         assert datapath.check(session), f"{example} on case {case.id}: {session.result.message}"
         assert session.result.checked_inputs == 2
 

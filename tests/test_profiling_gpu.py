@@ -74,7 +74,7 @@ def test_cupti_agrees_with_events_for_one_kernel():
 @pytest.mark.sm90
 def test_occupancy_api_agrees_with_the_arithmetic():
     from nvgg.backends import get
-    from nvgg.profiling.occupancy import report
+    from nvgg.profiling.occupancy_report import report
     rows = report(cases.get("3"), get("cute"), "persistent", torch.device("cuda"), None)
     assert len(rows) == 1
     row = rows[0]

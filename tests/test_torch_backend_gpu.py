@@ -75,8 +75,7 @@ def test_timer_adds_little_beyond_the_kernels():
     kernels' summed durations: a graph's node-to-node gaps (lab log) are the GPU's, not the
     harness's; and not the leaderboard timer, which also counts
     the host's graph launch, a property of the machine (benchmarks/timer_overhead.py)."""
-    from nvgg import timing
-    from nvgg.profiling import cupti
+    from nvgg import cupti, timing
     cycles = int(20 * timing.spin_cycles_per_us(CUDA))
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):

@@ -1,7 +1,8 @@
 """A user's competition-format `submission.py`: imported in a worker process of its own
 (procs.py, rows.py), once, and run there on each case through nvgg's own path (same inputs, same
-check, same timer) as both launch scheme and kernel; a crash, hang, CUDA error or bad output in
-user code becomes a failed Result with its reason, and the run goes on.
+check, same timer) as its kernel, under its own launch scheme (strategies/submitted.py); a crash,
+hang, CUDA error or bad output in user code becomes a failed Result with its reason, and the run
+goes on.
 
 The file defines `custom_kernel(data) -> list of C tensors` and may import `task` (nvgg provides
 it, nvgg/compat/task.py).
@@ -27,7 +28,6 @@ import torch
 from ..cases import Case
 from ..errors import FAILED, NvggError
 from ..result import point_name
-from ..strategies.base import Prepared, Strategy
 from .base import Backend
 
 COMPAT_DIR = Path(__file__).resolve().parent.parent / "compat"
@@ -41,18 +41,6 @@ class SubmissionBackend(Backend):
 
     def check(self, case: Case, device: torch.device) -> None:
         return None
-
-
-class AsSubmitted(Strategy):
-    """The submission is its own launch scheme: one call of custom_kernel per input."""
-
-    name = "submission"
-    needs_gpu = False
-    grouped = False
-
-    def prepare(self, backend: SubmissionBackend, data) -> Prepared:
-        kernel = backend.module.custom_kernel
-        return Prepared(lambda: kernel(data))
 
 
 def load(path: str | Path, case: str | None = None):

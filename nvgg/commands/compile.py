@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import space as spacemod, profiles, selection
-from ..profiling import occupancy
+from .. import occupancy
 from ..result import document
 from ..errors import NvggError
 from .common import (CasesFile, JsonOut, Progress, Shape, TensorMaps, check_distinct, check_writable, command,

@@ -14,13 +14,13 @@ import torch
 
 from tabulate import tabulate
 
-from .. import datapath, inputs, reference, timing
+from .. import cupti, datapath, inputs, reference, timing
 from ..report import fmt_us
 from ..backends.base import arch_of
 from ..cases import Case
 from ..errors import NvggError
 from ..kernels.phase_slots import SM90, SlotLayout
-from . import cupti, phases
+from . import phases
 from .phases import Behind, Phases
 
 

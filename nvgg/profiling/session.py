@@ -135,7 +135,7 @@ def _ncu(request: Request, case: Case, target: dict, out: Profiled) -> None:
 
 
 def _occupancy(request: Request, case: Case, be_name: str, st_name: str, device, out: Profiled) -> None:
-    from .occupancy import report
+    from .occupancy_report import report
     be = backends.get(be_name, tensormaps=request.tensormaps, point=dict(request.point(case.id)) or None)
     out.occupancy += [dict(row, case=case.id) for row in report(case, be, st_name, device, request.profile)]
 

@@ -35,6 +35,7 @@ from ..cases import Case
 from ..errors import NvggError
 from ..kernels.phase_slots import SlotLayout
 from ..report import fmt_us
+from ..strategies import AsSubmitted
 from . import phases
 
 CALLS = 11     # calls recorded under CUPTI, each alone
@@ -428,7 +429,7 @@ def child(path: str, case: Case, probes: bool, point: tuple = ()) -> dict:
     except NvggError as exc:
         return {"error": str(exc)}
     sub.give_point(module, tuple(point))
-    session = datapath.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=INPUTS)
+    session = datapath.setup(case, strategy=AsSubmitted(), backend=sub.SubmissionBackend(module), batch=INPUTS)
     if not datapath.check(session):
         message = session.result.message
         if "ProbeError" in message:
@@ -454,8 +455,7 @@ def _recorded(session, pool, probes: bool) -> dict:
     and buffers."""
     import torch
 
-    from .. import timing
-    from . import cupti
+    from .. import cupti, timing
 
     device, launches = session.device, session.launches
     flush = timing.L2Flush(device)

@@ -13,6 +13,7 @@ import torch
 from .. import datapath
 from ..cases import Case
 from ..errors import NvggError
+from ..strategies import AsSubmitted
 
 RANGE = "nvgg_call"
 
@@ -24,7 +25,7 @@ def one_call(case: Case, *, strategy: str | None = None, backend: str | None = N
         from ..backends import submission as sub
         module = sub.load(submission)
         sub.give_point(module, tuple((point or {}).items()))
-        session = datapath.setup(case, strategy=sub.AsSubmitted(), backend=sub.SubmissionBackend(module), batch=1)
+        session = datapath.setup(case, strategy=AsSubmitted(), backend=sub.SubmissionBackend(module), batch=1)
     else:
         session = datapath.setup(case, strategy=strategy, backend=backend, batch=1, tensormaps=tensormaps, point=point)
     if not datapath.check(session):

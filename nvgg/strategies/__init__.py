@@ -8,6 +8,7 @@ from .graph import Graph
 from .multistream import Multistream
 from .persistent import Persistent
 from .sequential import Sequential
+from .submitted import AsSubmitted
 
 NAMES = ("persistent", "multistream", "graph", "sequential")
 _CLASSES = {"persistent": Persistent, "multistream": Multistream, "graph": Graph, "sequential": Sequential}
@@ -20,4 +21,4 @@ def get(name: str) -> Strategy:
     return _CLASSES[key]()
 
 
-__all__ = ["NAMES", "Prepared", "Strategy", "get"]
+__all__ = ["NAMES", "AsSubmitted", "Prepared", "Strategy", "get"]

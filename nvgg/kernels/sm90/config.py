@@ -314,11 +314,11 @@ THREADS = GemmConfig().threads  # threads per CTA of the default configuration
 @functools.lru_cache(maxsize=None)  # a prepare asks it for every launch; the profiles are files
 def ctas_per_sm(registers: int, smem_bytes: int, threads: int = THREADS) -> int:
     """Resident CTAs per SM for this kernel's registers and shared memory: the occupancy
-    calculator's rules (profiling/occupancy.py) on compute capability 9.0's limits (the same on
+    calculator's rules (nvgg/occupancy.py) on compute capability 9.0's limits (the same on
     every sm_90 card). The persistent kernel's CTAs wait on each other, so its grid must never
     exceed what is resident at once."""
     from ...profiles import get
-    from ...profiling.occupancy import theoretical
+    from ...occupancy import theoretical
     return max(1, theoretical(registers, smem_bytes, threads, get("h100")).blocks_per_sm)
 
 

@@ -11,6 +11,10 @@ untraced run; the kernel durations are not affected.
 columns add up: the untraced event time of a call = its kernel time (CUPTI, the union) + what the
 host and the launches added; the gaps between a call's own kernels are part of the latter, shown
 only where tracing did not inflate them past it.
+
+`Recorder` is the data path's observer (datapath.Observer) for a row timed with the "cupti"
+timer: after the timed run, once its calls are found right, each call of the batch recorded on its
+own (`calls`) and summarised beside the event time.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ from dataclasses import asdict, dataclass
 from typing import Callable
 
 import torch
+
+from .timing import L2Flush
 
 
 @dataclass(frozen=True)
@@ -112,3 +118,35 @@ def per_call(calls: list[list[Activity]], event_us: float) -> dict:
             "sum_us": sum(s.sum_us for s in sums) / n, "span_us": sum(s.span_us for s in sums) / n,
             "gaps_us": gaps_us, "event_us": event_us, "host_overhead_us": host_us, "gaps_shown": shown,
             "gaps_note": note, "kernels": kernels}
+
+
+def calls(launches, device: torch.device, event_us: float) -> dict:
+    """CUPTI activity records of each call of the batch, recorded one call at a time with L2
+    flushed before each (so every activity belongs to its call), summarised beside the event
+    time: kernels by name, launches, kernel time, gaps inside a call, host overhead (`per_call`)."""
+    flush = L2Flush(device)
+    recorded = []
+    for launch in launches:
+        flush()
+        torch.cuda.synchronize(device)
+        recorded.append(record(launch, device))
+    return per_call(recorded, event_us)
+
+
+class Recorder:
+    """CUPTI's records of a timed row's calls (`calls`), as its Result's `cupti`: an observer of
+    the data path (datapath.Observer). Nothing runs beside the timed repetitions: the calls are
+    recorded again after them, and only once what they returned is found right."""
+
+    after_check = True
+    repetitions = None
+
+    def start(self) -> None:
+        pass
+
+    def stop(self) -> None:
+        pass
+
+    def record(self, result, timed) -> None:
+        if timed.device.type == "cuda":
+            result.cupti = calls(timed.launches, timed.device, timed.stats.mean_us)
