@@ -92,7 +92,7 @@ LAYERS = [
     ("kernels", ("kernels",)),          # our kernels: configurations, builds, the compile cache
     ("backends", ("backends",)),        # what a launch runs
     ("strategies", ("strategies",)),    # launch schemes around a backend
-    ("selection", ("selection", "space")),  # the strategy, backend and build a row takes
+    ("selection", ("selection", "space", "prebuild")),  # the strategy, backend and build a row takes, built ahead
     ("datapath", ("datapath",)),        # setup, check, measure: the one path
     ("output", ("report", "plot", "outputs", "output")),  # tables, documents and files
     ("rows", ("rows", "leaderboard", "cluster")),  # rows scheduled over workers; the evaluator's pass
