@@ -274,7 +274,7 @@ def main() -> int:
                 launch, buffer = be.phase_launcher(inputs.generate(case, "cuda"))
                 launch()
                 torch.cuda.synchronize()
-                phase_reports[case.id] = phases.analyse(buffer).to_dict()
+                phase_reports[case.id] = phases.analyse(buffer, be.phase_layout(buffer.device)).to_dict()
             except Exception as exc:  # noqa: BLE001
                 phase_reports[case.id] = {"error": f"{type(exc).__name__}: {exc}"}
                 traceback.print_exc()

@@ -15,7 +15,7 @@ from nvgg.backends.cute_sm90 import Sm90Kernels  # noqa: E402
 from nvgg.backends.cute_sm100 import Sm100Kernels  # noqa: E402
 from nvgg.backends.family import KernelFamily  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
-from nvgg.kernels import phase_slots  # noqa: E402
+from nvgg.kernels.sm90.phase_slots import SM90  # noqa: E402
 
 FAMILIES = [Sm90Kernels, Sm100Kernels]
 # the interface's methods with a choice a caller may leave open, and those choices
@@ -71,7 +71,7 @@ def test_the_sm100_phase_slots_follow_the_mode():
     labels = {mode: [p[0] for p in kernels.phase_layout(mode).phases] for mode in (None, "host", "device")}
     assert "map prefetch" in labels[None] and labels[None] == labels["host"]
     assert "map replace" in labels["device"]
-    assert Sm90Kernels().phase_layout() is Sm90Kernels().phase_layout("device") is phase_slots.SM90
+    assert Sm90Kernels().phase_layout() is Sm90Kernels().phase_layout("device") is SM90
 
 
 @pytest.mark.parametrize("cls", FAMILIES)
@@ -112,7 +112,7 @@ class Recording(KernelFamily):
         raise AssertionError("nothing is launched on the CPU")
 
     def phase_layout(self, tensormaps=None):
-        return phase_slots.SM90
+        return SM90
 
 
 def test_the_backend_runs_the_family_it_is_given_on_its_arch():

@@ -533,7 +533,7 @@ def test_matches_reference_on_competition_inputs(case_id, build):
 def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
-    from nvgg.kernels.phase_slots import SM90
+    from nvgg.kernels.sm90.phase_slots import SM90
     from nvgg.profiling import phases
 
     case = cases.get("3")
@@ -564,7 +564,7 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
         assert all(r[SM90.DESC_READY] < t < r[SM90.EXIT] for t in stamps)
     for r in rows:
         assert r[SM90.START] > 0 and r[SM90.EXIT] >= r[SM90.START]
-    report = phases.analyse(buffer)
+    report = phases.analyse(buffer, SM90)
     assert report.ctas_with_work == len(worked) and report.kernel_us > 0
 
 

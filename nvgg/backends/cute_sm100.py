@@ -30,10 +30,10 @@ import torch
 from ..cases import Case
 from ..kernels import cache as kcache
 from ..kernels import groups as kgroups
-from ..kernels import phase_slots
 from ..kernels.tensormaps import setup_phases
 from ..kernels.sm100 import host
 from ..kernels.sm100 import config as gemm
+from ..kernels.sm100.phase_slots import SM100, sm100_for
 from ..profiles import get as get_profile
 from .base import KernelInfo, Launch, checked_group, group_problem, kernel_info
 from .family import KernelFamily, Knob
@@ -144,13 +144,13 @@ class Sm100Kernels(KernelFamily):
     def phase_launcher(self, data, tensormaps: str | None = None,
                        programmatic: bool = False) -> tuple[Launch, torch.Tensor]:
         """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
-        int64 [ctas, SM100.slots] buffer each launch fills (zeroed first; kernels/phase_slots.py).
+        int64 [ctas, SM100.slots] buffer each launch fills (zeroed first; kernels/sm100/phase_slots.py).
         Same tile, schedule and grid as the timed build. `programmatic`: launched as the timed
         build is, and the caller zeroes the buffer (a zeroing kernel just before would keep the
         launch from starting behind the kernel before it)."""
         groups, config, entry, resident = self._persistent(data, tensormaps, instrument=True)
         the_plan = host.plan([(g.m, g.n, g.k) for g in groups], config, resident)
-        buffer = torch.zeros((the_plan.clusters * config.cta_group, phase_slots.SM100.slots), dtype=torch.int64,
+        buffer = torch.zeros((the_plan.clusters * config.cta_group, SM100.slots), dtype=torch.int64,
                              device=groups[0].c.device)
         tables = host.build_tables(groups, config, resident, buffer, the_plan, host.templates_of(entry))
         kernel = host.persistent_launch(entry, groups, tables, config, programmatic=programmatic)
@@ -164,7 +164,7 @@ class Sm100Kernels(KernelFamily):
         return launch, buffer
 
     def phase_layout(self, tensormaps: str | None = None):
-        return phase_slots.sm100_for(self.mode(tensormaps))
+        return sm100_for(self.mode(tensormaps))
 
     def _persistent(self, data, tensormaps: str | None, *, instrument: bool):
         """The groups, the build, its compiled entry, and the clusters the GPU holds at once."""

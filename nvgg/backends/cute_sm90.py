@@ -26,7 +26,7 @@ from ..kernels import groups as kgroups, launch
 from ..kernels.tensormaps import setup_phases
 from ..kernels.sm90 import host
 from ..kernels.sm90 import config as gemm
-from ..kernels.phase_slots import SM90
+from ..kernels.sm90.phase_slots import SM90
 from .base import KernelInfo, Launch, checked_group, group_problem, kernel_info
 from .family import KernelFamily, Knob
 
@@ -186,7 +186,7 @@ class Sm90Kernels(KernelFamily):
                        programmatic: bool = False) -> tuple[Launch, torch.Tensor]:
         """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
         int64 [ctas, SM90.slots] buffer each launch fills with %globaltimer readings (zeroed
-        first; see nvgg/kernels/phase_slots.py for the slots). Same grid and tiles as the timed build.
+        first; see nvgg/kernels/sm90/phase_slots.py for the slots). Same grid and tiles as the timed build.
         `programmatic`: launched as the timed build is, and the caller zeroes the buffer (a zeroing
         kernel just before would keep the launch from starting behind the kernel before it)."""
         groups, config, entry, grid = self._persistent(data, tensormaps, instrument=True)

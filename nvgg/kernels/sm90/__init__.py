@@ -7,4 +7,5 @@
   tensor-map retargeting and fences, the global timer).
 - `host.py`: compiling without a GPU, tensor maps, the device group table, launch closures.
 - `dequant_ref.py`: a PyTorch model of the decode, for checking it on every input.
+- `phase_slots.py`: the columns the persistent kernel's instrumented build writes.
 """
