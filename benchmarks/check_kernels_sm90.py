@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from nvgg import cases, inputs, reference  # noqa: E402
 from nvgg.backends.cute import CuteBackend  # noqa: E402
-from nvgg.backends.cute_sm90 import Sm90Kernels  # noqa: E402
+from nvgg.kernels.sm90.family import Sm90Kernels  # noqa: E402
 from nvgg.profiling import phases  # noqa: E402
 from nvgg.timing import L2Flush  # noqa: E402
 

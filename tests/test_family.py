@@ -11,8 +11,8 @@ pytest.importorskip("cutlass")
 
 from nvgg import cases  # noqa: E402
 from nvgg.backends.cute import CuteBackend  # noqa: E402
-from nvgg.backends.cute_sm90 import Sm90Kernels  # noqa: E402
-from nvgg.backends.cute_sm100 import Sm100Kernels  # noqa: E402
+from nvgg.kernels.sm90.family import Sm90Kernels  # noqa: E402
+from nvgg.kernels.sm100.family import Sm100Kernels  # noqa: E402
 from nvgg.backends.family import KernelFamily  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels.sm90.phase_slots import SM90  # noqa: E402
@@ -33,8 +33,8 @@ def test_the_interface_cannot_be_instantiated_half_done():
     with pytest.raises(TypeError, match="grouped_launcher"):
         NoLaunches()
     assert KernelFamily.__abstractmethods__ == {
-        "arch", "tensormap_modes", "default_mode", "programmatic", "shape_problem", "compile", "tiles",
-        "group_launcher", "grouped_launcher", "phase_launcher", "phase_layout"}
+        "arch", "capability", "gpus", "profile", "tensormap_modes", "default_mode", "programmatic", "shape_problem",
+        "compile", "tiles", "group_launcher", "grouped_launcher", "phase_launcher", "phase_layout"}
 
 
 @pytest.mark.parametrize("cls", FAMILIES)
@@ -87,6 +87,7 @@ class Recording(KernelFamily):
     """A family that records what the backend asks of it."""
 
     arch, tensormap_modes, default_mode, programmatic = "sm_90a", ("device", "host"), "host", False
+    capability, gpus, profile = (9, 0), "H100/H200", "h100"
 
     def __init__(self):
         self.calls = []

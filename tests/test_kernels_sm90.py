@@ -13,7 +13,7 @@ cutlass = pytest.importorskip("cutlass")
 
 from nvgg import cases, inputs, reference  # noqa: E402
 from nvgg.backends.cute import CuteBackend  # noqa: E402
-from nvgg.backends.cute_sm90 import Sm90Kernels, config_for  # noqa: E402
+from nvgg.kernels.sm90.family import Sm90Kernels, config_for  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache  # noqa: E402
 from nvgg.kernels import groups as kgroups, schedule, tools  # noqa: E402
@@ -119,7 +119,7 @@ def test_tile_m_is_checked_and_picked():
 def test_phase_0_is_dealt_evenly_over_every_cta(case_id):
     """Every CTA starts phase 0 only once the kernel before has ended, launched programmatically or
     not (its first act is that wait): even shares, which cover every unit on CTAs that exist."""
-    from nvgg.backends.cute_sm90 import persistent_config
+    from nvgg.kernels.sm90.family import persistent_config
     case = cases.get(case_id)
     config = persistent_config(case.m, case.n, 132)
     costs = gemm.tile_costs(case.m, case.n, config.tile_m, config.half_tiles, config.wide_tiles)

@@ -1,11 +1,20 @@
-"""What a kernel family is: the cute backend's kernels for one architecture.
+"""What a kernel family is: the cute backend's kernels for one architecture, and everything nvgg
+knows of that architecture.
 
 The cute backend (cute.py) checks, compiles and launches through the family of the GPU's arch
-(Sm90Kernels in cute_sm90.py, Sm100Kernels in cute_sm100.py); a new architecture is one more
-subclass, and the abstract members below are what it must provide. Each family builds two kinds
-of kernel: a per-group one (one launch a group: the sequential, multistream and graph strategies)
-and a persistent one (one launch for all groups: the persistent strategy), the latter also in an
-instrumented build that writes phase timestamps (kernels/phase_slots.py).
+(Sm90Kernels in kernels/sm90/family.py, Sm100Kernels in kernels/sm100/family.py), found by
+registry.py; a new architecture is one more folder under nvgg/kernels/ with its family.py, and
+the abstract members below are what its subclass must provide.
+
+Besides its builds, a family carries its architecture's tables, which the generic code reads from
+it and names nowhere else: its compute capability and cards, the GPU profile `nvgg compile` checks
+occupancy against, the columns its kernels add to `nvgg compile`'s table, its model's name, its
+ncu counters and its phase slots (`phase_layout`).
+
+Each family builds two kinds of kernel: a per-group one (one launch a group: the sequential,
+multistream and graph strategies) and a persistent one (one launch for all groups: the persistent
+strategy), the latter also in an instrumented build that writes phase timestamps
+(kernels/phase_slots.py).
 
 The choices a caller may leave open have one default across families: `tensormaps=None` is the
 family's `default_mode` (`mode`), and an instrumented launch is made in stream order unless asked
@@ -45,6 +54,36 @@ class KernelFamily(abc.ABC):
     @abc.abstractmethod
     def arch(self) -> str:
         """The target the family compiles for ("sm_90a", "sm_100a")."""
+
+    # ---- the architecture's tables: class attributes, read from the class (registry.py) without
+    # building the family
+
+    @property
+    @abc.abstractmethod
+    def capability(self) -> tuple[int, int]:
+        """The compute capability (major, minor) of the GPUs the family runs on: (9, 0) for sm_90a."""
+
+    @property
+    @abc.abstractmethod
+    def gpus(self) -> str:
+        """Those GPUs in words, for a sentence that tells a user which card runs the family ("H100/H200")."""
+
+    @property
+    @abc.abstractmethod
+    def profile(self) -> str:
+        """The GPU profile (profiles/NAME.toml) whose limits and SM count `nvgg compile` builds and
+        checks occupancy against where no GPU is present."""
+
+    # the fields of the family's KernelInfo.extra that `nvgg compile`'s table shows, (field,
+    # heading) each, after the threads column (every family's kernels report registers, shared
+    # memory and threads)
+    columns: tuple[tuple[str, str], ...] = ()
+    # what `point_estimate`'s times come from, in words ("the B200 model"); None: the family has no model
+    model: str | None = None
+    # the counters Nsight Compute reads on the family's GPUs (an ArchMetrics of profiling/ncu.py,
+    # which asks the registry, so importing it here would close a circle); None: ncu reads no MMA
+    # pipe there
+    ncu = None
 
     @property
     @abc.abstractmethod
