@@ -125,7 +125,7 @@ def _launches(case) -> dict:
     from launch_paths import host_us
 
     from nvgg import inputs, reference
-    from nvgg.backends.cute_sm100 import persistent_build
+    from nvgg.kernels.sm100.family import persistent_build
     from nvgg.kernels import launch as klaunch
     from nvgg.kernels.sm100 import host
 

@@ -54,7 +54,7 @@ def _column(strategy: str, backend: str) -> dict:
     if unknown:
         raise SystemExit(f"unknown persistent build options {sorted(unknown)}: host, device, grid, rows, serial")
     from nvgg.backends.cute import CuteBackend
-    from nvgg.backends.cute_sm90 import Sm90Kernels
+    from nvgg.kernels.sm90.family import Sm90Kernels
     build = Sm90Kernels(readiness="grid" if "grid" in options else "rows", programmatic="serial" not in options)
     return {"strategy": "persistent",
             "backend": CuteBackend(tensormaps="device" if "device" in options else "host", family=build)}

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from nvgg import cases, inputs, reference  # noqa: E402
 from nvgg.backends.cute import CuteBackend  # noqa: E402
-from nvgg.backends.cute_sm90 import Sm90Kernels  # noqa: E402
+from nvgg.kernels.sm90.family import Sm90Kernels  # noqa: E402
 from nvgg.profiling import phases  # noqa: E402
 from nvgg.timing import L2Flush  # noqa: E402
 
@@ -274,7 +274,7 @@ def main() -> int:
                 launch, buffer = be.phase_launcher(inputs.generate(case, "cuda"))
                 launch()
                 torch.cuda.synchronize()
-                phase_reports[case.id] = phases.analyse(buffer).to_dict()
+                phase_reports[case.id] = phases.analyse(buffer, be.phase_layout(buffer.device)).to_dict()
             except Exception as exc:  # noqa: BLE001
                 phase_reports[case.id] = {"error": f"{type(exc).__name__}: {exc}"}
                 traceback.print_exc()

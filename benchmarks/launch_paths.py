@@ -21,7 +21,7 @@ import torch
 from tabulate import tabulate
 
 from nvgg import cases, env, inputs, reference
-from nvgg.backends.cute_sm90 import Sm90Kernels
+from nvgg.kernels.sm90.family import Sm90Kernels
 from nvgg.kernels import launch as klaunch
 from nvgg.kernels.sm90 import host
 

@@ -28,29 +28,29 @@ CHILD_FLAG = "--child"
 
 def _builds(case_ids):
     from nvgg import cases
-    from nvgg.backends import cute_sm100
+    from nvgg.kernels.sm100 import family as sm100
 
     builds = set()
     for case in cases.select(case_ids):
-        builds.add(cute_sm100.grouped_config(case.groups, 148, "host"))
-        builds.update(cute_sm100.group_config(shape, 148) for shape in case.groups)
+        builds.add(sm100.grouped_config(case.groups, 148, "host"))
+        builds.update(sm100.group_config(shape, 148) for shape in case.groups)
     return builds
 
 
 def host_work(case, data) -> dict:
     """One case's host work before its launches, timed (ms)."""
-    from nvgg.backends import cute_sm100
+    from nvgg.kernels.sm100 import family as sm100
     from nvgg.kernels.sm100 import host
 
     t0 = time.perf_counter()
-    groups, config, entry, clusters = cute_sm100.persistent_build(data, "host", 148)
+    groups, config, entry, clusters = sm100.persistent_build(data, "host", 148)
     t1 = time.perf_counter()
     tables = host.build_tables(groups, config, clusters, templates=host.templates_of(entry))
     t2 = time.perf_counter()
     packed = [host.packed_params(entry, groups[0], tables)]
     hits = [entry.hit]
     for g in groups:
-        group_entry = host.compile_gemm(cute_sm100.group_config((g.m, g.n, g.k), 148), "sm_100a", need_callable=False)
+        group_entry = host.compile_gemm(sm100.group_config((g.m, g.n, g.k), 148), "sm_100a", need_callable=False)
         hits.append(group_entry.hit)
         packed.append(host.packed_params(group_entry, g, None))
     t3 = time.perf_counter()

@@ -161,12 +161,3 @@ def resolve(name: str | None) -> Profile:
         raise NvggError(f"no profile matches the GPU {detected!r}: name one "
                         f"({', '.join(all_profiles())}) or add profiles/<name>.toml")
     return profile
-
-
-def for_arch(arch: str) -> Profile:
-    """A profile whose limits describe this target (sm_90a: the H100's, which the H200 shares)."""
-    matches = [p for p in all_profiles().values() if p.arch == arch]
-    if not matches:
-        known = sorted({p.arch for p in all_profiles().values()})
-        raise NvggError(f"no GPU profile describes {arch}: choose one of {', '.join(known)}")
-    return sorted(matches, key=lambda p: p.name)[0]

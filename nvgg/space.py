@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .backends.family import KernelFamily
+from .kernels.family import KernelFamily
 from .cases import Case
 from .errors import NvggError
 

@@ -164,8 +164,8 @@ def _ncu_bound(ncu, time_us):
 
 
 def _pipe_label(kernels) -> str:
-    """What the tensor figure measured: the MMA pipe of the kernels' architecture (ncu.ARCHS,
-    named in each kernel's `tensor_label`), or a note that nvgg reads no pipe on it."""
+    """What the tensor figure measured: the MMA pipe of the kernels' architecture (its kernel
+    family's ncu set, named in each kernel's `tensor_label`), or a note that nvgg reads no pipe on it."""
     labels = {k.tensor_label for k in kernels if getattr(k, "tensor_label", None)}
     if not labels:
         return "tensor pipe (not read on this architecture)"

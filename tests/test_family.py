@@ -1,4 +1,4 @@
-"""The kernel-family interface (nvgg/backends/family.py): both families implement all of it, with
+"""The kernel-family interface (nvgg/kernels/family.py): both families implement all of it, with
 one default for each choice, and the cute backend runs the family it is given (CPU)."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ pytest.importorskip("cutlass")
 
 from nvgg import cases  # noqa: E402
 from nvgg.backends.cute import CuteBackend  # noqa: E402
-from nvgg.backends.cute_sm90 import Sm90Kernels  # noqa: E402
-from nvgg.backends.cute_sm100 import Sm100Kernels  # noqa: E402
-from nvgg.backends.family import KernelFamily  # noqa: E402
+from nvgg.kernels.sm90.family import Sm90Kernels  # noqa: E402
+from nvgg.kernels.sm100.family import Sm100Kernels  # noqa: E402
+from nvgg.kernels.family import KernelFamily  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
-from nvgg.kernels import phase_slots  # noqa: E402
+from nvgg.kernels.sm90.phase_slots import SM90  # noqa: E402
 
 FAMILIES = [Sm90Kernels, Sm100Kernels]
 # the interface's methods with a choice a caller may leave open, and those choices
@@ -33,8 +33,8 @@ def test_the_interface_cannot_be_instantiated_half_done():
     with pytest.raises(TypeError, match="grouped_launcher"):
         NoLaunches()
     assert KernelFamily.__abstractmethods__ == {
-        "arch", "tensormap_modes", "default_mode", "programmatic", "shape_problem", "compile", "tiles",
-        "group_launcher", "grouped_launcher", "phase_launcher", "phase_layout"}
+        "arch", "capability", "gpus", "profile", "tensormap_modes", "default_mode", "programmatic", "shape_problem",
+        "compile", "tiles", "group_launcher", "grouped_launcher", "phase_launcher", "phase_layout"}
 
 
 @pytest.mark.parametrize("cls", FAMILIES)
@@ -71,7 +71,7 @@ def test_the_sm100_phase_slots_follow_the_mode():
     labels = {mode: [p[0] for p in kernels.phase_layout(mode).phases] for mode in (None, "host", "device")}
     assert "map prefetch" in labels[None] and labels[None] == labels["host"]
     assert "map replace" in labels["device"]
-    assert Sm90Kernels().phase_layout() is Sm90Kernels().phase_layout("device") is phase_slots.SM90
+    assert Sm90Kernels().phase_layout() is Sm90Kernels().phase_layout("device") is SM90
 
 
 @pytest.mark.parametrize("cls", FAMILIES)
@@ -87,6 +87,7 @@ class Recording(KernelFamily):
     """A family that records what the backend asks of it."""
 
     arch, tensormap_modes, default_mode, programmatic = "sm_90a", ("device", "host"), "host", False
+    capability, gpus, profile = (9, 0), "H100/H200", "h100"
 
     def __init__(self):
         self.calls = []
@@ -112,7 +113,7 @@ class Recording(KernelFamily):
         raise AssertionError("nothing is launched on the CPU")
 
     def phase_layout(self, tensormaps=None):
-        return phase_slots.SM90
+        return SM90
 
 
 def test_the_backend_runs_the_family_it_is_given_on_its_arch():

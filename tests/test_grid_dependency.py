@@ -38,7 +38,7 @@ import pytest
 
 pytest.importorskip("cutlass")
 
-from nvgg.backends.cute_sm90 import config_for, wide_config  # noqa: E402
+from nvgg.kernels.sm90.family import config_for, wide_config  # noqa: E402
 from nvgg.kernels import tools  # noqa: E402
 from nvgg.kernels.sm100 import config as sm100_config, host as sm100_host  # noqa: E402
 from nvgg.kernels.sm90 import config as gemm, host as sm90_host  # noqa: E402

@@ -15,10 +15,10 @@ cutlass = pytest.importorskip("cutlass")
 
 from nvgg import cases, inputs  # noqa: E402
 from nvgg.backends.cute import CuteBackend  # noqa: E402
-from nvgg.backends.cute_sm100 import Sm100Kernels  # noqa: E402
+from nvgg.kernels.sm100.family import Sm100Kernels  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache, groups as kgroups, schedule, tensormaps, tools  # noqa: E402
-from nvgg.kernels.phase_slots import SM100  # noqa: E402
+from nvgg.kernels.sm100.phase_slots import SM100  # noqa: E402
 from nvgg.kernels.sm100 import host, params  # noqa: E402
 from nvgg.kernels.sm100 import config as gemm, nvfp4_gemm as dsl  # noqa: E402
 

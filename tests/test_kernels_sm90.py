@@ -13,7 +13,7 @@ cutlass = pytest.importorskip("cutlass")
 
 from nvgg import cases, inputs, reference  # noqa: E402
 from nvgg.backends.cute import CuteBackend  # noqa: E402
-from nvgg.backends.cute_sm90 import Sm90Kernels, config_for  # noqa: E402
+from nvgg.kernels.sm90.family import Sm90Kernels, config_for  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache  # noqa: E402
 from nvgg.kernels import groups as kgroups, schedule, tools  # noqa: E402
@@ -119,7 +119,7 @@ def test_tile_m_is_checked_and_picked():
 def test_phase_0_is_dealt_evenly_over_every_cta(case_id):
     """Every CTA starts phase 0 only once the kernel before has ended, launched programmatically or
     not (its first act is that wait): even shares, which cover every unit on CTAs that exist."""
-    from nvgg.backends.cute_sm90 import persistent_config
+    from nvgg.kernels.sm90.family import persistent_config
     case = cases.get(case_id)
     config = persistent_config(case.m, case.n, 132)
     costs = gemm.tile_costs(case.m, case.n, config.tile_m, config.half_tiles, config.wide_tiles)
@@ -533,7 +533,7 @@ def test_matches_reference_on_competition_inputs(case_id, build):
 def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
-    from nvgg.kernels.phase_slots import SM90
+    from nvgg.kernels.sm90.phase_slots import SM90
     from nvgg.profiling import phases
 
     case = cases.get("3")
@@ -564,7 +564,7 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
         assert all(r[SM90.DESC_READY] < t < r[SM90.EXIT] for t in stamps)
     for r in rows:
         assert r[SM90.START] > 0 and r[SM90.EXIT] >= r[SM90.START]
-    report = phases.analyse(buffer)
+    report = phases.analyse(buffer, SM90)
     assert report.ctas_with_work == len(worked) and report.kernel_us > 0
 
 

@@ -5,6 +5,7 @@ from pathlib import Path
 
 import pytest
 
+from nvgg.kernels import registry
 from nvgg.errors import NvggError
 from nvgg.profiling import ncu
 
@@ -62,9 +63,9 @@ def _chip(chip: str):
     return types, accepted
 
 
-@pytest.mark.parametrize("major", sorted(ncu.ARCHS))
+@pytest.mark.parametrize("major", [cls.capability[0] for cls in registry.families() if cls.ncu])
 def test_every_requested_metric_exists_on_the_archs_chip(major):
-    arch = ncu.ARCHS[major]
+    arch = ncu.arch_metrics(major)
     types, accepted = _chip(arch.chip)
     assert len(types) > 3000  # the whole list, not a stub
     for name in arch.requested():
@@ -76,7 +77,7 @@ def test_every_requested_metric_exists_on_the_archs_chip(major):
 def test_the_mma_pipe_is_the_one_the_archs_mmas_run_on():
     gb100, _ = _chip("gb100")
     gh100, _ = _chip("gh100")
-    sm100, sm90 = ncu.ARCHS[10], ncu.ARCHS[9]
+    sm100, sm90 = ncu.arch_metrics(10), ncu.arch_metrics(9)
     # tcgen05 runs on the TC pipe; GB100's tensor pipe counters are the warp-level MMAs
     assert sm100.tensor_pipe == "sm__pipe_tc_cycles_active" and sm100.tensor_pipe in gb100
     assert "sm__pipe_tensor_cycles_active" in gb100 and sm100.tensor_pipe != "sm__pipe_tensor_cycles_active"
@@ -146,5 +147,5 @@ def test_the_profile_runs_its_target_under_ncu_with_the_gpus_metric_set(monkeypa
     assert seen["fn"] is ncu.one_call and seen["kwargs"]["case"].id == "3" and seen["kwargs"]["strategy"] == "persistent"
     assert seen["cmd"][:3] == ["ncu", "--clock-control", "none"] and seen["log"].name == "nvgg-3-persistent-cute.ncu.log"
     metrics = seen["cmd"][seen["cmd"].index("--metrics") + 1].split(",")
-    assert metrics == list(ncu.ARCHS[10].requested())
+    assert metrics == list(ncu.arch_metrics(10).requested())
     assert "sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_elapsed" in metrics

@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from nvgg.kernels.phase_slots import SM90 as L
+from nvgg.kernels.sm90.phase_slots import SM90 as L
 from nvgg.profiling import phases as ph
 
 
@@ -25,7 +25,7 @@ BUFFER = [
 
 
 def test_phase_statistics_by_hand():
-    rep = ph.analyse(BUFFER)
+    rep = ph.analyse(BUFFER, L)
     assert (rep.ctas, rep.ctas_with_work) == (3, 2)
     assert rep.kernel_us == pytest.approx(99.0)
     by = {p.name: p for p in rep.phases}
@@ -42,7 +42,7 @@ def test_phase_statistics_by_hand():
 
 
 def test_chrome_trace_has_one_track_per_cta_and_the_switches():
-    trace = json.loads(json.dumps(ph.chrome_trace(BUFFER)))
+    trace = json.loads(json.dumps(ph.chrome_trace(BUFFER, L)))
     events = trace["traceEvents"]
     assert {e["tid"] for e in events if e.get("ph") == "M" and e["name"] == "thread_name"} == {0, 1, 2}
     complete = [e for e in events if e["ph"] == "X"]
@@ -55,11 +55,11 @@ def test_chrome_trace_has_one_track_per_cta_and_the_switches():
 
 def test_a_buffer_too_narrow_is_refused():
     with pytest.raises(ValueError, match="at least 9 slots"):
-        ph.analyse([[1, 2, 3]])
+        ph.analyse([[1, 2, 3]], L)
 
 
 def test_sm100_phases_by_hand_and_named_for_the_map_mode():
-    from nvgg.kernels.phase_slots import SM100, sm100_for
+    from nvgg.kernels.sm100.phase_slots import SM100, sm100_for
 
     def row(start, bars, tmem, maps, issued, landed, mma, main, epi, end, switches=()):
         r = [0] * SM100.slots

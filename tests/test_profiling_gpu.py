@@ -61,7 +61,7 @@ def test_cupti_agrees_with_events_for_one_kernel():
     # launched in plain stream order: programmatic launches overlap the calls' kernels, which the
     # events see and the per-call traces do not (test_cupti.py)
     from nvgg.backends.cute import CuteBackend
-    from nvgg.backends.cute_sm90 import Sm90Kernels
+    from nvgg.kernels.sm90.family import Sm90Kernels
     serial = CuteBackend(tensormaps="host", family=Sm90Kernels(programmatic=False))
     res = datapath.run_one(cases.get("1"), strategy="persistent", backend=serial, device=torch.device("cuda"),
                            timer="cupti")

@@ -178,7 +178,7 @@ def test_a_packed_launch_in_clusters_is_right_back_to_back():
     import struct
 
     from nvgg import reference
-    from nvgg.backends.cute_sm90 import Sm90Kernels
+    from nvgg.kernels.sm90.family import Sm90Kernels
     from nvgg.kernels.sm90 import host as sm90host
 
     data = inputs.generate(cases.get("test-4"), "cuda")

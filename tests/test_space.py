@@ -9,7 +9,7 @@ import pytest
 
 from nvgg import cases, space
 from nvgg.backends import cute
-from nvgg.backends.cute_sm100 import _model_inputs
+from nvgg.kernels.sm100.family import _model_inputs
 from nvgg.cases import make_case
 from nvgg.errors import NvggError
 from nvgg.kernels.sm100 import host as sm100_host

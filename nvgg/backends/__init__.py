@@ -35,10 +35,10 @@ def get(name: str, *, tensormaps: str | None = None, point: dict | None = None) 
 
 def best(device: torch.device) -> str:
     """The backend `run` uses when none is named: our kernels where they run, else the library."""
+    from ..kernels import registry
     from .base import arch_of
-    from .cute import ARCHS
 
-    if device.type == "cuda" and arch_of(device) in ARCHS:
+    if device.type == "cuda" and registry.get(arch_of(device)) is not None:
         try:
             get("cute")
             return "cute"

@@ -19,31 +19,12 @@ sfasfb_reordered[g] the same scales in cuBLAS's blocked layout on the device (se
 from __future__ import annotations
 
 import functools
-from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 import torch
 
 from ..cases import Case
+from ..kernels.family import KernelInfo, Launch
 
-Launch = Callable[[], None]
-
-
-@dataclass(frozen=True)
-class KernelInfo:
-    """Resources of one compiled kernel, read from the compiler's output."""
-
-    name: str
-    arch: str
-    registers: int
-    smem_bytes: int
-    threads: int
-    extra: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        out = asdict(self)
-        out.update(out.pop("extra"))
-        return out
 
 
 class Backend:
@@ -76,52 +57,6 @@ class Backend:
 
     def grouped_launcher(self, data) -> Launch:
         raise NotImplementedError
-
-
-def group_problem(case: Case, is_valid, kernel: str) -> str | None:
-    """The first group a kernel cannot take, as a sentence: `is_valid(m, n, k)` says why (its words
-    "the kernel" become `kernel`), prefixed with the group where the case has several."""
-    for i, (m, n, k) in enumerate(case.groups):
-        reason = is_valid(m, n, k)
-        if reason:
-            where = f"group {i}: " if case.g > 1 else ""
-            return f"{where}{reason.replace('the kernel', kernel)}"
-    return None
-
-
-def checked_group(data, g: int, is_valid, kernel: str):
-    """Group g's device tensors (kernels/groups.py), refused with a sentence where the kernel cannot
-    take its shape (`is_valid`, worded as in `group_problem`) or the tensors break the layout."""
-    from ..errors import NvggError
-    from ..kernels import groups as kgroups
-
-    m, n, k, _ = data[3][g]
-    reason = is_valid(m, n, k)
-    if reason:
-        raise NvggError(f"group {g}: {reason.replace('the kernel', kernel)}")
-    try:
-        return kgroups.group_tensors(data, g)
-    except ValueError as exc:
-        raise NvggError(f"the cute backend cannot read the inputs: {exc}") from None
-
-
-def kernel_info(entry, extra: dict) -> KernelInfo:
-    """KernelInfo of a compiled kernel (a kernels.cache.Entry): resources read from its cubin, the
-    compile times, its PTX, cubin and SASS files (SASS where nvdisasm is installed), and `extra`."""
-    from ..kernels import cache as kcache, tools
-
-    res = kcache.resources(entry)
-    cubin = entry.directory / "kernel.cubin"
-    sass = tools.sass(cubin)
-    return KernelInfo(
-        name=entry.info["name"], arch=entry.info["arch"], registers=res["registers"], smem_bytes=res["smem_bytes"],
-        threads=entry.info["threads"],
-        extra={"compile_s": round(entry.compile_s, 4), "cache_hit": entry.hit,
-               "cold_compile_s": round(entry.info["cold_compile_s"], 3), "frame_bytes": res["frame_bytes"],
-               **extra, "ptx": str(entry.directory / "kernel.ptx"), "cubin": str(cubin),
-               "sass": str(sass) if sass else None, "cache_dir": str(entry.directory),
-               **({} if sass else {"sass_missing": "nvdisasm not found: pip install nvidia-cuda-nvdisasm (or put "
-                                                   "a CUDA toolkit's nvdisasm on PATH) to get the SASS"})})
 
 
 def arch_of(device: torch.device) -> str:

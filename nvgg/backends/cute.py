@@ -1,11 +1,6 @@
-"""Backend `cute`: our CuTe DSL kernels, one family per architecture.
-
-- sm_90a (H100, H200; cute_sm90.py): Hopper has no FP4 tensor core, so the kernels read NVFP4,
-  expand it to fp16 in the kernel (exact) and multiply with wgmma. Their persistent kernel takes
-  its tensor maps from the host (`host`, default) or makes them in the kernel (`device`).
-- sm_100a (B200; cute_sm100.py): native NVFP4 block-scaled MMAs (tcgen05), accumulators in tensor
-  memory; the persistent kernel takes its maps from the host (`host`, default) or makes them in
-  the kernel (`device`). Compiled and checked on the CPU here; no B200 has run them.
+"""Backend `cute`: our CuTe DSL kernels, one family per architecture (registry.py finds them:
+kernels/sm90/family.py for sm_90a, kernels/sm100/family.py for sm_100a; each module says what its
+kernels are).
 
 The family is the GPU's (or, for `nvgg compile`, the target arch's), a KernelFamily (family.py),
 unless the backend is given one of its own: `CuteBackend(family=Sm90Kernels(readiness="grid"))`
@@ -21,22 +16,18 @@ import torch
 
 from ..cases import Case
 from ..errors import NvggError, no_gpu
+from ..kernels import registry
 from .base import Backend, KernelInfo, Launch, arch_of
-from .family import KernelFamily
-
-ARCHS = ("sm_90a", "sm_100a")
+from ..kernels.family import KernelFamily
 
 
 def family(arch: str) -> KernelFamily:
-    """The kernel family that builds for `arch`."""
-    if arch == "sm_90a":
-        from .cute_sm90 import Sm90Kernels
-        return Sm90Kernels()
-    if arch == "sm_100a":
-        from .cute_sm100 import Sm100Kernels
-        return Sm100Kernels()
-    raise NvggError(f"the cute backend has kernels for {', '.join(ARCHS)}; {arch} has none: use the torch backend"
-                    + ("" if arch.startswith("sm_") else " (archs are named like sm_100a)"))
+    """The kernel family that builds for `arch` (registry.py), built afresh."""
+    found = registry.get(arch)
+    if found is None:
+        raise NvggError(f"the cute backend has kernels for {', '.join(registry.archs())}; {arch} has none: use the "
+                        "torch backend" + ("" if arch.startswith("sm_") else " (archs are named like sm_100a)"))
+    return found()
 
 
 class CuteBackend(Backend):
@@ -55,11 +46,12 @@ class CuteBackend(Backend):
 
     def check(self, case: Case, device: torch.device) -> None:
         if device.type != "cuda" or not torch.cuda.is_available():
-            raise no_gpu("the cute backend needs a CUDA GPU (sm_90a: H100/H200; sm_100a: B200) and none is visible: "
-                         "use the torch backend")
+            cards = "; ".join(f"{cls.arch}: {cls.gpus}" for cls in registry.families())
+            raise no_gpu(f"the cute backend needs a CUDA GPU ({cards}) and none is visible: use the torch backend")
         arch = arch_of(device)
-        if arch not in ARCHS:
-            raise NvggError(f"the cute backend runs on {', '.join(ARCHS)}; this GPU is {arch}: use the torch backend")
+        if registry.get(arch) is None:
+            raise NvggError(f"the cute backend runs on {', '.join(registry.archs())}; this GPU is {arch}: use the "
+                            "torch backend")
         reason = self.kernels(arch).shape_problem(case, grouped=False)
         if reason:
             raise NvggError(reason)
@@ -84,7 +76,8 @@ class CuteBackend(Backend):
 
     def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None, arch: str | None = None) -> list[int]:
         if arch is None:
-            raise NvggError("the cute backend's tiles depend on the arch: pass arch='sm_90a' or 'sm_100a'")
+            raise NvggError("the cute backend's tiles depend on the arch: pass arch="
+                            + " or ".join(repr(a) for a in registry.archs()))
         return self.kernels(arch).tiles(case, grouped=grouped, sms=sms)
 
     def group_launcher(self, data, g: int) -> Launch:

@@ -9,19 +9,20 @@ import typer
 
 from .. import space as spacemod, profiles, selection
 from .. import occupancy
+from ..kernels import registry
 from ..result import document
 from ..errors import NvggError
 from .common import (CasesFile, JsonOut, Progress, Shape, TensorMaps, check_distinct, check_writable, command,
                      emit_json, mode_value, pick_cases, read_files, within)
 
-# the table's columns: a kernel's field and its heading (tmem: tensor memory columns)
-COLUMNS = {"case": "case", "name": "kernel", "registers": "regs", "smem_bytes": "smem B", "threads": "threads",
-           "tmem_columns": "tmem", "cluster": "cluster", "stages": "stages", "compile_s": "build s",
-           "theoretical_occupancy": "occupancy", "occupancy_limited_by": "limited by"}
+# the table's columns: a kernel's field and its heading; the family's own (KernelFamily.columns)
+# go between the two groups
+COLUMNS = {"case": "case", "name": "kernel", "registers": "regs", "smem_bytes": "smem B", "threads": "threads"}
+LAST_COLUMNS = {"compile_s": "build s", "theoretical_occupancy": "occupancy", "occupancy_limited_by": "limited by"}
 
 
 @command
-def compile_cmd(arch: Annotated[str, typer.Option("--arch", metavar="ARCH", help="Target: sm_90a (H100/H200) or sm_100a (B200).")] = "sm_90a",
+def compile_cmd(arch: Annotated[str, typer.Option("--arch", metavar="ARCH", help="Target: the arch of one of the kernel families (another is refused with their list).")] = "sm_90a",
                 case: Annotated[Optional[str], typer.Option("--case", metavar="IDS", help="Case id(s), all, benchmarks or tests.")] = None,
                 strategy: Annotated[str, typer.Option("--strategy", metavar="NAME", help="persistent, multistream, graph or sequential.")] = "persistent",
                 backend: Annotated[str, typer.Option("--backend", metavar="NAME", help="The backend whose kernels to build.")] = "cute",
@@ -30,9 +31,9 @@ def compile_cmd(arch: Annotated[str, typer.Option("--arch", metavar="ARCH", help
                 jobs: Annotated[Optional[int], typer.Option("--jobs", metavar="N", callback=within(1, 256), help="With --space: the distinct builds compiled in N processes at once (1 to 256; default: one a CPU core, 16 at most).")] = None,
                 json_out: JsonOut = None) -> None:
     """Compile only (no GPU needed): resources, tensor memory, cluster, stages, occupancy per kernel."""
-    known = sorted({p.arch for p in profiles.all_profiles().values()})
-    if arch not in known:
-        raise NvggError(f"--arch {arch!r}: choose {' or '.join(known)}")
+    family = registry.get(arch)
+    if family is None:
+        raise NvggError(f"--arch {arch!r}: choose {' or '.join(sorted(registry.archs()))}")
     check_writable("--json", json_out, stdout_ok=True)
     check_distinct(("--json", json_out), reads=read_files(cases_file=cases_file))
     os.environ.setdefault("CUTE_DSL_ARCH", arch)
@@ -43,7 +44,7 @@ def compile_cmd(arch: Annotated[str, typer.Option("--arch", metavar="ARCH", help
         raise NvggError("--space sweeps the persistent kernel's choices, the tensor-map mode among them: drop "
                         "--strategy and --tensormaps")
     be, st = selection.for_arch(strategy, backend, mode_value(tensormaps), arch)
-    limits = profiles.for_arch(arch)
+    limits = profiles.get(family.profile)
     if space:
         _space(be.kernels(arch), picked, arch, limits, json_out, jobs or spacemod.default_jobs())
         return
@@ -56,7 +57,7 @@ def compile_cmd(arch: Annotated[str, typer.Option("--arch", metavar="ARCH", help
                                 occupancy_limited_by=occ.limited_by))
     if emit_json(json_out, document("compile", arch=arch, kernels=kernels)):
         return
-    typer.echo(_table(kernels))
+    typer.echo(_table(kernels, {**COLUMNS, **dict(family.columns), **LAST_COLUMNS}))
     typer.echo(f"target {arch}, occupancy against the {limits.name} profile ({limits.sm_count} SMs); "
                "--json FILE (or -) for the PTX and SASS paths and the rest")
 
@@ -65,11 +66,12 @@ def register(app: typer.Typer) -> None:
     app.command("compile")(compile_cmd)
 
 
-def _table(kernels: list[dict]) -> str:
+def _table(kernels: list[dict], columns: dict[str, str]) -> str:
     """A row a kernel, its name (with its build: 40-70 characters) a numbered note under the
-    table, so the table fits 120 columns."""
+    table, so the table fits 120 columns; `columns`: the fields shown (where a kernel has one) and
+    their headings."""
     from ..report import tabulate as table
-    shown = [c for c in COLUMNS if any(k.get(c) is not None for k in kernels)]
+    shown = [c for c in columns if any(k.get(c) is not None for k in kernels)]
     names: dict[str, int] = {}
 
     def cell(k: dict, c: str) -> str:
@@ -81,7 +83,7 @@ def _table(kernels: list[dict]) -> str:
             return f"{k[c]:.2f}"
         return _cell(k.get(c))
     rows = [[cell(k, c) for c in shown] for k in kernels]
-    return table(rows, headers=[COLUMNS[c] for c in shown]) + "".join(f"\n[{n}] {name}" for name, n in names.items())
+    return table(rows, headers=[columns[c] for c in shown]) + "".join(f"\n[{n}] {name}" for name, n in names.items())
 
 
 def _case_done(progress, built: list) -> None:
@@ -138,7 +140,7 @@ def _space(family, picked, arch: str, limits, json_out, jobs: int = 1) -> None:
         typer.echo(f"refused {count}: {reason}")
     defaults = [b for b in built if b.point.default]
     typer.echo(f"target {arch}; * the kernel family's own choice for the case"
-               + ("; model µs: the B200 model that choice follows (not a measurement)"
+               + (f"; model µs: {family.model} that choice follows (not a measurement)"
                   if any(b.point.estimate_us is not None for b in built) else "")
                + f"; {sum(1 for b in built if b.kernels)} points built, {sum(1 for b in built if b.point.refused)} "
                  f"refused, {sum(1 for b in built if b.error)} failed to compile, over {len(picked)} case(s)")

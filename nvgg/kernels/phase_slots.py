@@ -7,6 +7,8 @@ SWITCHES (how many groups the CTA's producer prepared maps for: a count, not a t
 each of those groups' maps were ready. A slot a CTA never reached holds 0. `layout.phases` names the
 spans the report shows, as (name, from slot, to slot), in kernel order; a tuple of slots means
 "the latest of these". nvgg/profiling/phases.py turns a buffer into the report and the trace.
+Each architecture's layout lives in its folder (sm90/phase_slots.py, sm100/phase_slots.py), where
+its kernel reads the columns, and reaches the rest of nvgg through its family's `phase_layout`.
 
 A user's kernel writes the same kind of buffer through nvgg.probe: its columns are the probe's
 marks, its spans run between consecutive marks, and one more row (the overflow row) ends each
@@ -60,50 +62,3 @@ class SlotLayout:
         phases = tuple((names.get(label, label), self.names[a] if isinstance(a, int) else tuple(self.names[x] for x in a),
                         self.names[b]) for label, a, b in self.phases)
         return SlotLayout(self.kernel, self.names, phases, self.max_switches)
-
-
-# sm_90a persistent kernel (kernels/sm90/nvfp4_gemm.py), the same slots in every build: the
-# producer's tensor maps (DESC_READY: replaced, or acquired and prefetched) are ready beside phase
-# 0 (PHASE0_DONE: this CTA's share written, by its MMA warps); A_READY is when the producer saw its
-# first tile's fp16 A rows written (their readiness counters, or the grid barrier of the "grid"
-# build); "to first MMA" runs from the later of A_READY and this CTA's own phase 0. START is read
-# as the CTA begins, before its wait for the kernel before it, and stored after: in stream order
-# (how the instrumented build runs unless asked) the wait returns at once; launched
-# programmatically, the spans from START hold that wait too, and START still says how early the
-# CTA began (profiling.phases.behind).
-SM90 = SlotLayout(
-    "nvfp4_grouped_gemm_sm90",
-    ("START", "DESC_READY", "FIRST_MMA", "MAINLOOP_DONE", "EPILOGUE_DONE", "EXIT", "PHASE0_DONE", "A_READY"),
-    (("tensor maps", "START", "DESC_READY"),
-     ("phase 0", "START", "PHASE0_DONE"),
-     ("wait for A rows", "DESC_READY", "A_READY"),
-     ("to first MMA", ("A_READY", "PHASE0_DONE"), "FIRST_MMA"),
-     ("mainloops", "FIRST_MMA", "MAINLOOP_DONE"),
-     ("last epilogue", "MAINLOOP_DONE", "EPILOGUE_DONE"),
-     ("exit", "EPILOGUE_DONE", "EXIT")),
-    max_switches=56)
-
-# sm_100a persistent kernel (kernels/sm100/nvfp4_gemm.py), which warp writes each slot:
-#   START, BARRIERS_READY (pipeline barriers initialised and published), TMEM_READY (tensor memory
-#   allocated), EPILOGUE_DONE (last tile's stores issued), EXIT: epilogue warp 0;
-#   MAPS_READY (the first tile's maps prefetched and fenced, or replaced), FIRST_TMA_ISSUED: TMA warp;
-#   FIRST_TMA_LANDED (the first stage's full barrier passed), FIRST_MMA (first MMA issued),
-#   MAINLOOP_DONE: the MMA warp of the CTA that issues the MMAs (a pair's leader).
-SM100 = SlotLayout(
-    "nvfp4_grouped_gemm_sm100",
-    ("START", "BARRIERS_READY", "TMEM_READY", "MAPS_READY", "FIRST_TMA_ISSUED", "FIRST_TMA_LANDED", "FIRST_MMA",
-     "MAINLOOP_DONE", "EPILOGUE_DONE", "EXIT"),
-    (("barrier init", "START", "BARRIERS_READY"),
-     ("tensor-memory alloc", "BARRIERS_READY", "TMEM_READY"),
-     ("tensor maps", "BARRIERS_READY", "MAPS_READY"),
-     ("first TMA landing", "FIRST_TMA_ISSUED", "FIRST_TMA_LANDED"),
-     ("to first MMA", "START", "FIRST_MMA"),
-     ("main loops", "FIRST_MMA", "MAINLOOP_DONE"),
-     ("last epilogue", "MAINLOOP_DONE", "EPILOGUE_DONE"),
-     ("exit", "EPILOGUE_DONE", "EXIT")),
-    max_switches=32)
-
-
-def sm100_for(tensormaps: str) -> SlotLayout:
-    """SM100's slots with the maps phase named for what the mode does there."""
-    return SM100.renamed(tensor_maps="map prefetch" if tensormaps == "host" else "map replace")

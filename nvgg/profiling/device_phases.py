@@ -19,7 +19,7 @@ from ..report import fmt_us
 from ..backends.base import arch_of
 from ..cases import Case
 from ..errors import NvggError
-from ..kernels.phase_slots import SM90, SlotLayout
+from ..kernels.phase_slots import SlotLayout
 from . import phases
 from .phases import Behind, Phases
 
@@ -30,7 +30,7 @@ class PhaseRun(Phases):
     buffer: torch.Tensor
     plain_us: float          # uninstrumented kernel: median CUPTI kernel duration, L2 flushed before each
     instrumented_us: float   # instrumented kernel, the same way (its buffer zeroing not counted)
-    layout: SlotLayout = SM90  # the slots of the kernel family that ran (kernels/phase_slots.py)
+    layout: SlotLayout  # the slots of the kernel family that ran (its phase_layout)
     tensormaps: str = ""
     behind_previous: "Behind | None" = None  # programmatic launches: the kernel right behind another
 

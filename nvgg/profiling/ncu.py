@@ -16,6 +16,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .. import procs
+from ..kernels import registry
+from ..kernels.family import NcuCounters
 from ..cases import Case
 from ..errors import NvggError
 from .target import RANGE, one_call
@@ -39,17 +41,10 @@ BUSY = ".avg.pct_of_peak_sustained_elapsed"  # a counter's share of its peak ove
 
 
 @dataclass(frozen=True)
-class ArchMetrics:
-    """The counters that mean something on one architecture: the pipe its MMAs run on (what a
-    compute-bound verdict reads) and, where it has one, tensor memory. Names checked against
-    `ncu --query-metrics --chip CHIP` (tests/fixtures/ncu, ncu 2025.3.1)."""
-
-    arch: str
-    chip: str  # ncu's name of the architecture's chip, for --query-metrics
-    tensor_pipe: str  # a counter: cycles the MMA pipe was active
-    tensor_label: str
-    tensor_memory: str | None = None  # a counter: cycles tensor memory was active
-    tmem_pipe: str | None = None  # a counter: instructions the tensor-memory pipe executed
+class ArchMetrics(NcuCounters):
+    """A family's counters (kernels/family.py `NcuCounters`) with what ncu is asked for and the
+    names of the percentages it reports. Names checked against `ncu --query-metrics --chip CHIP`
+    (tests/fixtures/ncu, ncu 2025.3.1)."""
 
     @property
     def tensor_pct(self) -> str:
@@ -69,23 +64,12 @@ class ArchMetrics:
         return DRAM_READ + DRAM_WRITE + DRAM_PCT[:1] + ACHIEVED_OCC + own
 
 
-# by compute capability major. Hopper's warpgroup MMAs (wgmma: HGMMA, QGMMA, ...) count in the
-# tensor pipe's type_hmma_hgmma... counter (seen in the SpeedOfLight section's raw page on an H200,
-# ncu 2025.3). Blackwell's tcgen05 MMAs run on the "TC pipe" (sm__pipe_tc_*); GB100's
-# sm__pipe_tensor_* counters there are the warp-level MMAs (dmma/hmma/imma subpipes), which a
-# tcgen05 kernel leaves idle, so reading them would call it latency-bound (ncu 2025.3.1
-# --query-metrics --chip gb100, kept in tests/fixtures/ncu/).
-ARCHS = {
-    9: ArchMetrics("sm_90", "gh100", "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active",
-                   "tensor pipe"),
-    10: ArchMetrics("sm_100", "gb100", "sm__pipe_tc_cycles_active", "TC pipe (tcgen05)",
-                    "sm__mem_tensor_cycles_active", "sm__inst_executed_pipe_tmem"),
-}
-
-
 def arch_metrics(major: int | None) -> ArchMetrics | None:
-    """The metric set of an architecture by compute capability major; None for one nvgg has none for."""
-    return ARCHS.get(major) if major is not None else None
+    """The metric set of an architecture by compute capability major: its kernel family's
+    (kernels/registry.py); None for one without a family or without a set."""
+    family = registry.for_capability(major) if major is not None else None
+    counters = family.ncu if family is not None else None
+    return ArchMetrics(**asdict(counters)) if counters is not None else None
 
 
 def local_major() -> int | None:

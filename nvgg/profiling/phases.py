@@ -1,8 +1,8 @@
 """Device-side phases: nvgg's instrumented kernels and a user's probed kernels, one report.
 
 A phase buffer is int64 [ctas, layout.slots], one row per CTA, `%globaltimer` readings (ns); which
-column holds what is the `SlotLayout` (nvgg/kernels/phase_slots.py: SM90, SM100, or
-`SlotLayout.for_probe` for a user's nvgg.probe.Probe, whose buffers end with an overflow row). A
+column holds what is the `SlotLayout` (nvgg/kernels/phase_slots.py: a kernel family's
+`phase_layout`, or `SlotLayout.for_probe` for a user's nvgg.probe.Probe, whose buffers end with an overflow row). A
 slot a CTA never reached holds 0 (a CTA of ours with no tile has only START and EXIT). This module
 turns one buffer, or the buffers of a call's launches of one kernel, into per-phase medians and
 maxima over CTAs, the time to the first MMA and the setup share, plain statements of what a
@@ -20,7 +20,7 @@ import abc
 import statistics
 from dataclasses import asdict, dataclass
 
-from ..kernels.phase_slots import SM90, SlotLayout
+from ..kernels.phase_slots import SlotLayout
 
 
 @dataclass(frozen=True)
@@ -161,12 +161,12 @@ def extent(buffer, layout: SlotLayout) -> tuple[int, int] | None:
     return min(_start(r, layout) for r in mine), max(_end(r, layout) for r in mine)
 
 
-def analyse(buffer, layout: SlotLayout = SM90) -> PhaseReport:
+def analyse(buffer, layout: SlotLayout) -> PhaseReport:
     """One launch's buffer."""
     return analyse_launches([buffer], layout)
 
 
-def analyse_launches(buffers, layout: SlotLayout = SM90) -> PhaseReport:
+def analyse_launches(buffers, layout: SlotLayout) -> PhaseReport:
     """The launches of one kernel in a call (a probe's buffers, or one of ours), as one report:
     statistics over all their CTAs; the kernel time is the median of the launches' spans."""
     marked, spans, lost, unmarked, overflow, empty, rows_total = [], [], [], [], 0, 0, 0
@@ -256,7 +256,7 @@ def _timer_step(rows, layout: SlotLayout) -> int | None:
     return min(steps) if steps else None
 
 
-def chrome_trace(buffer, layout: SlotLayout = SM90, *, name: str = "nvgg persistent kernel") -> dict:
+def chrome_trace(buffer, layout: SlotLayout, *, name: str = "nvgg persistent kernel") -> dict:
     """Chrome trace events (the JSON Perfetto and chrome://tracing open) of one launch."""
     return chrome_trace_launches([(name, buffer, layout)])
 

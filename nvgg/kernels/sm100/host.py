@@ -25,16 +25,17 @@ from types import SimpleNamespace
 import torch
 
 from ...errors import NvggError
-from .. import launch, phase_slots, schedule, tensormaps
+from .. import launch, schedule, tensormaps
 from .. import cache as kcache
 from .. import groups as kgroups
 from . import config as gemm  # the DSL kernel (nvfp4_gemm) is imported where one is compiled
 from . import params as kparams
+from .phase_slots import SM100
 
 _HERE = Path(__file__).resolve().parent
 # what a compiled entry depends on (by path: importing the kernel module imports CuTe DSL); this
 # file and the packer too, since they write the entry's recorded facts
-SOURCES = tuple(_HERE / name for name in ("nvfp4_gemm.py", "config.py", "params.py")) + tuple(
+SOURCES = tuple(_HERE / name for name in ("nvfp4_gemm.py", "config.py", "params.py", "phase_slots.py")) + tuple(
     _HERE.parent / name for name in ("asm.py", "phase_slots.py", "groups.py")) + (Path(__file__),)
 SUPPORTED_ARCHS = ("sm_100a",)
 CONFIGS = tuple(gemm.Sm100Config(mma_n=n, cta_group=g) for g in gemm.CTA_GROUPS for n in gemm.MMA_N)
@@ -282,8 +283,8 @@ def build_tables(groups: list[kgroups.GroupTensors], config: gemm.Sm100Config, r
         maps, encode_us = table.table, table.encode_us
     else:
         maps = torch.zeros((ctas, the_plan.visits, gemm.MAPS, tensormaps.MAP_WORDS), dtype=torch.int64, device=device)
-    if phases is not None and tuple(phases.shape) != (ctas, phase_slots.SM100.slots):
-        raise ValueError(f"the phase buffer must be [{ctas}, {phase_slots.SM100.slots}], got {tuple(phases.shape)}")
+    if phases is not None and tuple(phases.shape) != (ctas, SM100.slots):
+        raise ValueError(f"the phase buffer must be [{ctas}, {SM100.slots}], got {tuple(phases.shape)}")
     return Tables(the_plan, runs, tiles, group_rows, maps, phases, encode_us)
 
 

@@ -52,7 +52,7 @@ Tiles and tensor maps, by build:
     hazard of DeepGEMM PR 343 and cutlass issue 3165).
 
 The instrumented build (`instrument`) writes %globaltimer readings into a phase buffer [ctas,
-phase_slots.SM100.slots] (see kernels/phase_slots.py); never the timed build.
+phase_slots.SM100.slots] (see kernels/sm100/phase_slots.py); never the timed build.
 """
 
 from __future__ import annotations
@@ -68,7 +68,8 @@ from cutlass.memory import SmemAllocator, TmemAllocator, get_smem_capacity_in_by
 from cutlass.pipeline import pipeline_init_arrive, pipeline_init_wait
 from cutlass.tensor_utils import LayoutEnum, TensorMapManager, TensorMapUpdateMode
 
-from .. import asm, phase_slots
+from .. import asm
+from .phase_slots import SM100
 from . import params as kparams
 from .config import (COL_A, COL_B, COL_C, COL_K, COL_M, COL_N, COL_SFA, COL_SFB, CTA_ROWS, EPILOGUE_WARPS,  # noqa: F401
                      GROUP_COLS, MAP_BYTES, MAPS, MMA_WARP, SF_VEC, TABLE_EXTENT, THREADS, TILE_COLS, TILE_K,
@@ -107,7 +108,7 @@ class Nvfp4GemmSm100:
         self.tmem_alloc_sync = pipeline.NamedBarrier(barrier_id=_BAR_TMEM,
                                                      num_threads=32 * (len(EPILOGUE_WARPS) + 1))
         self.maps = TensorMapManager(TensorMapUpdateMode.SMEM, MAP_BYTES)
-        self.layout = phase_slots.SM100
+        self.layout = SM100
 
     # -----------------------------------------------------------------------------------------
     # Host side

@@ -7,4 +7,7 @@
   tensor-map retargeting and fences, the global timer).
 - `host.py`: compiling without a GPU, tensor maps, the device group table, launch closures.
 - `dequant_ref.py`: a PyTorch model of the decode, for checking it on every input.
+- `phase_slots.py`: the columns the persistent kernel's instrumented build writes.
+- `family.py`: the kernel family (which build a case runs, the launches) and the architecture's
+  tables (compute capability, cards, ncu counters), what the cute backend and the rest of nvgg use.
 """

@@ -95,7 +95,7 @@ class GemmConfig:
     persistent: bool = False
     # the persistent kernel's phase-timestamp build (profiling only; never the timed build): it
     # writes %globaltimer readings into the buffer at table row 0, COL_PHASES (its slots:
-    # kernels/phase_slots.py, SM90)
+    # kernels/sm90/phase_slots.py, SM90)
     instrument: bool = False
     # persistent kernel: each CTA takes the list of tiles `schedule` gives it (contiguous runs,
     # balanced by cost; True) rather than every grid-th tile; a run stays in one group for longer,

@@ -31,7 +31,7 @@ from . import config as gemm  # the DSL kernel (nvfp4_gemm) is imported where on
 _HERE = Path(__file__).resolve().parent
 # what a compiled entry depends on (by path: importing the kernel modules imports CuTe DSL); this
 # file too, since it writes the entry's recorded facts
-SOURCES = tuple(_HERE / name for name in ("nvfp4_gemm.py", "ptx.py", "config.py")) + tuple(
+SOURCES = tuple(_HERE / name for name in ("nvfp4_gemm.py", "ptx.py", "config.py", "phase_slots.py")) + tuple(
     _HERE.parent / name for name in ("asm.py", "phase_slots.py", "groups.py", "schedule.py")) + (Path(__file__),)
 SUPPORTED_ARCHS = ("sm_90a",)
 

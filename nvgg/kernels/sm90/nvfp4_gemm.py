@@ -55,7 +55,7 @@ there. A CTA lets the next launch start (ptx.launch_dependents) once it has read
 counting itself in); that launch reads the count after its own wait, when this one has ended, so
 it finds every CTA of this one counted in. Launched in stream order, the wait returns at once.
 ptx.py holds each protocol's details; the instrumented build's %globaltimer slots are
-kernels/phase_slots.py's SM90 (START is read before the wait, so it still says when the CTA began).
+kernels/sm90/phase_slots.py's SM90 (START is read before the wait, so it still says when the CTA began).
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ from cutlass.tensor_utils import LayoutEnum
 import cutlass.utils.hopper_helpers as sm90_utils
 from cutlass import Float16, Float32, Int32, Int64, Uint32
 
-from ..phase_slots import SM90 as phase_slots
+from .phase_slots import SM90 as phase_slots
 from . import ptx
 from .config import (
     A16_BOX_ROWS, BAR_INFO, BAR_MMA, COL_A, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,

@@ -1,4 +1,6 @@
-"""The cute backend's Hopper (sm_90a) kernels: which to build for a case, and their launches.
+"""The cute backend's Hopper (sm_90a) kernels: which to build for a case, and their launches; and
+the architecture's tables the rest of nvgg reads (the family: kernels/family.py, found by
+kernels/registry.py).
 
 - per group: `nvfp4_gemm_sm90`, specialised for the group's (m, n, k) at compile time; one
   launch per group (the sequential, multistream and graph strategies wrap the same launcher).
@@ -20,15 +22,14 @@ from dataclasses import replace
 
 import torch
 
-from ..cases import Case
-from ..errors import NvggError
-from ..kernels import groups as kgroups, launch
-from ..kernels.tensormaps import setup_phases
-from ..kernels.sm90 import host
-from ..kernels.sm90 import config as gemm
-from ..kernels.phase_slots import SM90
-from .base import KernelInfo, Launch, checked_group, group_problem, kernel_info
-from .family import KernelFamily, Knob
+from ..family import KernelFamily, KernelInfo, Knob, Launch, NcuCounters, checked_group, group_problem, kernel_info
+from ...cases import Case
+from ...errors import NvggError
+from .. import groups as kgroups, launch
+from ..tensormaps import setup_phases
+from . import host
+from . import config as gemm
+from .phase_slots import SM90
 
 ARCH = "sm_90a"
 # where the persistent kernel's tensor maps come from: its producer rewrites one pair in the kernel
@@ -77,6 +78,13 @@ class Sm90Kernels(KernelFamily):
     `CuteBackend(family=Sm90Kernels(readiness=..., programmatic=...))`."""
 
     arch = ARCH
+    capability = (9, 0)
+    gpus = "H100/H200"
+    profile = "h100"  # the H100's limits, which the H200 shares
+    # Hopper's warpgroup MMAs (wgmma: HGMMA, QGMMA, ...) count in the tensor pipe's
+    # type_hmma_hgmma... counter (seen in the SpeedOfLight section's raw page on an H200, ncu 2025.3)
+    ncu = NcuCounters("sm_90", "gh100", "sm__pipe_tensor_type_hmma_hgmma_qgmma_imma_igmma_bmma_bgmma_cycles_active",
+                      "tensor pipe")
     tensormap_modes = TENSORMAP_MODES
     # host maps: the same kernel time as device maps on the four benchmarks, a shorter setup in
     # the kernel, and no map written in the kernel (NOTES.md, Persistent sm_90a kernel; lab log)
@@ -185,8 +193,8 @@ class Sm90Kernels(KernelFamily):
                        programmatic: bool = False) -> tuple[Launch, torch.Tensor]:
         """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
         int64 [ctas, SM90.slots] buffer each launch fills with %globaltimer readings (zeroed
-        first; see nvgg/kernels/phase_slots.py for the slots). Same grid and tiles as the timed build.
-        `programmatic`: launched as the timed build is, and the caller zeroes the buffer (a zeroing
+        first; see nvgg/kernels/sm90/phase_slots.py for the slots). Same grid and tiles as the timed
+        build. `programmatic`: launched as the timed build is, and the caller zeroes the buffer (a zeroing
         kernel just before would keep the launch from starting behind the kernel before it)."""
         groups, config, entry, grid = self._persistent(data, tensormaps, instrument=True)
         buffer = torch.zeros((grid, SM90.slots), dtype=torch.int64, device=groups[0].c.device)

@@ -1,11 +1,20 @@
-"""What a kernel family is: the cute backend's kernels for one architecture.
+"""What a kernel family is: the cute backend's kernels for one architecture, and everything nvgg
+knows of that architecture.
 
 The cute backend (cute.py) checks, compiles and launches through the family of the GPU's arch
-(Sm90Kernels in cute_sm90.py, Sm100Kernels in cute_sm100.py); a new architecture is one more
-subclass, and the abstract members below are what it must provide. Each family builds two kinds
-of kernel: a per-group one (one launch a group: the sequential, multistream and graph strategies)
-and a persistent one (one launch for all groups: the persistent strategy), the latter also in an
-instrumented build that writes phase timestamps (kernels/phase_slots.py).
+(Sm90Kernels in kernels/sm90/family.py, Sm100Kernels in kernels/sm100/family.py), found by
+registry.py; a new architecture is one more folder under nvgg/kernels/ with its family.py, and
+the abstract members below are what its subclass must provide.
+
+Besides its builds, a family carries its architecture's tables, which the generic code reads from
+it and names nowhere else: its compute capability and cards, the GPU profile `nvgg compile` checks
+occupancy against, the columns its kernels add to `nvgg compile`'s table, its model's name, its
+ncu counters and its phase slots (`phase_layout`).
+
+Each family builds two kinds of kernel: a per-group one (one launch a group: the sequential,
+multistream and graph strategies) and a persistent one (one launch for all groups: the persistent
+strategy), the latter also in an instrumented build that writes phase timestamps
+(kernels/phase_slots.py).
 
 The choices a caller may leave open have one default across families: `tensormaps=None` is the
 family's `default_mode` (`mode`), and an instrumented launch is made in stream order unless asked
@@ -17,17 +26,50 @@ family's `default_mode` (`mode`), and an instrumented launch is made in stream o
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Callable
 
 from ..cases import Case
 from ..errors import NvggError
-from .base import KernelInfo, Launch
 
 if TYPE_CHECKING:
     import torch
 
-    from ..kernels.phase_slots import SlotLayout
+    from .phase_slots import SlotLayout
+
+
+Launch = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """Resources of one compiled kernel, read from the compiler's output."""
+
+    name: str
+    arch: str
+    registers: int
+    smem_bytes: int
+    threads: int
+    extra: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        out.update(out.pop("extra"))
+        return out
+
+
+@dataclass(frozen=True)
+class NcuCounters:
+    """The Nsight Compute counters that mean something on a family's architecture: the pipe its
+    MMAs run on (what a compute-bound verdict reads) and, where it has one, tensor memory; names as
+    `ncu --query-metrics --chip CHIP` lists them (profiling/ncu.py reads them)."""
+
+    arch: str
+    chip: str  # ncu's name of the architecture's chip, for --query-metrics
+    tensor_pipe: str  # a counter: cycles the MMA pipe was active
+    tensor_label: str
+    tensor_memory: str | None = None  # a counter: cycles tensor memory was active
+    tmem_pipe: str | None = None  # a counter: instructions the tensor-memory pipe executed
 
 
 @dataclass(frozen=True)
@@ -45,6 +87,35 @@ class KernelFamily(abc.ABC):
     @abc.abstractmethod
     def arch(self) -> str:
         """The target the family compiles for ("sm_90a", "sm_100a")."""
+
+    # ---- the architecture's tables: class attributes, read from the class (registry.py) without
+    # building the family
+
+    @property
+    @abc.abstractmethod
+    def capability(self) -> tuple[int, int]:
+        """The compute capability (major, minor) of the GPUs the family runs on: (9, 0) for sm_90a."""
+
+    @property
+    @abc.abstractmethod
+    def gpus(self) -> str:
+        """Those GPUs in words, for a sentence that tells a user which card runs the family ("H100/H200")."""
+
+    @property
+    @abc.abstractmethod
+    def profile(self) -> str:
+        """The GPU profile (profiles/NAME.toml) whose limits and SM count `nvgg compile` builds and
+        checks occupancy against where no GPU is present."""
+
+    # the fields of the family's KernelInfo.extra that `nvgg compile`'s table shows, (field,
+    # heading) each, after the threads column (every family's kernels report registers, shared
+    # memory and threads)
+    columns: tuple[tuple[str, str], ...] = ()
+    # what `point_estimate`'s times come from, in words ("the B200 model"); None: the family has no model
+    model: str | None = None
+    # the counters Nsight Compute reads on the family's GPUs (NcuCounters); None: ncu reads no MMA
+    # pipe there
+    ncu: NcuCounters | None = None
 
     @property
     @abc.abstractmethod
@@ -157,3 +228,49 @@ class KernelFamily(abc.ABC):
 
     def _compile_config(self, config, arch: str) -> list[KernelInfo]:
         raise NvggError(f"the {self.arch} kernels declare no choices to sweep")
+
+
+def group_problem(case: Case, is_valid, kernel: str) -> str | None:
+    """The first group a kernel cannot take, as a sentence: `is_valid(m, n, k)` says why (its words
+    "the kernel" become `kernel`), prefixed with the group where the case has several."""
+    for i, (m, n, k) in enumerate(case.groups):
+        reason = is_valid(m, n, k)
+        if reason:
+            where = f"group {i}: " if case.g > 1 else ""
+            return f"{where}{reason.replace('the kernel', kernel)}"
+    return None
+
+
+def checked_group(data, g: int, is_valid, kernel: str):
+    """Group g's device tensors (kernels/groups.py), refused with a sentence where the kernel cannot
+    take its shape (`is_valid`, worded as in `group_problem`) or the tensors break the layout."""
+    from ..errors import NvggError
+    from . import groups as kgroups
+
+    m, n, k, _ = data[3][g]
+    reason = is_valid(m, n, k)
+    if reason:
+        raise NvggError(f"group {g}: {reason.replace('the kernel', kernel)}")
+    try:
+        return kgroups.group_tensors(data, g)
+    except ValueError as exc:
+        raise NvggError(f"the cute backend cannot read the inputs: {exc}") from None
+
+
+def kernel_info(entry, extra: dict) -> KernelInfo:
+    """KernelInfo of a compiled kernel (a kernels.cache.Entry): resources read from its cubin, the
+    compile times, its PTX, cubin and SASS files (SASS where nvdisasm is installed), and `extra`."""
+    from . import cache as kcache, tools
+
+    res = kcache.resources(entry)
+    cubin = entry.directory / "kernel.cubin"
+    sass = tools.sass(cubin)
+    return KernelInfo(
+        name=entry.info["name"], arch=entry.info["arch"], registers=res["registers"], smem_bytes=res["smem_bytes"],
+        threads=entry.info["threads"],
+        extra={"compile_s": round(entry.compile_s, 4), "cache_hit": entry.hit,
+               "cold_compile_s": round(entry.info["cold_compile_s"], 3), "frame_bytes": res["frame_bytes"],
+               **extra, "ptx": str(entry.directory / "kernel.ptx"), "cubin": str(cubin),
+               "sass": str(sass) if sass else None, "cache_dir": str(entry.directory),
+               **({} if sass else {"sass_missing": "nvdisasm not found: pip install nvidia-cuda-nvdisasm (or put "
+                                                   "a CUDA toolkit's nvdisasm on PATH) to get the SASS"})})

@@ -1,4 +1,6 @@
-"""The cute backend's Blackwell (sm_100a) kernels: which to build for a case, and their launches.
+"""The cute backend's Blackwell (sm_100a) kernels: which to build for a case, and their launches;
+and the architecture's tables the rest of nvgg reads (the family: kernels/family.py, found by
+kernels/registry.py).
 
 One kernel class (kernels/sm100/nvfp4_gemm.py), native NVFP4 on the tensor core, in builds by tile
 (`mma_n` 128 or 256 rows of A, the MMA's N), cluster (one CTA, or a pair running `cta_group::2`
@@ -27,16 +29,15 @@ from __future__ import annotations
 
 import torch
 
-from ..cases import Case
-from ..kernels import cache as kcache
-from ..kernels import groups as kgroups
-from ..kernels import phase_slots
-from ..kernels.tensormaps import setup_phases
-from ..kernels.sm100 import host
-from ..kernels.sm100 import config as gemm
-from ..profiles import get as get_profile
-from .base import KernelInfo, Launch, checked_group, group_problem, kernel_info
-from .family import KernelFamily, Knob
+from ..family import KernelFamily, KernelInfo, Knob, Launch, NcuCounters, checked_group, group_problem, kernel_info
+from ...cases import Case
+from ...profiles import get as get_profile
+from .. import cache as kcache
+from .. import groups as kgroups
+from ..tensormaps import setup_phases
+from . import host
+from . import config as gemm
+from .phase_slots import SM100, sm100_for
 
 ARCH = "sm_100a"
 TENSORMAP_MODES = gemm.TENSORMAP_MODES
@@ -63,6 +64,17 @@ class Sm100Kernels(KernelFamily):
     """The sm_100a kernel family behind the cute backend (the interface: family.py)."""
 
     arch = ARCH
+    capability = (10, 0)
+    gpus = "B200"
+    profile = "b200"
+    # the table's tmem: the tensor memory columns a CTA allocates
+    columns = (("tmem_columns", "tmem"), ("cluster", "cluster"), ("stages", "stages"))
+    model = "the B200 model"  # host.choose's, from profiles/b200.toml (_model_inputs)
+    # Blackwell's tcgen05 MMAs run on the "TC pipe" (sm__pipe_tc_*); GB100's sm__pipe_tensor_*
+    # counters there are the warp-level MMAs (dmma/hmma/imma subpipes), which a tcgen05 kernel
+    # leaves idle, so reading them would call it latency-bound (ncu 2025.3.1 --query-metrics --chip gb100)
+    ncu = NcuCounters("sm_100", "gb100", "sm__pipe_tc_cycles_active", "TC pipe (tcgen05)",
+                      "sm__mem_tensor_cycles_active", "sm__inst_executed_pipe_tmem")
     tensormap_modes = TENSORMAP_MODES
     default_mode = DEFAULT_MODE
 
@@ -144,13 +156,13 @@ class Sm100Kernels(KernelFamily):
     def phase_launcher(self, data, tensormaps: str | None = None,
                        programmatic: bool = False) -> tuple[Launch, torch.Tensor]:
         """The persistent kernel's instrumented build over `data`: a zero-argument launch and the
-        int64 [ctas, SM100.slots] buffer each launch fills (zeroed first; kernels/phase_slots.py).
+        int64 [ctas, SM100.slots] buffer each launch fills (zeroed first; kernels/sm100/phase_slots.py).
         Same tile, schedule and grid as the timed build. `programmatic`: launched as the timed
         build is, and the caller zeroes the buffer (a zeroing kernel just before would keep the
         launch from starting behind the kernel before it)."""
         groups, config, entry, resident = self._persistent(data, tensormaps, instrument=True)
         the_plan = host.plan([(g.m, g.n, g.k) for g in groups], config, resident)
-        buffer = torch.zeros((the_plan.clusters * config.cta_group, phase_slots.SM100.slots), dtype=torch.int64,
+        buffer = torch.zeros((the_plan.clusters * config.cta_group, SM100.slots), dtype=torch.int64,
                              device=groups[0].c.device)
         tables = host.build_tables(groups, config, resident, buffer, the_plan, host.templates_of(entry))
         kernel = host.persistent_launch(entry, groups, tables, config, programmatic=programmatic)
@@ -164,7 +176,7 @@ class Sm100Kernels(KernelFamily):
         return launch, buffer
 
     def phase_layout(self, tensormaps: str | None = None):
-        return phase_slots.sm100_for(self.mode(tensormaps))
+        return sm100_for(self.mode(tensormaps))
 
     def _persistent(self, data, tensormaps: str | None, *, instrument: bool):
         """The groups, the build, its compiled entry, and the clusters the GPU holds at once."""

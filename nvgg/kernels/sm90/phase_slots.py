@@ -1,0 +1,27 @@
+"""The sm_90a persistent kernel's phase slots (its instrumented build's buffer; the format:
+kernels/phase_slots.py)."""
+
+from __future__ import annotations
+
+from ..phase_slots import SlotLayout
+
+# sm_90a persistent kernel (kernels/sm90/nvfp4_gemm.py), the same slots in every build: the
+# producer's tensor maps (DESC_READY: replaced, or acquired and prefetched) are ready beside phase
+# 0 (PHASE0_DONE: this CTA's share written, by its MMA warps); A_READY is when the producer saw its
+# first tile's fp16 A rows written (their readiness counters, or the grid barrier of the "grid"
+# build); "to first MMA" runs from the later of A_READY and this CTA's own phase 0. START is read
+# as the CTA begins, before its wait for the kernel before it, and stored after: in stream order
+# (how the instrumented build runs unless asked) the wait returns at once; launched
+# programmatically, the spans from START hold that wait too, and START still says how early the
+# CTA began (profiling.phases.behind).
+SM90 = SlotLayout(
+    "nvfp4_grouped_gemm_sm90",
+    ("START", "DESC_READY", "FIRST_MMA", "MAINLOOP_DONE", "EPILOGUE_DONE", "EXIT", "PHASE0_DONE", "A_READY"),
+    (("tensor maps", "START", "DESC_READY"),
+     ("phase 0", "START", "PHASE0_DONE"),
+     ("wait for A rows", "DESC_READY", "A_READY"),
+     ("to first MMA", ("A_READY", "PHASE0_DONE"), "FIRST_MMA"),
+     ("mainloops", "FIRST_MMA", "MAINLOOP_DONE"),
+     ("last epilogue", "MAINLOOP_DONE", "EPILOGUE_DONE"),
+     ("exit", "EPILOGUE_DONE", "EXIT")),
+    max_switches=56)
