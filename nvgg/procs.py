@@ -644,8 +644,8 @@ def take_turns(items: list, servers: int, work: Callable, name: str, *, on_start
     """`work(server, item)` for every item, `servers` threads side by side (side_by_side), each
     taking the next item as soon as its last is done; `on_start(item)` and `on_result(value)` run
     one at a time (under one lock), in the order items start and finish; the values come back in
-    the items' order. What spreads rows over GPUs (rows.spread) and builds over compile processes
-    (space.compile_all) through."""
+    the items' order; one server takes them in the calling thread. What spreads rows over GPUs
+    (rows.spread) and builds over compile processes (space.compile_all) through."""
     results: list = [None] * len(items)
     todo = iter(enumerate(items))
     lock = threading.Lock()
@@ -664,7 +664,10 @@ def take_turns(items: list, servers: int, work: Callable, name: str, *, on_start
                 if on_result:
                     on_result(value)
 
-    side_by_side([functools.partial(serve, s) for s in range(servers)], name)
+    if servers == 1:
+        serve(0, threading.Event())
+    else:
+        side_by_side([functools.partial(serve, s) for s in range(servers)], name)
     return results
 
 
