@@ -319,7 +319,7 @@ def _good(r: Result) -> bool:
 
 def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: float, timeout_s: float | None = None,
         seed: int = 0, on_case: Callable[[CaseAB, bool], None] | None = None,
-        pool: procs.Pool | None = None) -> list[CaseAB]:
+        pool: procs.BasePool | None = None) -> list[CaseAB]:
     """Each case's versions (its rows, the first the base) in rounds, a random order each round,
     all in one pool (a worker a version, kept across cases and rounds; `pool`: one the caller
     holds); a case stops at a look of its design (`max_rounds` its last, HOST_ROUNDS times that
@@ -327,7 +327,7 @@ def run(case_rows: list[list[Row]], *, floor: float, max_rounds: int, budget_s: 
     share of the budget is spent and it has had MIN_ROUNDS (CaseAB.look). `on_case(ab, done)` as
     each case starts (done False) and ends (True)."""
     if pool is None:
-        with procs.Pool(timeout_s, preload=("nvgg.datapath",)) as own:
+        with rows.pools(None, timeout_s) as (own,):
             return run(case_rows, floor=floor, max_rounds=max_rounds, budget_s=budget_s, timeout_s=timeout_s,
                        seed=seed, on_case=on_case, pool=own)
     order = random.Random(seed)

@@ -2,19 +2,19 @@
 
 Each GPU of the cluster is a Ray actor that holds it (`num_gpus=1`: Ray places the actors on the
 nodes and sets each one's CUDA_VISIBLE_DEVICES) and runs the one data path in its own process, as
-a local worker does. `RayPool` has procs.Pool's interface (`call`, `gpu`, `timeout_s`, a context),
-so a sweep's plan (tune._Plan) serves the cluster's GPUs as it serves a host's: a point goes to
-whichever is free, a case's rounds whole to one, and the results come back here, merged into the
-same files as they arrive. Ray does the placing; nvgg keeps no scheduler of its own for machines.
+a local worker does. `RayPool` is a pool as procs.BasePool declares one, as procs.Pool is, and its
+actor answers a call as a local worker does (procs.answer, read back by procs.settle): an actor
+whose CUDA context a call lost is killed and the next call starts another. So a sweep's plan
+(tune._Plan) serves the cluster's GPUs as it serves a host's: a point goes to whichever is free, a
+case's rounds whole to one, and the results come back here, merged into the same files as they
+arrive. Ray does the placing; nvgg keeps no scheduler of its own for machines.
 The nodes need nvgg (and, for our kernels, CuTe DSL) installed as on this host.
 """
 
 from __future__ import annotations
 
-import traceback
-
+from . import procs
 from .errors import NvggError
-from .procs import ChildError, ChildFailure, TIMEOUT_S
 
 
 def _ray():
@@ -76,36 +76,25 @@ def pools(count: int, timeout_s: float | None) -> list["RayPool"]:
 
 
 class _Worker:
-    """The actor's body: one process holding one GPU, running what the sweep sends it."""
+    """The actor's body: one process holding one GPU, answering each call as a local worker does."""
 
-    def call(self, fn, kwargs: dict):
-        try:
-            return ("ok", fn(**kwargs))
-        except NvggError as exc:
-            return ("nvgg", str(exc), exc.code)
-        except Exception as exc:  # a row's own failures are results; this is the call itself failing
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            return ("error", f"{type(exc).__name__}: {first}", traceback.format_exc())
+    def call(self, call: procs.Call) -> tuple:
+        return procs.answer(call)
 
     def gpu_name(self) -> str | None:
         from .profiles import gpu_name
         return gpu_name()
 
 
-class RayPool:
-    """procs.Pool's interface over one Ray actor holding one GPU (`index` names it in this sweep);
-    an actor that hangs past the call's limit is killed and the next call starts another."""
+class RayPool(procs.BasePool):
+    """A pool of one Ray actor holding one GPU (`index` names it in this sweep), whatever the key;
+    an actor that hangs past the call's limit, or loses its CUDA context, is killed and the next
+    call starts another."""
 
     def __init__(self, timeout_s: float | None = None, *, index: int = 0):
-        self.timeout_s = timeout_s or TIMEOUT_S
+        self.timeout_s = timeout_s or procs.TIMEOUT_S
         self.gpu = index
         self._actor = None
-
-    def __enter__(self) -> "RayPool":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     def _get(self):
         if self._actor is None:
@@ -114,24 +103,20 @@ class RayPool:
         return self._actor
 
     def call(self, key: str, fn, *, limit_s: float | None = None, **kwargs):
-        """`fn(**kwargs)` in the actor: its value; NvggError as raised there; ChildError for an
-        exception (the actor kept), ChildFailure for a hang past the limit or a lost actor."""
+        """`fn(**kwargs)` in the actor (Ray sends `fn` by value where it is no module's); as
+        procs.BasePool says. A lost actor (its process died: a fault, killed) is a ChildFailure too."""
         ray = _ray()
         limit = limit_s or self.timeout_s
         try:
-            reply = ray.get(self._get().call.remote(fn, kwargs), timeout=limit)
+            reply = ray.get(self._get().call.remote(procs.Call(fn, kwargs)), timeout=limit)
         except ray.exceptions.GetTimeoutError:
             self.close()
-            raise ChildFailure(f"timed out after {limit:g} s (a hang, or far too slow for its time limit)") from None
-        except ray.exceptions.RayError as exc:  # the actor's process died (a fault, killed)
+            raise procs.ChildFailure(procs.timed_out(limit)) from None
+        except ray.exceptions.RayError as exc:
             self._actor = None
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ChildFailure(f"crashed: the Ray actor was lost ({first})") from None
-        if reply[0] == "ok":
-            return reply[1]
-        if reply[0] == "nvgg":
-            raise NvggError(reply[1], code=reply[2])
-        raise ChildError(reply[1], reply[2])
+            raise procs.ChildFailure(f"crashed: the Ray actor was lost ({first})") from None
+        return procs.settle(reply, self.close)
 
     def close(self) -> None:
         if self._actor is not None:

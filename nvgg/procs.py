@@ -16,13 +16,18 @@ for every kind of child:
 
 Two kinds, one start:
 - `Worker` (`Pool`): kept across calls (the CUDA start is paid once), calls and answers framed on
-  its stdin and stdout, replaced after a failure. Every row of `run`, `compare`, `profile` runs in
-  one (rows.py).
+  its stdin and stdout, replaced after a failure. Every row of `run`, `compare`, `profile` and
+  `tune` runs in one (rows.py), or in a Ray actor that answers the same way (cluster.py).
 - `run_once`: one call in a child that exits after it, the call and the answer in files (so a
   wrapper that writes on the child's output, as ncu does, cannot corrupt them). A submission's
   phase runs and ncu's target run this way.
 
 `NVGG_ISOLATION=off` runs a pool's calls in the calling process instead (a debugger, your prints).
+
+A pool is anything that serves `BasePool`'s interface: `Pool` (workers on this host) and
+cluster.RayPool (an actor of a Ray cluster). Both hand the same `Call` to a process that answers
+with `answer` and read its reply with `settle`, so a lost CUDA context ends a worker, and is
+worded, the same way on either.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import tempfile
 import threading
 import time
 import traceback
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -170,6 +176,11 @@ def cuda_reason(message: str) -> str:
     return found.group(0).strip() if found else _first_line(message)
 
 
+def timed_out(timeout_s: float, doing: str = "") -> str:
+    """How a call that gave no answer in time ended (its process is killed)."""
+    return f"timed out after {timeout_s:.0f} s{' ' + doing if doing else ''} (a hang, or far too slow for its time limit)"
+
+
 def _first_line(text: str) -> str:
     return next((line.strip() for line in str(text).splitlines() if line.strip()), "")
 
@@ -200,9 +211,11 @@ def _context_alive() -> bool:
         return False
 
 
-def _answer(call: Call) -> tuple:
-    """("ok", value, alive) or ("raised", kind, message, traceback, alive); for an NvggError, its
-    exit code in the traceback's place."""
+def answer(call: Call) -> tuple:
+    """The reply to a call, as every process that serves one sends it back (a worker, a one-call
+    child, a Ray actor): ("ok", value, alive) or ("raised", kind, message, traceback, alive); for
+    an NvggError, its exit code in the traceback's place. `alive`: whether the process's CUDA
+    context survived the call (`settle` ends a process whose context did not)."""
     try:
         reply = ("ok", call.fn(**call.kwargs))
     except NvggError as exc:
@@ -276,7 +289,7 @@ def _serve(preload: list[str]) -> int:
         if call is None:
             return 0
         timeline("worker call in")
-        reply = _answer(call)
+        reply = answer(call)
         timeline("worker call out")
         _write_frame(proto_out, reply)
         if not reply[-1]:
@@ -286,7 +299,7 @@ def _serve(preload: list[str]) -> int:
 def _once(call_path: str) -> int:
     """One call from a file, its answer to the file beside it (written whole, then renamed)."""
     call = pickle.loads(Path(call_path).read_bytes())
-    reply = _answer(call)
+    reply = answer(call)
     tmp = Path(call_path + ".reply.tmp")
     tmp.write_bytes(pickle.dumps(reply))
     tmp.replace(call_path + ".reply")
@@ -329,7 +342,7 @@ class Child:
     def kill_after_timeout(self, timeout_s: float, doing: str = "") -> str:
         """Kill the child (and what it started) that gave no answer in time, and say so."""
         self.kill()
-        return f"timed out after {timeout_s:.0f} s{' ' + doing if doing else ''} (a hang, or far too slow for its time limit)"
+        return timed_out(timeout_s, doing)
 
     def died(self) -> str:
         """Why the child ended without an answer: its exit (a signal by name) and the last line it logged."""
@@ -342,10 +355,6 @@ class Child:
         tail = self.log_tail()
         self.close()
         return f"crashed: the process died ({how})" + (f": {tail}" if tail else "")
-
-    def lost_context(self, message: str) -> str:
-        self.close(wait=True)
-        return f"crashed: {cuda_reason(message)} (the CUDA context is lost; the next call starts a new process)"
 
     def log_tail(self) -> str:
         try:
@@ -403,17 +412,27 @@ class Child:
                 self.proc.wait()
         self._drop()
 
-    def answer(self, reply):
-        """A reply tuple as the call's value, or the exception that says why there is none."""
-        alive = reply[-1]
-        if reply[0] == "ok" and alive:
-            return reply[1]
-        _, kind, message, trace, _ = reply
-        if not alive:
-            raise ChildFailure(self.lost_context(message))
-        if kind == "NvggError":
-            raise NvggError(message, code=trace)
-        raise ChildError(f"{kind}: {_first_line(message)}", trace)
+    def settle(self, reply):
+        """`settle` for this child: one whose CUDA context was lost is waited for (it exits)."""
+        return settle(reply, lambda: self.close(wait=True))
+
+
+def settle(reply: tuple, lost: Callable[[], None]):
+    """A reply (`answer`'s tuple) as the call's value, or the exception that says why there is
+    none: NvggError as raised, ChildError for a call that raised, ChildFailure where the CUDA
+    context was lost, after `lost()` has ended the process that sent it (every later call there
+    would fail alike)."""
+    alive = reply[-1]
+    if reply[0] == "ok" and alive:
+        return reply[1]
+    _, kind, message, trace, _ = reply
+    if not alive:
+        lost()
+        raise ChildFailure(f"crashed: {cuda_reason(message)} (the CUDA context is lost; the next call starts a new "
+                           "process)")
+    if kind == "NvggError":
+        raise NvggError(message, code=trace)
+    raise ChildError(f"{kind}: {_first_line(message)}", trace)
 
 
 class Worker(Child):
@@ -472,7 +491,7 @@ class Worker(Child):
             raise ChildFailure(self.died()) from None
         reply = self._receive(timeout_s, "")
         timeline("call answered")
-        return self.answer(reply)
+        return self.settle(reply)
 
 
 def run_once(fn: Callable, *, timeout_s: float | None = None, gpu: int | None = None, env: dict | None = None,
@@ -497,7 +516,7 @@ def run_once(fn: Callable, *, timeout_s: float | None = None, gpu: int | None = 
             raise ChildFailure(child.died())
         reply = pickle.loads(reply_path.read_bytes())
         try:
-            return child.answer(reply)
+            return child.settle(reply)
         finally:
             child.close()
 
@@ -520,7 +539,35 @@ class _stdout_to_stderr:
         sys.stdout = self._stream
 
 
-class Pool:
+class BasePool(ABC):
+    """What a caller may ask of a pool, whichever processes serve it (this host's workers: `Pool`;
+    a Ray cluster's actor: cluster.RayPool): `call` a function object within a time limit, `close`
+    (also as a context manager's end), the GPU its processes hold (`gpu`: an index among this
+    host's, or the pool's among a cluster's; None: whatever this process sees) and a call's time
+    limit where none is given (`timeout_s`). A call's outcome reads the same from either: its
+    value; NvggError as raised; ChildError for a call that raised (the process kept); ChildFailure
+    for a call that timed out, crashed or lost its CUDA context (the process replaced by the next
+    call's)."""
+
+    timeout_s: float
+    gpu: int | None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    @abstractmethod
+    def call(self, key: str, fn: Callable, *, limit_s: float | None = None, **kwargs):
+        """`fn(**kwargs)`'s value in the process kept for `key`, within `limit_s` (None: `timeout_s`)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """End every process of the pool."""
+
+
+class Pool(BasePool):
     """Workers by key (a backend's name, a submission's path), each kept across the calls of its
     key, all owning `gpu` (None: whatever this process sees); `with Pool(timeout_s) as pool:
     pool.call(key, fn, **kwargs)`."""
@@ -535,16 +582,9 @@ class Pool:
         self.workers: dict[str, Worker] = {}
         self._logs = tempfile.TemporaryDirectory(prefix="nvgg-workers-") if self.isolated else None
 
-    def __enter__(self) -> "Pool":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def call(self, key: str, fn: Callable, *, limit_s: float | None = None, **kwargs):
-        """`fn(**kwargs)`'s value, within `limit_s` (None: the pool's time limit). NvggError as
-        raised; ChildFailure (timed out, crashed: the worker is gone) or ChildError (raised, the
-        worker kept) for a call that failed."""
+        """`fn(**kwargs)`'s value, within `limit_s` (None: the pool's time limit), in the worker of
+        `key` (started on its first call, or after its last failed); as BasePool says otherwise."""
         if not self.isolated:
             try:
                 with _stdout_to_stderr():  # what the call prints stays off the command's own output
@@ -604,8 +644,8 @@ def take_turns(items: list, servers: int, work: Callable, name: str, *, on_start
     """`work(server, item)` for every item, `servers` threads side by side (side_by_side), each
     taking the next item as soon as its last is done; `on_start(item)` and `on_result(value)` run
     one at a time (under one lock), in the order items start and finish; the values come back in
-    the items' order. What spreads rows over GPUs (rows.spread) and builds over compile processes
-    (space.compile_all) through."""
+    the items' order; one server takes them in the calling thread. What spreads rows over GPUs
+    (rows.spread) and builds over compile processes (space.compile_all) through."""
     results: list = [None] * len(items)
     todo = iter(enumerate(items))
     lock = threading.Lock()
@@ -624,7 +664,10 @@ def take_turns(items: list, servers: int, work: Callable, name: str, *, on_start
                 if on_result:
                     on_result(value)
 
-    side_by_side([functools.partial(serve, s) for s in range(servers)], name)
+    if servers == 1:
+        serve(0, threading.Event())
+    else:
+        side_by_side([functools.partial(serve, s) for s in range(servers)], name)
     return results
 
 
@@ -665,4 +708,7 @@ def _adopt_spare(key: str, gpu: int | None) -> Worker | None:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    # the module by its name, not this __main__ copy of it: a call imports nvgg.procs by name, and
+    # what it changes there (a test's lost context) is what the worker's own checks must read
+    from nvgg.procs import main as _main
+    sys.exit(_main(sys.argv[1:]))

@@ -1,5 +1,6 @@
 """Scheduling rows: which rows a command runs, each checked before it starts, each in its worker
-(procs.Pool: one a backend, one a submission file), and the result files rewritten as rows finish.
+(procs.Pool: one a backend, one a submission file; a pool on each GPU asked for, or a Ray
+cluster's: `pools`), and the result files rewritten as rows finish.
 
 A row that fails in any way (unsupported, wrong, raised, crashed, timed out) is a row with its
 reason, never the end of the run. The worker runs the one data path (`datapath.run_row`); the
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 import torch
 
-from . import datapath, prebuild, procs
+from . import datapath, prebuild, procs, versions
 from .cases import Case
 from .errors import NvggError
 from .result import Result, Row
@@ -30,12 +31,12 @@ def rows_of(cases: list[Case], strategy_names: list[str], backend_names: list[st
     persistent cute kernel's build."""
     rows = []
     for case in cases:
-        rows += [Row(case, s, b, m, point=points.ours(case.id, s, b) if points else (), **common)
+        rows += [versions.row(case, strategy=s, backend=b, tensormaps=m,
+                              point=points.ours(case.id, s, b) if points else (), **common)
                  for b in backend_names for s in strategy_names
                  for m in (tensormaps if tensormaps and s == "persistent" else [None])]
         point = points.submission(case.id) if points else ()
-        rows += [Row(case, submission=v.path, source=v.name, revision=v.revision, point=point, **common)
-                 for v in submissions]
+        rows += [versions.row(case, v, point=point, **common) for v in submissions]
     return rows
 
 
@@ -48,7 +49,7 @@ def precheck(row: Row) -> None:
     datapath.check_memory(row.case, device, datapath.batch_size(device, row.batch), row.l2)
 
 
-def run_in(pool: procs.Pool, row: Row, rounds: bool = False, limit_s: float | None = None) -> Result:
+def run_in(pool: procs.BasePool, row: Row, rounds: bool = False, limit_s: float | None = None) -> Result:
     """The row's Result from the pool's worker for it (`rounds`: one round of an A/B, the worker
     keeping the row's session for the next, datapath.run_round; `limit_s`: its time limit where
     not the pool's); a hang or a crash becomes the row's failed Result with its reason."""
@@ -130,31 +131,38 @@ def run_many(rows: list[Row], *, timeout_s: float | None = None, on_result: Call
         for row in rows:
             precheck(row)
     prebuild.ahead(rows, timeout_s=timeout_s, on_note=on_note)
-    if gpus:
-        return spread(rows, gpus, lambda pool, row: run_in(pool, row), timeout_s=timeout_s, on_start=on_start,
-                      on_result=on_result)
-    results = []
-    with procs.Pool(timeout_s, preload=(datapath.__name__,)) as pool:
-        for row in rows:
-            if on_start:
-                on_start(row)
-            res = run_in(pool, row)
-            results.append(res)
-            if on_result:
-                on_result(res)
-    return results
+    return spread(rows, gpus, lambda pool, row: run_in(pool, row), timeout_s=timeout_s, on_start=on_start,
+                  on_result=on_result)
 
 
-def spread(items: list, gpus: list[int], run: Callable[[procs.Pool, object], Result], *, timeout_s: float | None = None,
-           on_start: Callable | None = None, on_result: Callable[[Result], None] | None = None) -> list[Result]:
-    """`run(pool, item)` for every item, over a pool of workers on each GPU (procs.Pool's `gpu`):
-    a thread a GPU takes the next item whenever its last is done. The callbacks run one at a time
-    (under a lock), `on_result` in the order items finish; the results come back in the items'
-    order. An exception in a thread (not a row's failure: those are results) ends the spread and
-    is raised here once the other threads' items are done."""
+@contextlib.contextmanager
+def pools(gpus: list[int] | None = None, timeout_s: float | None = None, *,
+          ray_gpus: int = 0) -> Iterator[list[procs.BasePool]]:
+    """The pools a command's rows run in, all closed at the end: one on each GPU of `gpus` (--gpus,
+    checked by commands.common.parse_gpus), one on whatever this process sees where None; or one on
+    each of `ray_gpus` GPUs of the Ray cluster this process joined (cluster.connect), in their
+    place."""
     with contextlib.ExitStack() as stack:
-        pools = [stack.enter_context(procs.Pool(timeout_s, gpu=g, preload=(datapath.__name__,))) for g in gpus]
-        return procs.take_turns(items, len(pools), lambda server, item: run(pools[server], item), "nvgg-gpu",
+        if ray_gpus:
+            from . import cluster
+            made = [stack.enter_context(p) for p in cluster.pools(ray_gpus, timeout_s)]
+        else:
+            made = [stack.enter_context(procs.Pool(timeout_s, gpu=g, preload=(datapath.__name__,)))
+                    for g in gpus or [None]]
+        yield made
+
+
+def spread(items: list, gpus: list[int] | None, run: Callable[[procs.BasePool, object], object], *,
+           timeout_s: float | None = None, on_start: Callable | None = None,
+           on_result: Callable[[object], None] | None = None) -> list:
+    """`run(pool, item)` for every item (a row, a case a command profiles), over the pools of
+    `gpus` (`pools`; None: one pool, the items in order in the calling thread): a thread a GPU takes
+    the next item whenever its last is done. The callbacks run one at a time (under a lock),
+    `on_result` in the order items finish; the values come back in the items' order. An exception
+    in a thread (not a row's failure: those are results) ends the spread and is raised here once
+    the other threads' items are done."""
+    with pools(gpus, timeout_s) as made:
+        return procs.take_turns(items, len(made), lambda server, item: run(made[server], item), "nvgg-gpu",
                                 on_start=on_start, on_result=on_result)
 
 

@@ -12,7 +12,6 @@ winner gains over it.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import itertools
 import statistics
@@ -21,7 +20,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from . import ab, gate, procs, rows
+from . import ab, gate, procs, rows, versions
 from .cases import Case
 from .errors import NvggError
 from .result import Result, Row, point_name as name_of
@@ -48,7 +47,7 @@ class SubmissionTarget:
     def __init__(self, version):
         self.version, self.name, self.revision, self.arch = version, version.name, version.revision, ""
 
-    def space(self, pool: procs.Pool) -> dict[str, list]:
+    def space(self, pool: procs.BasePool) -> dict[str, list]:
         from .backends import submission as sub
         try:
             return pool.call(f"submission:{self.version.path}", sub.declared_space, path=self.version.path)
@@ -62,14 +61,14 @@ class SubmissionTarget:
     def build_all(self, cases: list[Case], space: dict) -> None:
         """Before the first pass: nothing (the file builds what it builds inside its calls)."""
 
-    def prepare(self, pool: procs.Pool, case: Case, point: tuple, walls: list[float]) -> float | None:
+    def prepare(self, pool: procs.BasePool, case: Case, point: tuple, walls: list[float]) -> float | None:
         """Before a point's row: nothing (the file builds what it builds inside its calls, so no
         row time tells a hang from a build); the row keeps the pool's time limit."""
         return None
 
     def row(self, case: Case, point: tuple) -> Row:
         v = self.version
-        return Row(case, submission=v.path, source=v.name, revision=v.revision, point=point, energy=False, span=False)
+        return versions.row(case, self.version, point=point, energy=False, span=False)
 
 
 class KernelTarget:
@@ -81,7 +80,7 @@ class KernelTarget:
         self.family, self.arch, self.sms, self.device = cute.family(arch), arch, sms, device
         self.name, self.revision = "persistent/cute", ""
 
-    def space(self, pool: procs.Pool) -> dict[str, list]:
+    def space(self, pool: procs.BasePool) -> dict[str, list]:
         return {k.name: list(k.values) for k in self.family.knobs()}
 
     def points(self, case: Case, space: dict) -> tuple[list[tuple], tuple, dict]:
@@ -98,7 +97,7 @@ class KernelTarget:
         from . import space as spacemod
         spacemod.compile_all(self.family, cases, self.arch, self.sms, jobs=spacemod.default_jobs())
 
-    def prepare(self, pool: procs.Pool, case: Case, point: tuple, walls: list[float]) -> float | None:
+    def prepare(self, pool: procs.BasePool, case: Case, point: tuple, walls: list[float]) -> float | None:
         """Build the point in its row's worker (a compile's time is never taken for a hang), then
         the row's time limit: HANG_FACTOR x the median of the case's rows so far (`walls`, once
         there are 3), None (the pool's) before."""
@@ -113,7 +112,8 @@ class KernelTarget:
         return max(HANG_FLOOR_S, HANG_FACTOR * statistics.median(walls))
 
     def row(self, case: Case, point: tuple) -> Row:
-        return Row(case, "persistent", "cute", point=point, device=self.device, energy=False, span=False)
+        return versions.row(case, strategy="persistent", backend="cute", point=point, device=self.device, energy=False,
+                            span=False)
 
 
 @dataclass
@@ -235,13 +235,7 @@ def sweep(cases: list[Case], target, *, budget_s: float, floor: float, rounds: i
     the sweep to resume swept another (before any row). `ray_gpus` (--ray, connected: cluster.py):
     that many GPUs of the Ray cluster, an actor each, in place of this host's. `most`: the
     finalists a case (--finalists)."""
-    with contextlib.ExitStack() as stack:
-        if ray_gpus:
-            from . import cluster
-            pools = [stack.enter_context(p) for p in cluster.pools(ray_gpus, timeout_s)]
-        else:
-            pools = [stack.enter_context(procs.Pool(timeout_s, gpu=g, preload=("nvgg.datapath",)))
-                     for g in gpus or [None]]
+    with rows.pools(gpus, timeout_s, ray_gpus=ray_gpus) as pools:
         space = target.space(pools[0])
         if resume is not None and (resume.get("space") != space or resume.get("target") != target.name):
             raise NvggError(f"the sweep to resume was of {resume.get('target')} over {resume.get('space')}, not "
@@ -316,7 +310,7 @@ class _Plan:
             self.cond.wait(0.5)
         return None
 
-    def serve(self, pool: procs.Pool, stop: threading.Event) -> None:
+    def serve(self, pool: procs.BasePool, stop: threading.Event) -> None:
         """One GPU's loop: tasks until none is left (or another GPU's loop raised: procs.side_by_side
         raises it)."""
         try:
@@ -366,7 +360,7 @@ class _Rounds:
 
 
 def _final_rounds(ct: CaseTune, case: Case, target, how: _Rounds, budget_s: float,
-                  pool: procs.Pool) -> Callable[[], None]:
+                  pool: procs.BasePool) -> Callable[[], None]:
     """The finalists' rounds; what they decide comes back as a change to make to `ct` (under the
     sweep's lock: a file written meanwhile, of another case's point, shows this case unfinished).
     A finalist whose first run or any round failed or was suspect (ab.CaseAB.failed: wrong, an error,

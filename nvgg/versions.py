@@ -7,6 +7,9 @@ archive` into a temporary folder that lives as long as the command (`Versions` i
 manager), and run in a worker of its own like any other file. Everything is checked before any row
 starts: a revision git cannot resolve, a file outside a git repository, a file missing at that
 revision, the same file at the same revision twice.
+
+`row` is the one place a version becomes a row (what `run`, `compare`, `ab`, `profile` and `tune`
+hand to their workers): a submission's file at its revision, or our kernels, each at a point.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from .cases import Case
 from .errors import NvggError
+from .result import Row
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,15 @@ class Version:
     path: str           # the file to import (inside the temporary checkout for a revision)
     name: str           # how tables, JSON and the gate name its rows
     revision: str = ""  # the commit's full hash ("" for the working copy)
+
+
+def row(case: Case, version: Version | None = None, *, point: tuple = (), **common) -> Row:
+    """`version` on `case` as a row: a submission's file, named and at its revision as the version
+    says, its CONFIG set to `point`; None: our kernels (the strategy, backend and tensor-map mode
+    in `common`) built at `point`. `common`: the rest of the row (its timer, profile, device...)."""
+    if version is None:
+        return Row(case, point=point, **common)
+    return Row(case, submission=version.path, source=version.name, revision=version.revision, point=point, **common)
 
 
 def split_spec(spec: str) -> tuple[str, str]:

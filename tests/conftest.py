@@ -120,3 +120,14 @@ def fake_rows(monkeypatch):
     monkeypatch.setattr(rows, "run_in", fake)
     monkeypatch.setattr(rows, "round_in", fake.round_in)
     return fake
+
+
+@pytest.fixture
+def lost_context(monkeypatch):
+    """tests/fixtures/lost_context.py (`fault`: a call that poisons its process's CUDA context),
+    importable here and in the local workers the test starts."""
+    import importlib
+    import os
+    monkeypatch.syspath_prepend(str(FIXTURES))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(FIXTURES), os.environ.get("PYTHONPATH")) if p))
+    return importlib.import_module("lost_context")

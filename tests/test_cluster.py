@@ -99,3 +99,42 @@ def test_ray_refusals_are_one_line_before_any_row(cli, fake_gpu, fake_rows, monk
     assert out.exit_code == 2 and out.stderr.strip() == ("nvgg: a sweep over a Ray cluster needs Ray, which is not "
                                                          "installed: pip install 'nvgg[ray]'")
     assert fake_rows.seen == []
+
+
+def test_a_ray_pool_answers_as_a_local_pool_and_replaces_an_actor_that_lost_its_cuda_context(local_cluster,
+                                                                                           lost_context):
+    """One reply protocol: a value, a call that raised, nvgg's own refusal and a lost CUDA context
+    (a call that poisons its process, raising or caught) read the same from a Ray actor as from a
+    local worker; the poisoned process is ended and the next call runs in another."""
+    from ray import cloudpickle
+
+    from nvgg import cases, cluster, procs
+    from nvgg.errors import NvggError
+    cloudpickle.register_pickle_by_value(lost_context)  # the actors cannot import the test's fixtures folder
+    said = {}
+    try:
+        for name, pool in (("local", procs.Pool(60)), ("ray", cluster.RayPool(60))):
+            with pool:
+                pid = pool.call("a", os.getpid)
+                # a Ray pool is one actor whatever the key, a local pool a worker a key
+                assert pid != os.getpid() and (pool.call("b", os.getpid) == pid) == (name == "ray")
+                with pytest.raises(procs.ChildError) as raised:
+                    pool.call("a", json.loads, s="x")
+                with pytest.raises(NvggError) as refused:
+                    pool.call("a", cases.get, id="nope")
+                assert pool.call("a", os.getpid) == pid  # kept through both
+                lost = []
+                for caught in (False, True):
+                    with pytest.raises(procs.ChildFailure) as failure:
+                        pool.call("a", lost_context.fault, caught=caught)
+                    lost.append(str(failure.value))
+                    after = pool.call("a", os.getpid)
+                    assert after not in (pid, os.getpid())
+                    pid = after
+                said[name] = (str(raised.value), str(refused.value), refused.value.code, lost)
+    finally:
+        cloudpickle.unregister_pickle_by_value(lost_context)
+    assert said["ray"] == said["local"]
+    assert said["ray"][0].startswith("JSONDecodeError: Expecting value") and said["ray"][2] == 2
+    assert said["ray"][3] == ["crashed: CUDA error: an illegal memory access was encountered (the CUDA context is lost; "
+                              "the next call starts a new process)"] * 2

@@ -87,7 +87,7 @@ def test_profile_ncu_exactly_as_users_call_it(cli, fake_gpu, monkeypatch, tmp_pa
     out = cli("profile", "--ncu", "--out", str(tmp_path))
     assert out.exit_code == 0, out.output
     assert [c for c, _ in calls] == ["1", "2", "3", "4"] and calls[0][1]["strategy"] == "persistent"
-    assert calls[0][1]["clock_control"] == "none"
+    assert calls[0][1]["clock_control"] == "none" and "gpu" not in calls[0][1]  # without --gpus: the GPU it sees
     assert out.stdout.count("| k ") == 4 and "case 4: total 10.00 µs" in out.stdout
 
 

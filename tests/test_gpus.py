@@ -153,3 +153,59 @@ def test_a_sweep_over_two_gpus_measures_every_point_once_and_names_the_winners_o
                 (docs[False], docs[True]))
     assert [c[0] for c in two] == ["3", "4"] and [c[1] for c in one] == [c[1] for c in two] == [{"work": 1, "split": 2}] * 2
     assert [sorted(map(str, c[2])) for c in one] == [sorted(map(str, c[2])) for c in two]
+
+
+@pytest.mark.parametrize("spec, code, says", [
+    ("all", 3, "nvgg: --gpus all: no GPU is visible here"),
+    ("0", 3, "nvgg: --gpus 0: no GPU is visible here"),
+    ("x", 2, "nvgg: --gpus 'x': pass all, or GPU indices"),
+    ("0,0", 2, "nvgg: --gpus 0,0: GPU 0 named twice"),
+])
+def test_profile_refuses_gpus_as_run_does_on_a_machine_without_one(cli, monkeypatch, spec, code, says):
+    monkeypatch.setattr(gpus, "visible", lambda: [])
+    run = cli("run", "--case", "test-1", "--gpus", spec)
+    profile = cli("profile", "--cupti", "--case", "test-1", "--gpus", spec)
+    assert (profile.exit_code, profile.stderr) == (run.exit_code, run.stderr) == (code, run.stderr)
+    assert run.stderr.startswith(says) and len(run.stderr.strip().splitlines()) == 1
+
+
+def test_profile_spreads_its_cases_over_the_gpus_each_observer_on_its_cases_gpu(cli, fake_gpu, fake_rows, two_gpus,
+                                                                                monkeypatch, tmp_path):
+    from nvgg.profiling import ncu
+    ncu_on = {}
+
+    def fake_ncu(case, out_dir, gpu=None, **target):
+        ncu_on[case.id] = gpu
+        return ncu.NcuReport([ncu.KernelMetrics("k", 10.0, 2e6, 70.0, 10.0, 50.0, 60.0, 90, 1024, 132, 256)])
+    monkeypatch.setattr(ncu, "profile", fake_ncu)
+    doc = tmp_path / "p.json"
+    out = cli("profile", "--cupti", "--ncu", "--gpus", "all", "--out", str(tmp_path), "--json", str(doc))
+    assert out.exit_code == 0, out.output
+    row_on = {row.case.id: g for g, ran in two_gpus.items() for row, _ in ran}
+    assert sorted(row_on) == ["1", "2", "3", "4"] and set(row_on.values()) == {0, 1}  # each case once, both GPUs used
+    assert ncu_on == row_on  # ncu's target on the GPU of the case's CUPTI row
+    written = json.loads(doc.read_text())
+    assert [r["case"] for r in written["results"]] == ["1", "2", "3", "4"]  # as asked, however they finished
+    assert list(written["ncu"]) == ["1", "2", "3", "4"]
+
+
+def test_profile_phases_of_a_submission_on_the_gpu_asked_for_and_its_own_failure_said_once(cli, fake_gpu, two_gpus,
+                                                                                         monkeypatch, tmp_path):
+    from nvgg.profiling import submission_phases
+    on, both = [], threading.Barrier(2, timeout=10)
+
+    def unmarked(path, case, timeout_s=None, gpu=None):
+        on.append((case.id, gpu))
+        if len(on) > 1:  # the spread's: its first two cases both under way before either fails
+            both.wait()
+        raise NvggError("submission mine.py asked for no probe buffer in a call: mark its kernels with nvgg.probe")
+    monkeypatch.setattr(submission_phases, "run", unmarked)
+    mine = tmp_path / "mine.py"
+    mine.write_text("def custom_kernel(data):\n    return None\n")
+    out = cli("profile", "--phases", "--submission", str(mine), "--case", "2,3,4", "--gpus", "1")
+    assert out.exit_code == 2 and on == [("2", 1)]  # one GPU: the cases after the submission's own failure not tried
+    out = cli("profile", "--phases", "--submission", str(mine), "--case", "2,3,4", "--gpus", "all")
+    # two GPUs: the first two cases both met it, on a GPU each; it is said once, the third case not tried
+    assert out.exit_code == 2 and sorted(c for c, _ in on[1:]) == ["2", "3"] and {g for _, g in on[1:]} == {0, 1}
+    assert [line for line in out.stderr.splitlines() if line.startswith("nvgg: ")] == [
+        "nvgg: submission mine.py asked for no probe buffer in a call: mark its kernels with nvgg.probe"]

@@ -64,6 +64,23 @@ def test_a_raising_call_keeps_its_worker_and_an_expected_failure_stays_one():
         assert pool.call("a", os.getpid) == pid
 
 
+LOST = ("crashed: CUDA error: an illegal memory access was encountered (the CUDA context is lost; the next call "
+        "starts a new process)")
+
+
+def test_a_worker_that_lost_its_cuda_context_is_ended_and_replaced(lost_context):
+    """A call that poisons the context fails, whether it raised or caught the error itself (its
+    result naming it): the worker, which would fail every later call, exits and the next call of
+    its key starts another."""
+    with procs.Pool(30) as pool:
+        for caught in (False, True):
+            pid = pool.call("a", os.getpid)
+            with pytest.raises(procs.ChildFailure) as lost:
+                pool.call("a", lost_context.fault, caught=caught)
+            assert str(lost.value) == LOST and not _running(pid) and "a" not in pool.workers
+            assert pool.call("a", os.getpid) not in (pid, os.getpid())
+
+
 def test_a_worker_past_the_timeout_is_killed_with_what_it_started():
     with procs.Pool(2) as pool:
         pid = pool.call("a", os.getpid)

@@ -26,6 +26,33 @@ def test_names_are_the_shortest_ends_that_differ(paths, want):
     assert versions.names(paths) == want
 
 
+def test_a_version_becomes_a_row_in_one_place_for_every_command(cli, fake_gpu, fake_rows, tmp_path):
+    """A submission's file at a revision with its CONFIG's point, or our kernels at a build's, the
+    same row whichever command asks: run, profile and tune hand their workers what versions.row makes."""
+    from nvgg import cases
+    from nvgg.result import Row
+    case = cases.get("3")
+    mine = versions.Version("/w/v1/s.py", "v1/s.py", "a" * 40)
+    row = versions.row(case, mine, point=(("work", 2),), timer="cupti")
+    assert row == Row(case, submission="/w/v1/s.py", source="v1/s.py", revision="a" * 40, point=(("work", 2),),
+                      timer="cupti")
+    assert row.name == "3 submission[v1/s.py]" and row.key == "submission:/w/v1/s.py"
+    ours = versions.row(case, strategy="persistent", backend="cute", point=(("stages", 3),), energy=False)
+    assert ours == Row(case, "persistent", "cute", point=(("stages", 3),), energy=False)
+    path = submission_path("tunable")
+    asked = {"run": ["run"], "profile": ["profile", "--cupti"], "tune": ["tune", "--budget", "0.1"]}
+    seen = {}
+    for verb, argv in asked.items():
+        fake_rows.seen.clear()
+        out = cli(*argv, "--submission", path, "--case", "3")
+        assert out.exit_code in (0, 1), out.output
+        seen[verb] = fake_rows.seen[0]
+    made = versions.Version(str(Path(path).resolve()), "tunable.py")
+    assert seen["run"] == versions.row(case, made, device="cuda", profile=None, timer="leaderboard", l2="nvgg")
+    assert seen["profile"] == versions.row(case, made, timer="cupti")
+    assert seen["tune"] == versions.row(case, made, point=(("work", 2), ("split", 1)), energy=False, span=False)
+
+
 def _git(repo: Path, *args: str) -> str:
     return subprocess.run(["git", "-C", str(repo), "-c", "user.email=t@t", "-c", "user.name=t", *args],
                           check=True, capture_output=True, text=True).stdout.strip()

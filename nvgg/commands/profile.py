@@ -3,8 +3,9 @@ Compute (--ncu), occupancy (--occupancy), timestamps inside the kernel (--phases
 cases unless --case narrows it, one table across the cases for each observer, and a verdict a row
 from what was measured. `--submission FILE` profiles a user's submission.py in its own process
 (CUPTI, Nsight Compute, and --phases: the marks its kernels write through nvgg.probe); given
-several times (files or PATH@REV), each version in turn, its tables under its name. The work is
-profiling/session.py's; this module checks the options and renders."""
+several times (files or PATH@REV), each version in turn, its tables under its name. `--gpus`
+spreads the cases over GPUs as `run` spreads its rows. The work is profiling/session.py's; this
+module checks the options and renders."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from ..errors import NvggError, no_gpu
 from ..profiling.phases import chrome_trace_cases
 from ..profiling.session import Request, profile as run_profile
 from ..report import profile_document, profile_text
-from .common import (CasesFile, ConfigMap, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps, check_distinct,
-                     check_folder, check_points_fit, check_points_taken, check_profile, check_writable, command,
-                     config_points, emit_json, mode_value, pick_cases, read_files, submissions, write_file)
+from .common import (CasesFile, ConfigMap, GpusOpt, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps,
+                     check_distinct, check_folder, check_points_fit, check_points_taken, check_profile, check_writable,
+                     command, config_points, emit_json, mode_value, pick_cases, pick_gpus, read_files, submissions,
+                     write_file)
 
 
 @command
@@ -37,7 +39,7 @@ def profile_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="I
                 out_dir: Annotated[Optional[str], typer.Option("--out", metavar="FOLDER", help="With --ncu: the folder for .ncu-rep and CSV files (default nvgg-results).")] = None,
                 tensormaps: TensorMaps = None, timeout: RowTimeout = None, shape: Shape = None,
                 cases_file: CasesFile = None, profile: Profile = None, config: ConfigMap = None,
-                json_out: JsonOut = None) -> None:
+                gpus: GpusOpt = None, json_out: JsonOut = None) -> None:
     """Why is it slow: kernel time vs host overhead (CUPTI), counters (ncu), occupancy, phases."""
     request = _request(pick_cases(case, shape, cases_file, default="benchmarks"), strategy, backend, submission,
                        cupti, ncu, phases, occupancy, trace, clock_control, out_dir, mode_value(tensormaps), timeout,
@@ -47,6 +49,7 @@ def profile_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="I
         # a map that cannot serve (missing, malformed, another arch's) is bad input, said before the missing GPU
         request = _with_points(request, config_points(config, request.cases, submission, device, request.tensormaps),
                                config, submission, versions.items)
+        spread = pick_gpus(gpus)  # its form, then the GPUs there, as run checks them
         if device.type != "cuda":
             raise no_gpu("profiling needs a CUDA GPU and none is visible: run nvgg profile on a GPU machine")
         asked = [dataclasses.replace(request, submission=v.path, source=v.name, revision=v.revision)
@@ -55,7 +58,7 @@ def profile_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="I
         with Progress(len(request.cases) * len(asked), "profiling") as progress:
             for one in asked:
                 named = f"{one.source}: " if len(asked) > 1 else ""
-                done.append(run_profile(one, device, on_start=lambda cid: progress.start(
+                done.append(run_profile(one, device, gpus=spread, on_start=lambda cid: progress.start(
                     f"{named}case {cid} ({', '.join(one.observers)})"), on_finish=lambda cid, bad: progress.finish(
                     f"{named}case {cid}", "failed" if bad else "done")))
     env = next((r.env for d in done for r in d.results.values() if r.env), None) or envmod.collect(device)

@@ -199,10 +199,10 @@ def find_ncu() -> str:
 
 
 def profile(case: Case, out_dir: str | Path, *, clock_control: str = "none", timeout_s: float = 600,
-            **target) -> NcuReport:
+            gpu: int | None = None, **target) -> NcuReport:
     """One call of `target` (strategy, backend, tensormaps, or submission: target.one_call's
-    arguments) on `case` under ncu; what it measured. ncu's own output is kept beside the report
-    (.ncu.log)."""
+    arguments) on `case` under ncu, on `gpu` (procs.environment; None: whatever this process
+    sees); what it measured. ncu's own output is kept beside the report (.ncu.log)."""
     ncu = find_ncu()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -217,7 +217,7 @@ def profile(case: Case, out_dir: str | Path, *, clock_control: str = "none", tim
     arch = arch_metrics(local_major())
     cmd += ["--metrics", ",".join(arch.requested() if arch else DRAM_READ + DRAM_WRITE)]
     try:
-        procs.run_once(one_call, case=case, wrap=tuple(cmd), timeout_s=timeout_s, log_path=log, **target)
+        procs.run_once(one_call, case=case, wrap=tuple(cmd), timeout_s=timeout_s, log_path=log, gpu=gpu, **target)
     except (procs.ChildFailure, procs.ChildError) as exc:
         raise NvggError(f"ncu's target: {exc}") from None
     text = log.read_text(errors="replace") if log.is_file() else ""

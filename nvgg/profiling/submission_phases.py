@@ -340,13 +340,15 @@ def _short(name: str, width: int = 40) -> str:
     return name if len(name) <= width else name[:width - 1] + "…"
 
 
-def run(path: str, case: Case, *, timeout_s: float | None = None, point: tuple = ()) -> SubmissionPhases:
+def run(path: str, case: Case, *, timeout_s: float | None = None, point: tuple = (),
+        gpu: int | None = None) -> SubmissionPhases:
     """Profile one case. A problem of the submission itself (it does not import, marks nothing,
     misuses a probe) raises NvggError; one of this case (wrong output, a crash, a timeout) too,
     with the case named; CTAs past a buffer's rows are kept in `errors` beside the report.
-    `point`: the CONFIG a config map gives the file for this case."""
-    marked = _child(path, case, timeout_s, probes=True, point=point)
-    plain = _child(path, case, timeout_s, probes=False, point=point)
+    `point`: the CONFIG a config map gives the file for this case; `gpu`: the children's
+    (procs.environment; None: whatever this process sees)."""
+    marked = _child(path, case, timeout_s, probes=True, point=point, gpu=gpu)
+    plain = _child(path, case, timeout_s, probes=False, point=point, gpu=gpu)
     return assemble(str(path), case.id, marked, plain)
 
 
@@ -395,10 +397,11 @@ def kernels_of(launches) -> list[KernelPhases]:
     return out
 
 
-def _child(path: str, case: Case, timeout_s: float | None, *, probes: bool, point: tuple = ()) -> dict:
+def _child(path: str, case: Case, timeout_s: float | None, *, probes: bool, point: tuple = (),
+           gpu: int | None = None) -> dict:
     which = "with marks" if probes else "without marks"
     try:
-        raw = procs.run_once(child, path=os.path.abspath(path), case=case, probes=probes, timeout_s=timeout_s,
+        raw = procs.run_once(child, path=os.path.abspath(path), case=case, probes=probes, timeout_s=timeout_s, gpu=gpu,
                              env={"NVGG_PROBES": "1" if probes else "0"}, **({"point": tuple(point)} if point else {}))
     except (procs.ChildFailure, procs.ChildError) as exc:
         raise CaseFailure(f"case {case.id} ({which}): {exc}") from None
