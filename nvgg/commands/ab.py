@@ -8,13 +8,14 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import ab as abmod, rows, selection
+from .. import ab as abmod, output, rows, selection
 from ..errors import NvggError
-from ..report import ab_document, ab_table, check_text, predicted_ratios, protocol_text
-from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, L2, L2Opt, Profile, Progress, ProtocolOpt, RowTimeout, Shape,
-                     check_l2, check_outputs, check_points_taken, check_profile, check_protocol, check_protocol_fits,
-                     command, config_points, emit_json, pick_cases, read_files, submissions, warn_if_slow_on_cpu,
-                     within)
+from ..report import check_text
+from ..report.ab import AB
+from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, L2, L2Opt, Profile, Progress,
+                     ProtocolOpt, RowTimeout, Shape, check_l2, check_outputs, check_points_taken, check_profile,
+                     check_protocol, check_protocol_fits, command, config_points, pick_cases, read_files, show,
+                     submissions, warn_if_slow_on_cpu, within)
 
 
 @command
@@ -31,7 +32,8 @@ def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission
     if len(submission or []) < 2:
         raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
     predicting = check_protocol(protocol, config=config)
-    check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
+    targets = check_outputs("ab", json=json_out,
+                            reads=read_files(submission=submission, config=config, cases_file=cases_file))
     check_profile(profile)
     device = selection.default_device()
     points = config_points(config, picked, submission, device)
@@ -47,28 +49,23 @@ def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission
         for row in (r for case_rows in todo for r in case_rows):
             rows.precheck(row)
         by_id = {c.id: c for c in picked}
+        report = AB(floor / 100)
+        files = output.Live(report, targets)
         with Progress(len(picked), "A/B") as progress:
             def on_case(ab, finished: bool) -> None:
                 if finished:
+                    report.done.append(ab)
+                    files.update()
                     progress.finish(f"case {ab.case}", ab.stopped)
                 else:
                     warn_if_slow_on_cpu(by_id[ab.case], device)
                     progress.start(f"case {ab.case}")
             done = abmod.run(todo, floor=floor / 100, max_rounds=rounds, budget_s=budget, timeout_s=timeout,
                              on_case=on_case)
-        predicted = _predict(todo, done, protocol) if predicting else None
-    env = next((r.env for ab in done for r in ab.every() if r.env), {})
-    means = abmod.geomeans(done)
-    doc = ab_document(done, means, floor / 100, env)
-    if predicted:
-        results, more = predicted
-        doc.update(more, protocol_rows=[dict(r.protocol, case=r.case, version=r.source) for r in results])
-    if not emit_json(json_out, doc):
-        typer.echo(ab_table(done, means, floor / 100, env))
-        if predicted:
-            typer.echo("\n" + "\n".join(filter(None, (
-                protocol_text(results, more["protocol"], more["protocol_geomean_us"]),
-                predicted_ratios(results, more["protocol_geomean_us"])))))
+        if predicting:
+            report.predicted = _predict(todo, done, protocol)
+            files.update()
+    show(files)
     failed = [ab for ab in done if ab.failed() is not None]
     for ab in failed:
         bad = ab.failed()
