@@ -42,8 +42,8 @@ def command(fn):
             raise typer.Exit(exc.code) from None
         except KeyboardInterrupt:
             # the workers are gone with their pool; the result files (output.Live) hold every finished row
-            typer.secho("nvgg: interrupted: the rows that finished are in the --json/--markdown files, if given",
-                        err=True, fg=typer.colors.RED)
+            typer.secho("nvgg: interrupted: the rows that finished are in the --json/--markdown/--junit files, if "
+                        "given", err=True, fg=typer.colors.RED)
             raise typer.Exit(130) from None
     return wrapper
 
@@ -94,6 +94,7 @@ RowTimeout = Annotated[Optional[float], typer.Option("--timeout", metavar="SECON
                                "default 300) before its worker is killed and the row reported as timed out.")]
 JsonOut = Annotated[Optional[str], typer.Option("--json", metavar="FILE",
                                                  help="Write the results as JSON to FILE (- for stdout, in place of the table).")]
+JunitOut = Annotated[Optional[str], typer.Option("--junit", metavar="FILE", help="Also write the verdicts as JUnit XML to FILE, the test results CI systems show (- for stdout): a test case a case and row, failed by a regression, a wrong or suspect result.")]
 
 
 class TensorMapMode(str, Enum):
@@ -139,7 +140,8 @@ def check_writable(flag: str, path: str | None, *, stdout_ok: bool = False) -> N
     if path is None or (path == "-" and stdout_ok):
         return
     if path == "-":
-        raise NvggError(f"{flag} writes a file: pass a file name (- for stdout is for --json and --markdown)")
+        raise NvggError(f"{flag} writes a file: pass a file name (- for stdout is for --json, --markdown and "
+                        "--junit)")
     if not path.strip():
         raise NvggError(f"{flag} is empty: pass a file name")
     from ..output import files
@@ -409,10 +411,10 @@ class Progress:
 
 def check_outputs(kind: str, *, reads: Sequence[tuple[str, str | None]] = (), **named: str | None) -> list:
     """A command's result files, checked before any work: each named one (json=PATH for --json
-    PATH, markdown=) a writable file or - (stdout; one of them at most), in a format that prints
-    the command's report (`kind`, result.KINDS), none of them another, nor a file the command reads
-    (`reads`, read_files: through links, the same file by any name). The files as output.Target,
-    for output.Live."""
+    PATH, markdown=, junit=) a writable file or - (stdout; one of them at most), in a format that
+    prints the command's report (`kind`, result.KINDS), none of them another, nor a file the
+    command reads (`reads`, read_files: through links, the same file by any name). The files as
+    output.Target, for output.Live."""
     from .. import output
     asked = [(f"--{fmt}", fmt, path) for fmt, path in named.items() if path is not None]
     for flag, _, path in asked:
