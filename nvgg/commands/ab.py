@@ -12,7 +12,7 @@ from .. import ab as abmod, output, rows, selection
 from ..errors import NvggError
 from ..report import check_text
 from ..report.ab import AB
-from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, JunitOut, L2, L2Opt, Profile, Progress,
+from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, JunitOut, L2, L2Opt, OutputOpt, Profile, Progress,
                      ProtocolOpt, RowTimeout, Shape, check_l2, check_outputs, check_points_taken, check_profile,
                      check_protocol, check_protocol_fits, command, config_points, pick_cases, read_files, show,
                      submissions, warn_if_slow_on_cpu, within)
@@ -26,13 +26,13 @@ def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission
            budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", callback=within(1.0), help=f"Time for all cases together (1 or more), their first runs included; each case still gets {abmod.MIN_ROUNDS} rounds.")] = 120.0,
            shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, timeout: RowTimeout = None,
            l2: L2Opt = L2.nvgg, config: ConfigMap = None, protocol: ProtocolOpt = None,
-           json_out: JsonOut = None, junit: JunitOut = None) -> None:
+           json_out: JsonOut = None, junit: JunitOut = None, output_to: OutputOpt = None) -> None:
     """A fair A/B of versions of a submission: alternating rounds, looked at on a schedule, until each ratio's interval is decided."""
     picked = pick_cases(case, shape, cases_file, default="benchmarks")
     if len(submission or []) < 2:
         raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
     predicting = check_protocol(protocol, config=config)
-    targets = check_outputs("ab", json=json_out, junit=junit,
+    targets = check_outputs("ab", json=json_out, junit=junit, more=output_to,
                             reads=read_files(submission=submission, config=config, cases_file=cases_file))
     check_profile(profile)
     device = selection.default_device()

@@ -13,7 +13,7 @@ import time
 from enum import Enum
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Annotated, Optional, Sequence
+from typing import Annotated, List, Optional, Sequence
 
 import typer
 from typer.core import TyperCommand
@@ -95,6 +95,7 @@ RowTimeout = Annotated[Optional[float], typer.Option("--timeout", metavar="SECON
 JsonOut = Annotated[Optional[str], typer.Option("--json", metavar="FILE",
                                                  help="Write the results as JSON to FILE (- for stdout, in place of the table).")]
 JunitOut = Annotated[Optional[str], typer.Option("--junit", metavar="FILE", help="Also write the verdicts as JUnit XML to FILE, the test results CI systems show (- for stdout): a test case a case and row, failed by a regression, a wrong or suspect result.")]
+OutputOpt = Annotated[Optional[List[str]], typer.Option("--output", metavar="FORMAT=FILE", help="Also write the results in FORMAT to FILE (- for stdout; repeat for several): json, markdown, junit, table, or any format nvgg has.")]
 
 
 class TensorMapMode(str, Enum):
@@ -140,8 +141,8 @@ def check_writable(flag: str, path: str | None, *, stdout_ok: bool = False) -> N
     if path is None or (path == "-" and stdout_ok):
         return
     if path == "-":
-        raise NvggError(f"{flag} writes a file: pass a file name (- for stdout is for --json, --markdown and "
-                        "--junit)")
+        raise NvggError(f"{flag} writes a file: pass a file name (- for stdout is for --json, --markdown, --junit and "
+                        "--output)")
     if not path.strip():
         raise NvggError(f"{flag} is empty: pass a file name")
     from ..output import files
@@ -409,14 +410,16 @@ class Progress:
             typer.echo(f"[{self.done}/{self.total}] {name}: {outcome}", err=True)
 
 
-def check_outputs(kind: str, *, reads: Sequence[tuple[str, str | None]] = (), **named: str | None) -> list:
+def check_outputs(kind: str, *, more: Sequence[str] | None = None, reads: Sequence[tuple[str, str | None]] = (),
+                  **named: str | None) -> list:
     """A command's result files, checked before any work: each named one (json=PATH for --json
-    PATH, markdown=, junit=) a writable file or - (stdout; one of them at most), in a format that
-    prints the command's report (`kind`, result.KINDS), none of them another, nor a file the
-    command reads (`reads`, read_files: through links, the same file by any name). The files as
-    output.Target, for output.Live."""
+    PATH, markdown=, junit=) and each --output FORMAT=FILE (`more`) a writable file or - (stdout;
+    one of them at most), in a format that prints the command's report (`kind`, result.KINDS), none
+    of them another, nor a file the command reads (`reads`, read_files: through links, the same
+    file by any name). The files as output.Target, for output.Live."""
     from .. import output
     asked = [(f"--{fmt}", fmt, path) for fmt, path in named.items() if path is not None]
+    asked += [("--output", *_format_and_path(spec, kind)) for spec in more or []]
     for flag, _, path in asked:
         check_writable(flag, path, stdout_ok=True)
     printed = [flag for flag, _, path in asked if path == "-"]
@@ -424,6 +427,21 @@ def check_outputs(kind: str, *, reads: Sequence[tuple[str, str | None]] = (), **
         raise NvggError(f"{printed[0]} - and {printed[1]} - would both print on stdout: send one of them to a file")
     check_distinct(*[(flag, path) for flag, _, path in asked], reads=reads)
     return [output.Target(flag, path, output.find(fmt)) for flag, fmt, path in asked]
+
+
+def _format_and_path(spec: str, kind: str) -> tuple[str, str]:
+    """--output FORMAT=FILE: a format that prints `kind` (output.names), and the file."""
+    from .. import output
+    fmt, given, path = spec.partition("=")
+    fmt, fits = fmt.strip().lower(), ", ".join(output.names(kind))
+    if not given or not fmt or not path.strip():
+        raise NvggError(f"--output {spec!r}: give FORMAT=FILE, like junit=nvgg.xml (formats here: {fits})")
+    printer = output.find(fmt)
+    if printer is None:
+        raise NvggError(f"--output {spec}: nvgg has no format {fmt!r}: choose from {fits}")
+    if not printer.prints(kind):
+        raise NvggError(f"--output {spec}: the {fmt} format does not print this command's {kind}: choose from {fits}")
+    return fmt, path
 
 
 def read_files(*, submission: Sequence[str] | None = None, config: str | None = None, cases_file: str | None = None,

@@ -13,7 +13,7 @@ from ..baseline import gate, in_baseline, load_baseline
 from ..errors import NO_GPU, NvggError
 from ..report import check_text, label
 from ..report.results import Results, compare_outcome
-from .common import (CaseIds, CasesFile, Command, ConfigMap, GpusOpt, JsonOut, JunitOut, L2, L2Opt, Profile,
+from .common import (CaseIds, CasesFile, Command, ConfigMap, GpusOpt, JsonOut, JunitOut, L2, L2Opt, OutputOpt, Profile,
                      Progress, ProtocolOpt, RowTimeout, Shape, Timer, TimerOpt, check_l2, check_outputs,
                      check_points_taken, check_profile, check_protocol, check_protocol_fits, check_timer, command,
                      config_points, names, pick_cases, pick_gpus, predict_leaderboard, read_files, show, submissions,
@@ -37,7 +37,7 @@ def compare_cmd(what: Annotated[What, typer.Argument(metavar="WHAT", case_sensit
                 timeout: RowTimeout = None, config: ConfigMap = None, gpus: GpusOpt = None,
                 protocol: ProtocolOpt = None,
                 markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
-                junit: JunitOut = None,
+                junit: JunitOut = None, output_to: OutputOpt = None,
                 baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="An earlier --json file to gate against.")] = None,
                 max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", callback=within(0.0), help="Allowed slowdown in percent with --baseline (0 or more; default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
     """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness.
@@ -50,7 +50,7 @@ def compare_cmd(what: Annotated[What, typer.Argument(metavar="WHAT", case_sensit
     st_names, be_names = _strategies_and_backends(what, strategy, backend, device)
     modes = tensormaps_option(tensormaps)
     selection.check_modes_apply(modes, st_names)
-    targets = check_outputs("results", json=json_out, markdown=markdown, junit=junit,
+    targets = check_outputs("results", json=json_out, markdown=markdown, junit=junit, more=output_to,
                             reads=read_files(submission=submission, config=config, cases_file=cases_file,
                                              baseline=baseline))
     check_profile(profile)
