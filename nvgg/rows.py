@@ -1,6 +1,7 @@
 """Scheduling rows: which rows a command runs, each checked before it starts, each in its worker
 (procs.Pool: one a backend, one a submission file; a pool on each GPU asked for, or a Ray
-cluster's: `pools`), and the result files rewritten as rows finish.
+cluster's: `pools`), each result handed back as it finishes (the command's files rewritten then:
+nvgg/output/live.py).
 
 A row that fails in any way (unsupported, wrong, raised, crashed, timed out) is a row with its
 reason, never the end of the run. The worker runs the one data path (`datapath.run_row`); the
@@ -164,69 +165,3 @@ def spread(items: list, gpus: list[int] | None, run: Callable[[procs.BasePool, o
     with pools(gpus, timeout_s) as made:
         return procs.take_turns(items, len(made), lambda server, item: run(made[server], item), "nvgg-gpu",
                                 on_start=on_start, on_result=on_result)
-
-
-class LiveFiles:
-    """A run's result files (JSON, Markdown: paths, None for none, "-" for stdout at the end),
-    rewritten whole (atomically) as each row finishes where they are regular files, so a run
-    stopped from outside keeps every row it measured; a descriptor, a FIFO or a device
-    (outputs.streams) is written once, at the end (`finish`)."""
-
-    def __init__(self, json_out: str | None, markdown: str | None, device, benchmark_ids: set[str]):
-        self.json_out, self.markdown, self.device, self.bench = json_out, markdown, device, benchmark_ids
-        self.results: list[Result] = []
-        self._env: dict | None = None
-        self.more: dict = {}  # the document's keys beside the rows (--protocol: what ran, its geometric means)
-
-    @property
-    def env(self) -> dict:
-        """The environment of the first row that recorded one, else this process's view."""
-        found = next((r.env for r in self.results if r.env), None)
-        if found:
-            return found
-        if self._env is None:
-            from .env import collect
-            self._env = collect(self.device)
-        return self._env
-
-    def add(self, result: Result) -> None:
-        self.results.append(result)
-        self.write()
-
-    def reorder(self, results: list[Result]) -> None:
-        """The rows in `results`' order (run_many's: the rows as asked), rewritten where that moves one."""
-        if [id(r) for r in results] != [id(r) for r in self.results] and len(results) == len(self.results):
-            self.results = list(results)
-            self.write()
-
-    def document(self) -> dict:
-        from .report import results_document
-        return results_document(self.results, self.env, self.bench, **self.more)
-
-    def markdown_text(self) -> str:
-        from .report import markdown_report
-        return markdown_report(self.results, self.env, self.bench)
-
-    def write(self, *, final: bool = False) -> None:
-        """The regular files rewritten (`final`: the FIFOs and devices too, once); a write that
-        fails (checked writable before the run: a disk that fills up, a reader gone) is one
-        NvggError that says how many rows the files missed."""
-        from .outputs import reason, streams, write_json, write_text
-        for path, write in ((self.json_out, lambda p: write_json(p, self.document())),
-                            (self.markdown, lambda p: write_text(p, self.markdown_text()))):
-            if path and path != "-" and (final or not streams(path)):
-                try:
-                    write(path)
-                except OSError as exc:
-                    raise NvggError(f"writing {path} failed after {len(self.results)} row(s) ({reason(exc)}): "
-                                    "the rows since its last write are not in it") from None
-
-    def finish(self) -> None:
-        """After the last row: the files that take one write (a FIFO, a device) get theirs."""
-        from .outputs import streams
-        if any(p and p != "-" and streams(p) for p in (self.json_out, self.markdown)):
-            self.write(final=True)
-
-    def written(self) -> list[str]:
-        """The files written (not stdout), once a row was."""
-        return [p for p in (self.json_out, self.markdown) if p and p != "-" and self.results]

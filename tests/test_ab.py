@@ -218,7 +218,8 @@ def test_a_host_loaded_past_its_cores_during_a_case_is_said_beside_the_case(monk
     and a platform without a load average leaves it unknown."""
     import itertools
     from conftest import REAL_HOST_LOAD
-    from nvgg import report, rows, timing
+    from nvgg import rows, timing
+    from nvgg.report import ab as report
     sizes = itertools.cycle([10.0, 10.2, 9.9, 10.1, 10.0])
     monkeypatch.setattr(rows, "run_in", lambda pool, row, rounds=False: made_result(
         row.case.id, "submission", "submission", next(sizes), source=row.source))
@@ -282,7 +283,7 @@ def test_an_unsure_ratio_says_how_many_rounds_its_spread_would_need():
     assert far.rounds_to_decide(0.02) == 6  # 6 rounds keep 4: t 3.18 x 0.074 / √6 = 0.097 under 0.100
     decided = ab.ratio([100.0] * 6, [100.0 + 0.01 * i for i in range(6)])
     assert decided.classify(0.02) == "same" and decided.rounds_to_decide(0.02) == 6
-    from nvgg import report
+    from nvgg.report import ab as report
     done = ab.CaseAB("3", ["v1", "v2"], [[made_result("3", "s", "s", t) for t in base],
                                          [made_result("3", "s", "s", t) for t in other]], "12 rounds")
     text = report.ab_table([done], {}, 0.02, {})
@@ -349,7 +350,8 @@ def test_a_host_bound_case_looks_longer_at_the_same_band_and_says_its_rule(monke
     from round to round: its case looks up to HOST_ROUNDS times --rounds, at the asked band (a 3%
     change is never same within a wider one). Every class says the rule that made it: the band,
     host-bound or not, the looks and the level of the look it stopped at, in the table and the JSON."""
-    from nvgg import report, rows
+    from nvgg import rows
+    from nvgg.report import ab as report
 
     def results(times, host):
         out = [made_result("3", "s", "s", t) for t in times]

@@ -39,13 +39,14 @@ def _map(tmp_path, point: dict, target: str = "tunable.py") -> str:
 
 def _results(tmp_path) -> str:
     """A result file with two timed rows, for `nvgg report`."""
-    from nvgg import report, timing
+    from nvgg import timing
+    from nvgg.report.results import results_document
     from nvgg.result import Result
     rows = [Result(case=c, strategy="graph", backend="torch", status="ok", env={"gpu": "TestGPU"},
                    stats=timing.reduce([t, t * 1.01], batch=15, method="leaderboard", clock="cuda events"))
             for c, t in (("3", 400.0), ("4", 230.0))]
     path = tmp_path / "r.json"
-    path.write_text(json.dumps(report.results_document(rows, {"gpu": "TestGPU"}, {"1", "2", "3", "4"}), default=str))
+    path.write_text(json.dumps(results_document(rows, {"gpu": "TestGPU"}, {"1", "2", "3", "4"}), default=str))
     return str(path)
 
 

@@ -196,7 +196,7 @@ def test_a_steady_cards_energy_a_call_and_its_line():
     e = _measured(card, 0.6, idle={"watts": 70.0})
     assert e["updates"] >= 3 and 0.3 < e["seconds"] < 0.6, e
     assert abs(e["mj_per_call"] - card.truth_mj) <= e["mj_per_call"] * e["within"] and e["within"] < 0.1, e
-    from nvgg.report import energy_line
+    from nvgg.report.results import energy_line
     line = energy_line(e)
     assert line.startswith(f"energy: {e['mj_per_call']:.3f} mJ a call within {e['within']:.1%}, board power idle "
                            f"included ({e['watts']:.0f} W over {e['seconds']:.2f} s of the timed repetitions"), line
@@ -216,7 +216,7 @@ def test_no_energy_figure_where_the_counter_does_not_move_or_is_missing():
             "power's spread from one to the next)")
     e = clocks.energy_a_call(changes, card.ends, 15, 0.5, {})
     assert changes == [] and e["mj_per_call"] is None and e["note"] == note
-    from nvgg.report import energy_line
+    from nvgg.report.results import energy_line
     assert energy_line(e) == f"energy: no figure ({note})"
     assert clocks.EnergyMeter(lambda: None).watch(lambda: False) == []  # a counter that cannot be read: no loop
     assert clocks.meter(torch.device("cpu")) is None and clocks.idle(torch.device("cpu")) == {}

@@ -94,18 +94,27 @@ def test_compare_writes_markdown_with_verdicts(cli, fake_gpu, fake_rows, tmp_pat
 
 def test_the_example_workflow_runs_as_written(cli, fake_gpu, fake_rows, tmp_path):
     """examples/ci/nvgg-gate.yml: its compare line, with the job summary and the baseline it names,
-    is accepted by the CLI and writes the summary and the JSON (rows faked)."""
+    is accepted by the CLI and writes the summary, the JSON and the JUnit file (rows faked); the
+    JUnit file is the one its publishing step reads, published whether the gate passed or not, and
+    a valid JUnit report (tests/fixtures/junit.xsd) of a test case a case and strategy."""
     import shlex
+    import xml.etree.ElementTree as ET
     from pathlib import Path
 
+    import xmlschema
     import yaml
-    from conftest import ROOT
+    from conftest import FIXTURES, ROOT
     flow = yaml.safe_load((ROOT / "examples/ci/nvgg-gate.yml").read_text())
-    line = next(step["run"] for step in flow["jobs"]["gate"]["steps"] if "nvgg compare" in step.get("run", ""))
+    steps = flow["jobs"]["gate"]["steps"]
+    line = next(step["run"] for step in steps if "nvgg compare" in step.get("run", ""))
     summary = tmp_path / "step_summary.md"
     args = shlex.split(line.replace("$GITHUB_STEP_SUMMARY", str(summary)))
     assert args[0].endswith("nvgg")
-    args = [str(tmp_path / a) if a.endswith(".json") else a for a in args[1:]]
+    junit = args[args.index("--junit") + 1]
+    publish = next(step for step in steps if step.get("uses", "").startswith("mikepenz/action-junit-report@"))
+    assert publish["with"]["report_paths"] == junit and publish["if"] == "always()"
+    assert flow["jobs"]["gate"]["permissions"]["checks"] == "write"  # the action's check run needs it
+    args = [str(tmp_path / a) if a.endswith((".json", ".xml")) else a for a in args[1:]]
     baseline = Path(args[args.index("--baseline") + 1])
     first = cli("compare", "strategies", "--case", "benchmarks", "--json", str(baseline))
     assert first.exit_code == 0, first.output
@@ -113,6 +122,11 @@ def test_the_example_workflow_runs_as_written(cli, fake_gpu, fake_rows, tmp_path
     assert out.exit_code == 0, out.output
     assert summary.read_text().startswith("## nvgg compare") and "vs baseline" in summary.read_text()
     assert json.loads(Path(args[args.index("--json") + 1]).read_text())["results"]
+    written = tmp_path / junit
+    xmlschema.XMLSchema(str(FIXTURES / "junit.xsd")).validate(str(written))
+    root = ET.parse(written).getroot()
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == ("16", "0", "0")
+    assert [s.get("name") for s in root] == ["case 1", "case 2", "case 3", "case 4"]
 
 
 def test_a_gate_that_would_check_nothing_is_refused(cli, fake_gpu, fake_rows, tmp_path):

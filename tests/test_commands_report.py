@@ -2,7 +2,9 @@
 
 import json
 
-from nvgg import outputs, report, timing
+from nvgg import timing
+from nvgg.output import files
+from nvgg.report.results import results_document
 from nvgg.result import Result
 
 
@@ -13,7 +15,7 @@ def _doc(tmp_path):
         rs.append(Result(case=case, strategy="graph", backend="torch", status="ok", stats=st,
                          setup_us={"compile": 50.0, "graph_capture_instantiate": 3000.0}, env={"gpu": "TestGPU"}))
     path = tmp_path / "r.json"
-    outputs.write_json(path, report.results_document(rs, {"gpu": "TestGPU"}, {"1", "2", "3", "4"}))
+    files.write_json(path, results_document(rs, {"gpu": "TestGPU"}, {"1", "2", "3", "4"}))
     return path
 
 

@@ -24,7 +24,8 @@ def test_a_time_below_the_speed_of_light_is_suspect():
     assert "0.109 µs < 10.000 µs on h100" in r.flags[0].text
     from nvgg import verdict
     assert verdict.judge(r).kind == "below-sol"
-    from nvgg.report import check_text, geomeans
+    from nvgg.report import check_text
+    from nvgg.report.results import geomeans
     assert check_text(r).startswith("SUSPECT: time below the speed of light")
     assert geomeans([r], {"3"}) == {}
 

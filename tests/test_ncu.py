@@ -111,7 +111,7 @@ def test_a_blackwell_row_reads_the_tc_pipe_not_the_warp_level_one():
     assert v.kind == "compute-bound" and "TC pipe (tcgen05) 82%" in v.phrase
     assert v.evidence["tensor_pipe"] == ["sm__pipe_tc_cycles_active"] and v.evidence["tmem_pct"] == 40.0
     assert v.evidence["tmem_pipe_pct"] == 12.5
-    from nvgg.report import ncu_table
+    from nvgg.report.profile import ncu_table
 
     assert "12.5% / 40.0%" in ncu_table(ncu.NcuReport([k])) and "sm__pipe_tc_cycles_active" in ncu_table(ncu.NcuReport([k]))
 

@@ -1,4 +1,4 @@
-"""Files nvgg writes (outputs.write_text, rows.LiveFiles, the commands' output checks): written
+"""Files nvgg writes (output.files.write_text, output.Live, the commands' output checks): written
 through what the path is. A symbolic link stays a link and its target gets the bytes; a FIFO and a
 character device stay what they are and the bytes go through them, once; a regular file is
 replaced atomically. Two outputs, or an output and the baseline being read, may not be one file."""
@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from nvgg import outputs
+from nvgg.output import files
 
 
 def _reader(path, got: list):
@@ -39,11 +39,11 @@ def test_a_link_is_written_through_and_stays_a_link(tmp_path):
     target, link = tmp_path / "real.json", tmp_path / "link.json"
     target.write_text("old")
     link.symlink_to(target)
-    outputs.write_text(link, "new")
+    files.write_text(link, "new")
     assert link.is_symlink() and os.readlink(link) == str(target) and target.read_text() == "new"
     dangling = tmp_path / "to-nowhere.json"
     dangling.symlink_to(tmp_path / "made.json")
-    outputs.write_text(dangling, "made")
+    files.write_text(dangling, "made")
     assert dangling.is_symlink() and (tmp_path / "made.json").read_text() == "made"
 
 
@@ -52,18 +52,18 @@ def test_a_fifo_and_a_device_are_written_in_place(tmp_path):
     os.mkfifo(fifo)
     got = []
     thread = _reader(fifo, got)
-    outputs.write_text(fifo, "through the pipe")
+    files.write_text(fifo, "through the pipe")
     thread.join(10)
     assert got == ["through the pipe"] and stat.S_ISFIFO(os.stat(fifo).st_mode)
     device = _char_device(tmp_path)
-    outputs.write_text(device, "gone")
+    files.write_text(device, "gone")
     assert stat.S_ISCHR(os.stat(device).st_mode)
 
 
 def test_a_regular_file_is_replaced_atomically(tmp_path):
     path = tmp_path / "sub" / "out.json"
-    outputs.write_text(path, "one")
-    outputs.write_text(path, "two")
+    files.write_text(path, "one")
+    files.write_text(path, "two")
     assert path.read_text() == "two" and [p.name for p in path.parent.iterdir()] == ["out.json"]
 
 

@@ -305,7 +305,7 @@ def test_the_first_repetition_is_named_beside_a_larger_cause_and_the_edge_is_sai
 
 def test_the_first_call_warning_shows_in_the_rows_check():
     from nvgg.flags import flags_of
-    from nvgg.report import results_table
+    from nvgg.report.results import results_table
     r = made_result("4", "submission", "submission", 18.7, source="per_tensor.py",
                     first_sight={"first_us": 4047.2, "seen_us": 742.4, "inputs": 14})
     r.flags = flags_of(r)

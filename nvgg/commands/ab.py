@@ -8,13 +8,14 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import ab as abmod, rows, selection
+from .. import ab as abmod, output, rows, selection
 from ..errors import NvggError
-from ..report import ab_document, ab_table, check_text, predicted_ratios, protocol_text
-from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, L2, L2Opt, Profile, Progress, ProtocolOpt, RowTimeout, Shape,
-                     check_l2, check_outputs, check_points_taken, check_profile, check_protocol, check_protocol_fits,
-                     command, config_points, emit_json, pick_cases, read_files, submissions, warn_if_slow_on_cpu,
-                     within)
+from ..report import check_text
+from ..report.ab import AB
+from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, JunitOut, L2, L2Opt, OutputOpt, Profile, Progress,
+                     ProtocolOpt, RowTimeout, Shape, check_l2, check_outputs, check_points_taken, check_profile,
+                     check_protocol, check_protocol_fits, command, config_points, pick_cases, read_files, show,
+                     submissions, warn_if_slow_on_cpu, within)
 
 
 @command
@@ -25,13 +26,14 @@ def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission
            budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", callback=within(1.0), help=f"Time for all cases together (1 or more), their first runs included; each case still gets {abmod.MIN_ROUNDS} rounds.")] = 120.0,
            shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, timeout: RowTimeout = None,
            l2: L2Opt = L2.nvgg, config: ConfigMap = None, protocol: ProtocolOpt = None,
-           json_out: JsonOut = None) -> None:
+           json_out: JsonOut = None, junit: JunitOut = None, output_to: OutputOpt = None) -> None:
     """A fair A/B of versions of a submission: alternating rounds, looked at on a schedule, until each ratio's interval is decided."""
     picked = pick_cases(case, shape, cases_file, default="benchmarks")
     if len(submission or []) < 2:
         raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")
     predicting = check_protocol(protocol, config=config)
-    check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
+    targets = check_outputs("ab", json=json_out, junit=junit, more=output_to,
+                            reads=read_files(submission=submission, config=config, cases_file=cases_file))
     check_profile(profile)
     device = selection.default_device()
     points = config_points(config, picked, submission, device)
@@ -47,28 +49,23 @@ def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission
         for row in (r for case_rows in todo for r in case_rows):
             rows.precheck(row)
         by_id = {c.id: c for c in picked}
+        report = AB(floor / 100)
+        files = output.Live(report, targets)
         with Progress(len(picked), "A/B") as progress:
             def on_case(ab, finished: bool) -> None:
                 if finished:
+                    report.done.append(ab)
+                    files.update()
                     progress.finish(f"case {ab.case}", ab.stopped)
                 else:
                     warn_if_slow_on_cpu(by_id[ab.case], device)
                     progress.start(f"case {ab.case}")
             done = abmod.run(todo, floor=floor / 100, max_rounds=rounds, budget_s=budget, timeout_s=timeout,
                              on_case=on_case)
-        predicted = _predict(todo, done, protocol) if predicting else None
-    env = next((r.env for ab in done for r in ab.every() if r.env), {})
-    means = abmod.geomeans(done)
-    doc = ab_document(done, means, floor / 100, env)
-    if predicted:
-        results, more = predicted
-        doc.update(more, protocol_rows=[dict(r.protocol, case=r.case, version=r.source) for r in results])
-    if not emit_json(json_out, doc):
-        typer.echo(ab_table(done, means, floor / 100, env))
-        if predicted:
-            typer.echo("\n" + "\n".join(filter(None, (
-                protocol_text(results, more["protocol"], more["protocol_geomean_us"]),
-                predicted_ratios(results, more["protocol_geomean_us"])))))
+        if predicting:
+            report.predicted = _predict(todo, done, protocol)
+            files.update()
+    show(files)
     failed = [ab for ab in done if ab.failed() is not None]
     for ab in failed:
         bad = ab.failed()

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import errno
 import functools
-import json
 import math
 import os
 import sys
@@ -14,7 +13,7 @@ import time
 from enum import Enum
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Annotated, Optional, Sequence
+from typing import Annotated, List, Optional, Sequence
 
 import typer
 from typer.core import TyperCommand
@@ -42,9 +41,9 @@ def command(fn):
             typer.secho(f"nvgg: {exc}", err=True, fg=typer.colors.RED)
             raise typer.Exit(exc.code) from None
         except KeyboardInterrupt:
-            # the workers are gone with their pool; --json and --markdown hold every finished row
-            typer.secho("nvgg: interrupted: the rows that finished are in the --json/--markdown files, if given",
-                        err=True, fg=typer.colors.RED)
+            # the workers are gone with their pool; the result files (output.Live) hold every finished row
+            typer.secho("nvgg: interrupted: the rows that finished are in the --json/--markdown/--junit files, if "
+                        "given", err=True, fg=typer.colors.RED)
             raise typer.Exit(130) from None
     return wrapper
 
@@ -95,6 +94,8 @@ RowTimeout = Annotated[Optional[float], typer.Option("--timeout", metavar="SECON
                                "default 300) before its worker is killed and the row reported as timed out.")]
 JsonOut = Annotated[Optional[str], typer.Option("--json", metavar="FILE",
                                                  help="Write the results as JSON to FILE (- for stdout, in place of the table).")]
+JunitOut = Annotated[Optional[str], typer.Option("--junit", metavar="FILE", help="Also write the verdicts as JUnit XML to FILE, the test results CI systems show (- for stdout): a test case a case and row, failed by a regression, a wrong or suspect result.")]
+OutputOpt = Annotated[Optional[List[str]], typer.Option("--output", metavar="FORMAT=FILE", help="Also write the results in FORMAT to FILE (- for stdout; repeat for several): json, markdown, junit, table, or any format nvgg has.")]
 
 
 class TensorMapMode(str, Enum):
@@ -140,33 +141,34 @@ def check_writable(flag: str, path: str | None, *, stdout_ok: bool = False) -> N
     if path is None or (path == "-" and stdout_ok):
         return
     if path == "-":
-        raise NvggError(f"{flag} writes a file: pass a file name (- for stdout is for --json and --markdown)")
+        raise NvggError(f"{flag} writes a file: pass a file name (- for stdout is for --json, --markdown, --junit and "
+                        "--output)")
     if not path.strip():
         raise NvggError(f"{flag} is empty: pass a file name")
-    from .. import outputs
+    from ..output import files
     try:
-        outputs.ready(path)
+        files.ready(path)
     except IsADirectoryError:
         raise NvggError(f"{flag} {path} is a folder: pass a file name") from None
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise NvggError(f"{flag} {path} is a FIFO no process reads: start its reader first (cat {path} &), or "
                             "pass a file") from None
-        raise NvggError(f"{flag} {path} cannot be written ({outputs.reason(exc)}): pass a path in a writable "
+        raise NvggError(f"{flag} {path} cannot be written ({files.reason(exc)}): pass a path in a writable "
                         "folder") from None
 
 
 def write_file(flag: str, path: str, payload: dict | bytes) -> None:
-    """An output written through what its path is (outputs.write_bytes; a dict as JSON); a write
-    that fails after the work (a full disk, a reader gone) is one line, not a traceback."""
-    from .. import outputs
+    """An output written through what its path is (output.files.write_bytes; a dict as JSON); a
+    write that fails after the work (a full disk, a reader gone) is one line, not a traceback."""
+    from ..output import files
     try:
         if isinstance(payload, bytes):
-            outputs.write_bytes(path, payload)
+            files.write_bytes(path, payload)
         else:
-            outputs.write_json(path, payload)
+            files.write_json(path, payload)
     except OSError as exc:
-        raise NvggError(f"{flag} {path} could not be written ({outputs.reason(exc)}): free space there or pass "
+        raise NvggError(f"{flag} {path} could not be written ({files.reason(exc)}): free space there or pass "
                         "another file") from None
 
 
@@ -359,16 +361,14 @@ def _read_config(path: str | Path, case_ids: list[str]) -> tuple[str, str, dict[
 
 
 def emit_json(path: str | None, payload: dict) -> bool:
-    """--json: "-" prints the document (result.document) on stdout (True: it stands in for the
-    table); a file is written (write_file) and announced on stderr."""
+    """--json of a document written once (result.document): "-" prints it on stdout (True: it
+    stands in for the table); a file is written through the JSON printer and announced on stderr."""
     if path is None:
         return False
-    if path == "-":
-        typer.echo(json.dumps(payload, indent=2, default=str))
-        return True
-    write_file("--json", path, payload)
-    typer.echo(f"wrote {path}", err=True)
-    return False
+    from .. import output
+    files = output.Live(output.Document(payload), [output.Target("--json", path, output.find("json"))])
+    files.update()
+    return finish_outputs(files)
 
 
 class Progress:
@@ -417,16 +417,38 @@ class Progress:
             typer.echo(f"[{self.done}/{self.total}] {name}: {outcome}", err=True)
 
 
-def check_outputs(json_out: str | None, markdown: str | None = None, *,
-                  reads: Sequence[tuple[str, str | None]] = ()) -> None:
-    """--json and --markdown, each a writable file or - (stdout), not both on stdout, neither the
-    other nor a file the command reads (`reads`, read_files: through links, the same file by any
-    name)."""
-    check_writable("--json", json_out, stdout_ok=True)
-    check_writable("--markdown", markdown, stdout_ok=True)
-    if json_out == "-" and markdown == "-":
-        raise NvggError("--json - and --markdown - would both print on stdout: send one of them to a file")
-    check_distinct(("--json", json_out), ("--markdown", markdown), reads=reads)
+def check_outputs(kind: str, *, more: Sequence[str] | None = None, reads: Sequence[tuple[str, str | None]] = (),
+                  **named: str | None) -> list:
+    """A command's result files, checked before any work: each named one (json=PATH for --json
+    PATH, markdown=, junit=) and each --output FORMAT=FILE (`more`) a writable file or - (stdout;
+    one of them at most), in a format that prints the command's report (`kind`, result.KINDS), none
+    of them another, nor a file the command reads (`reads`, read_files: through links, the same
+    file by any name). The files as output.Target, for output.Live."""
+    from .. import output
+    asked = [(f"--{fmt}", fmt, path) for fmt, path in named.items() if path is not None]
+    asked += [("--output", *_format_and_path(spec, kind)) for spec in more or []]
+    for flag, _, path in asked:
+        check_writable(flag, path, stdout_ok=True)
+    printed = [flag for flag, _, path in asked if path == "-"]
+    if len(printed) > 1:
+        raise NvggError(f"{printed[0]} - and {printed[1]} - would both print on stdout: send one of them to a file")
+    check_distinct(*[(flag, path) for flag, _, path in asked], reads=reads)
+    return [output.Target(flag, path, output.find(fmt)) for flag, fmt, path in asked]
+
+
+def _format_and_path(spec: str, kind: str) -> tuple[str, str]:
+    """--output FORMAT=FILE: a format that prints `kind` (output.names), and the file."""
+    from .. import output
+    fmt, given, path = spec.partition("=")
+    fmt, fits = fmt.strip().lower(), ", ".join(output.names(kind))
+    if not given or not fmt or not path.strip():
+        raise NvggError(f"--output {spec!r}: give FORMAT=FILE, like junit=nvgg.xml (formats here: {fits})")
+    printer = output.find(fmt)
+    if printer is None:
+        raise NvggError(f"--output {spec}: nvgg has no format {fmt!r}: choose from {fits}")
+    if not printer.prints(kind):
+        raise NvggError(f"--output {spec}: the {fmt} format does not print this command's {kind}: choose from {fits}")
+    return fmt, path
 
 
 def read_files(*, submission: Sequence[str] | None = None, config: str | None = None, cases_file: str | None = None,
@@ -479,17 +501,23 @@ def check_timer(timer, device) -> None:
                      "(its host clock times batches of calls)")
 
 
-def finish_files(files) -> bool:
-    """After a run's last row (rows.LiveFiles): --json - or --markdown - printed (True: in place of
-    the table), and the files written announced."""
-    files.finish()
-    if files.json_out == "-":
-        typer.echo(json.dumps(files.document(), indent=2, default=str))
-    if files.markdown == "-":
-        typer.echo(files.markdown_text())
+def finish_outputs(files) -> bool:
+    """After the last change of a command's report (output.Live): the files that take one write
+    get it, the one on stdout is printed (True: in place of the tables), the files written are
+    announced on stderr."""
+    text = files.finish()
+    if text is not None:
+        typer.echo(text, nl=False)
     for path in files.written():
         typer.echo(f"wrote {path}", err=True)
-    return "-" in (files.json_out, files.markdown)
+    return text is not None
+
+
+def show(files) -> None:
+    """`finish_outputs`, then the report's tables on stdout where no file went there."""
+    if not finish_outputs(files):
+        from .. import output
+        typer.echo(output.find("table").render(files.report), nl=False)
 
 
 class Timer(str, Enum):
@@ -562,15 +590,16 @@ def check_protocol_fits(predicting, device, cases) -> None:
 
 def predict_leaderboard(todo, results, spec: str, files) -> None:
     """--protocol after the steady-state rows: each row's prediction (leaderboard.predict_all) set
-    on its Result, what ran and the geometric means on the files, progress on stderr."""
+    on its Result, what ran and the geometric means in the report (`files`: output.Live), its files
+    rewritten; progress on stderr."""
     from .. import leaderboard
     from ..report import label
     names = list(dict.fromkeys(label(r) for r in results))
     with Progress(len(names), "predicting the leaderboard") as progress:
-        files.more = leaderboard.predict_all(
+        files.report.more = leaderboard.predict_all(
             todo, results, spec, on_start=lambda name: progress.start(f"{name} under {spec}"),
             on_result=lambda name, g: progress.finish(name, "ok" if g is not None else "FAILED"))
-    files.write()
+    files.update()
 
 
 def warn_if_slow_on_cpu(case, device) -> None:

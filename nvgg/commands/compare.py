@@ -8,15 +8,16 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import backends, cases as casesmod, rows, selection, strategies
-from ..env import card
+from .. import backends, cases as casesmod, output, rows, selection, strategies
+from ..baseline import gate, in_baseline, load_baseline
 from ..errors import NO_GPU, NvggError
-from ..report import (check_text, compare_outcome, gate, geomean_table, in_baseline, label, load_baseline,
-                      protocol_text, results_table)
-from .common import (CaseIds, CasesFile, Command, ConfigMap, GpusOpt, JsonOut, L2, L2Opt, Profile, Progress, ProtocolOpt,
-                     RowTimeout, Shape, Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile,
-                     check_protocol, check_protocol_fits, check_timer, command, config_points, finish_files, names,
-                     pick_cases, pick_gpus, predict_leaderboard, read_files, submissions, tensormaps_option, within)
+from ..report import check_text, label
+from ..report.results import Results, compare_outcome
+from .common import (CaseIds, CasesFile, Command, ConfigMap, GpusOpt, JsonOut, JunitOut, L2, L2Opt, OutputOpt, Profile,
+                     Progress, ProtocolOpt, RowTimeout, Shape, Timer, TimerOpt, check_l2, check_outputs,
+                     check_points_taken, check_profile, check_protocol, check_protocol_fits, check_timer, command,
+                     config_points, names, pick_cases, pick_gpus, predict_leaderboard, read_files, show, submissions,
+                     tensormaps_option, within)
 
 
 class What(str, Enum):
@@ -36,6 +37,7 @@ def compare_cmd(what: Annotated[What, typer.Argument(metavar="WHAT", case_sensit
                 timeout: RowTimeout = None, config: ConfigMap = None, gpus: GpusOpt = None,
                 protocol: ProtocolOpt = None,
                 markdown: Annotated[Optional[str], typer.Option("--markdown", metavar="FILE", help="Also write the tables as GitHub-flavoured Markdown to this file (a CI job summary).")] = None,
+                junit: JunitOut = None, output_to: OutputOpt = None,
                 baseline: Annotated[Optional[str], typer.Option("--baseline", metavar="FILE", help="An earlier --json file to gate against.")] = None,
                 max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", callback=within(0.0), help="Allowed slowdown in percent with --baseline (0 or more; default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
     """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness.
@@ -48,8 +50,9 @@ def compare_cmd(what: Annotated[What, typer.Argument(metavar="WHAT", case_sensit
     st_names, be_names = _strategies_and_backends(what, strategy, backend, device)
     modes = tensormaps_option(tensormaps)
     selection.check_modes_apply(modes, st_names)
-    check_outputs(json_out, markdown, reads=read_files(submission=submission, config=config, cases_file=cases_file,
-                                                       baseline=baseline))
+    targets = check_outputs("results", json=json_out, markdown=markdown, junit=junit, more=output_to,
+                            reads=read_files(submission=submission, config=config, cases_file=cases_file,
+                                             baseline=baseline))
     check_profile(profile)
     check_timer(timer, device)
     check_l2(l2, device)
@@ -63,41 +66,35 @@ def compare_cmd(what: Annotated[What, typer.Argument(metavar="WHAT", case_sensit
         check_points_taken(config, points, todo, versions.items)
         _refuse_without_gpu(todo, device)
         check_protocol_fits(predicting, device, picked)
-        _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread,
-             protocol if predicting else None)
+        _run(todo, targets, baseline, max_regression, timeout, device, spread, protocol if predicting else None)
 
 
 def register(app: typer.Typer) -> None:
     app.command("compare", cls=Command)(compare_cmd)
 
 
-def _run(todo, json_out, markdown, baseline, max_regression, timeout, device, spread=None, protocol=None) -> None:
-    """The rows of `compare` run (a submission's revisions checked out meanwhile), their files,
-    table and exit code."""
+def _run(todo, targets, baseline, max_regression, timeout, device, spread=None, protocol=None) -> None:
+    """The rows of `compare` run (a submission's revisions checked out meanwhile), their files
+    (`targets`, rewritten as rows finish), table and exit code."""
     base = _baseline(baseline, todo)
-    bench_ids = {c.id for c in casesmod.benchmarks()}
-    files = rows.LiveFiles(json_out, markdown, device, bench_ids)
+    report = Results("compare", device, {c.id for c in casesmod.benchmarks()})
+    files = output.Live(report, targets)
     regressed: list[str] = []
     with Progress(len(todo)) as progress:
         def advance(r) -> None:
             if base is not None:
                 regressed.extend(gate([r], base, 5.0 if max_regression is None else max_regression))
-            files.add(r)
+            report.add(r)
+            files.update()
             progress.finish(f"{r.case} {label(r)}", compare_outcome(r))
         results = rows.run_many(todo, timeout_s=timeout, on_result=advance, on_start=lambda row: progress.start(row.name),
                                 gpus=spread, on_note=progress.note)
-    files.reorder(results)  # rows spread over GPUs finish out of order: the files list them as asked
+    if report.reorder(results):  # rows spread over GPUs finish out of order: the files list them as asked
+        files.update()
     if protocol:
         predict_leaderboard(todo, results, protocol, files)
-    if not finish_files(files):
-        typer.echo(f"card: {card(files.env)}\n{results_table(results)}")
-        means = geomean_table(results, bench_ids)
-        if means:
-            typer.echo("\n" + means)
-        if protocol:
-            typer.echo("\n" + protocol_text(results, files.more["protocol"], files.more["protocol_geomean_us"]))
-    failed = [r for r in results if r.status in ("wrong", "error") or r.suspect
-              or (protocol and r.status == "ok" and r.protocol.get("status") != "ok")]
+    show(files)
+    failed = report.failing()
     for r in failed:
         why = check_text(r) if r.status != "ok" or r.suspect else f"under --protocol {protocol}: {r.protocol.get('message')}"
         typer.secho(f"failed: {r.case} {label(r)}: {why}", err=True, fg=typer.colors.RED)

@@ -18,7 +18,7 @@ from .. import cases as casesmod, env as envmod, selection
 from ..errors import NvggError, no_gpu
 from ..profiling.phases import chrome_trace_cases
 from ..profiling.session import Request, profile as run_profile
-from ..report import profile_document, profile_text
+from ..report.profile import profile_document, profile_text
 from .common import (CasesFile, ConfigMap, GpusOpt, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps,
                      check_distinct, check_folder, check_points_fit, check_points_taken, check_profile, check_writable,
                      command, config_points, emit_json, mode_value, pick_cases, pick_gpus, read_files, submissions,

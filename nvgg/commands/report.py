@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import cases as casesmod
-from ..report import geomean_table, results_table, setup_table
+from ..report.results import geomean_table, results_table, setup_table
 from ..result import load
 from .common import Command, check_distinct, check_writable, command, write_file
 

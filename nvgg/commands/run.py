@@ -7,14 +7,15 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import cases as casesmod, rows, selection
+from .. import cases as casesmod, output, rows, selection
 from ..errors import NvggError
-from ..report import compare_outcome, label, protocol_text, run_text
+from ..report import label
+from ..report.results import Results, compare_outcome
 from ..result import Row
 from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, ProtocolOpt, RowTimeout, Shape,
                      TensorMaps, Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile,
-                     check_protocol, check_protocol_fits, check_timer, command, config_points, finish_files, mode_value,
-                     pick_cases, pick_gpus, predict_leaderboard, read_files, submissions, warn_if_slow_on_cpu)
+                     check_protocol, check_protocol_fits, check_timer, command, config_points, mode_value, pick_cases,
+                     pick_gpus, predict_leaderboard, read_files, show, submissions, warn_if_slow_on_cpu)
 
 
 @command
@@ -36,7 +37,8 @@ def run_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="ID", 
         raise NvggError("--submission brings its own launch scheme: drop --strategy/--backend/--tensormaps")
     device = selection.default_device()
     predicting = check_protocol(protocol, quick=quick, timer=timer, config=config, gpus=gpus)
-    check_outputs(json_out, reads=read_files(submission=submission, config=config, cases_file=cases_file))
+    targets = check_outputs("results", json=json_out, reads=read_files(submission=submission, config=config,
+                                                                       cases_file=cases_file))
     check_profile(profile)
     points = config_points(config, picked, submission, device, tensormaps)
     check_timer(timer, device)
@@ -49,7 +51,8 @@ def run_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="ID", 
                 [_ours(picked[0], strategy, backend, mode_value(tensormaps), device, points, common)])
         check_points_taken(config, points, todo, versions.items)
         check_protocol_fits(predicting, device, picked)
-        files = rows.LiveFiles(json_out, None, device, {c.id for c in casesmod.benchmarks()})
+        report = Results("run", device, {c.id for c in casesmod.benchmarks()}, rerun=not quick)
+        files = output.Live(report, targets)
         with Progress(len(todo), "running") as progress:
             results = rows.run_many(todo, timeout_s=timeout, on_start=lambda r: _starting(r, device, progress),
                                     on_result=lambda r: progress.finish(f"{r.case} {label(r)}", compare_outcome(r)),
@@ -57,14 +60,12 @@ def run_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="ID", 
     for result in results:
         if result.status == "unsupported":  # found out in the worker (a shape no kernel takes, a cache it cannot write)
             raise NvggError(result.message)
-        files.add(result)
+        report.add(result)
+        files.update()
     if predicting:
         predict_leaderboard(todo, results, protocol, files)
-    if not finish_files(files):
-        typer.echo(run_text(results, results[0].env or files.env, rerun=not quick))
-        if predicting:
-            typer.echo(protocol_text(results, files.more["protocol"], files.more["protocol_geomean_us"]))
-    if any(r.status != "ok" or r.suspect or (predicting and r.protocol.get("status") != "ok") for r in results):
+    show(files)
+    if report.failing():
         raise typer.Exit(1)
 
 

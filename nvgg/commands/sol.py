@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 import typer
 
 from .. import profiles, sol as solmod
-from ..report import sol_rows, sol_table
+from ..report.sol import sol_rows, sol_table
 from ..result import document
 from .common import (CasesFile, JsonOut, Profile, Shape, check_distinct, check_writable, command, emit_json, pick_cases,
                      read_files)

@@ -7,19 +7,18 @@ submission's declared TUNE (`--submission`), or our persistent kernel's knobs on
 from __future__ import annotations
 
 import contextlib
-import time
 from typing import Annotated, List, Optional
 
 import typer
 
-from .. import rows, selection, tune as tunemod
+from .. import output, rows, selection, tune as tunemod
 from ..errors import NvggError, no_gpu
-from ..report import config_map, near_points, tune_document, tune_table
+from ..report.tune import Tune, config_map, near_points
 from .common import (CaseIds, CasesFile, GpusOpt, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs,
-                     check_writable, command, emit_json, pick_cases, pick_gpus, read_files, submissions,
-                     warn_if_slow_on_cpu, within, write_file)
+                     check_writable, command, pick_cases, pick_gpus, read_files, show, submissions, warn_if_slow_on_cpu,
+                     within, write_file)
 
-WRITE_EVERY_S = 2.0  # the sweep's JSON rewritten at most this often as points finish (and at each case's end)
+WRITE_EVERY_S = 2.0  # the sweep's files rewritten at most this often as points finish (a file grows to megabytes)
 # a point's time limit on a GPU where --timeout is not given: a first-pass row takes a second or
 # less (NOTES.md, Sweeps), a cold build in its worker seconds more; a point that hangs (a build that
 # deadlocks on one case) costs this, not the rows' usual limit
@@ -50,7 +49,7 @@ def tune_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submissi
     if backend is not None and backend.strip().lower() != "cute":
         raise NvggError(f"--backend {backend}: only the cute backend's kernels have knobs to sweep")
     reads = read_files(submission=submission, cases_file=cases_file)
-    check_outputs(json_out, reads=reads)
+    targets = check_outputs("tune", json=json_out, reads=reads)
     check_writable("--out", out)
     check_distinct(("--json", json_out), ("--out", out), reads=reads)
     earlier = _earlier(json_out) if resume else None
@@ -68,14 +67,15 @@ def tune_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submissi
         target = tunemod.SubmissionTarget(versions.items[0]) if submission else _kernels(device)
         for c in picked:
             rows.precheck(target.row(c, ()))
-        done, space = _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread,
+        files = output.Live(Tune(target, floor / 100), targets, every_s=WRITE_EVERY_S)
+        done, space = _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, files, spread,
                              ray_gpus, finalists)
-    env = next((r.env for ct in done for r in ct.first.values() if r.env), {})
+    files.report.env = next((r.env for ct in done for r in ct.first.values() if r.env), {})
     if out:
         write_file("--out", out, config_map(done, target, space))
         typer.echo(f"wrote {out} (the winners: pass it to run, compare or ab as --config)", err=True)
-    if not emit_json(json_out, tune_document(done, target, space, floor / 100, env)):
-        typer.echo(tune_table(done, space, floor / 100, env))
+    files.update(force=True)
+    show(files)
     near = sum(len(near_points(ct, floor / 100)) for ct in done)
     if near:
         typer.echo(f"{near} first-pass point(s) within {floor:g}% of a case's fastest were not measured again: "
@@ -100,27 +100,28 @@ def _kernels(device) -> tunemod.KernelTarget:
                                 str(device))
 
 
-def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json_out, spread=None, ray_gpus=0,
+def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, files, spread=None, ray_gpus=0,
            most=tunemod.FINALISTS):
-    """The sweep with its progress (points done and left, the best so far) and its JSON rewritten
-    as points finish."""
-    state = {"space": {}, "tunes": {}, "written": 0.0, "dirty": False}  # tunes: case -> its CaseTune
-    order = [c.id for c in picked]
+    """The sweep with its progress (points done and left, the best so far) and its files
+    (`files`: output.Live over a report.tune.Tune) rewritten as points finish."""
+    tunes: dict = {}  # case -> its CaseTune
+    state: dict = {}  # "progress": the bar, once the space says how many points there are
+    report, order = files.report, [c.id for c in picked]
 
     def write(ct=None, force: bool = True) -> None:
-        """The file (cases in the order asked: over several GPUs they progress side by side), at
-        most every WRITE_EVERY_S for a point (a sweep's file grows to megabytes), always for a
-        case's end and the sweep's."""
-        if ct is not None:
-            state["tunes"][ct.case], state["dirty"] = ct, True
-        if state["dirty"] and (force or time.monotonic() - state["written"] >= WRITE_EVERY_S):
-            _write(json_out, sorted(state["tunes"].values(), key=lambda t: order.index(t.case)), target,
-                   state["space"], floor)
-            state["written"], state["dirty"] = time.monotonic(), False
+        """The files (cases in the order asked: over several GPUs they progress side by side), at
+        most every WRITE_EVERY_S for a point, always for a case's end; at the sweep's end what a
+        point's write held back."""
+        if ct is None:
+            files.flush()
+            return
+        tunes[ct.case] = ct
+        report.done = sorted(tunes.values(), key=lambda t: order.index(t.case))
+        files.update(force=force)
 
     with contextlib.ExitStack() as stack:
         def on_space(space: dict) -> None:
-            state["space"] = space
+            report.space = space
             total = sum(len(target.points(c, space)[0]) for c in picked)
             if isinstance(target, tunemod.KernelTarget):
                 from ..space import default_jobs
@@ -143,7 +144,7 @@ def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, json
                                  on_case=write, gpus=spread, ray_gpus=ray_gpus, most=most)
         finally:  # stopped from outside (Ctrl-C, SIGTERM) too: the points measured since the last write
             write()
-    return done, state["space"]
+    return done, report.space
 
 
 def _earlier(json_out: str | None) -> dict:
@@ -156,11 +157,3 @@ def _earlier(json_out: str | None) -> dict:
         raise NvggError(f"sweep to resume {json_out} is an nvgg {doc['kind']} file: pass --json FILE of an earlier "
                         "nvgg tune, or drop --resume")
     return doc
-
-
-def _write(json_out: str | None, done, target, space: dict, floor: float) -> None:
-    """The JSON so far, rewritten as points finish (a regular file only), so a sweep stopped from
-    outside keeps what it measured."""
-    from ..outputs import streams
-    if json_out and json_out != "-" and not streams(json_out):
-        write_file("--json", json_out, tune_document(done, target, space, floor / 100, {}))

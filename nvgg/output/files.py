@@ -1,5 +1,5 @@
-"""Files nvgg writes (result JSON, Markdown, config maps, traces, plots), written through what the
-path names and checked before any work (`ready`):
+"""Files nvgg writes (result JSON, Markdown, JUnit XML, config maps, traces, plots), written through
+what the path names and checked before any work (`ready`):
 
 - a regular file, or a new one: atomically (a temporary file beside it, renamed over it), so a
   reader never sees half a file; a file that existed keeps its permission bits;
