@@ -94,7 +94,7 @@ LAYERS = [
     ("strategies", ("strategies",)),    # launch schemes around a backend
     ("selection", ("selection", "space", "prebuild")),  # the strategy, backend and build a row takes, built ahead
     ("datapath", ("datapath",)),        # setup, check, measure: the one path
-    ("output", ("report", "plot", "outputs", "output")),  # tables, documents and files
+    ("output", ("report", "plot", "output", "baseline")),  # reports, their printers and files, the baseline gate
     ("rows", ("rows", "leaderboard", "cluster")),  # rows scheduled over workers; the evaluator's pass
     ("runs", ("profiling", "ab", "tune")),  # what commands run over rows: profiles, A/B rounds, sweeps
     ("commands", ("commands",)),

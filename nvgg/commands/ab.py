@@ -49,7 +49,7 @@ def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission
         for row in (r for case_rows in todo for r in case_rows):
             rows.precheck(row)
         by_id = {c.id: c for c in picked}
-        report = AB(floor / 100)
+        report = AB(floor / 100, abmod.geomeans)
         files = output.Live(report, targets)
         with Progress(len(picked), "A/B") as progress:
             def on_case(ab, finished: bool) -> None:

@@ -28,7 +28,7 @@ GEOMEAN_RULE = "the cases' log half-widths added in quadrature, classed against 
 def ab_table(done, means: dict, floor: float, env: dict) -> str:
     """`nvgg ab`'s output: per case each version's rounds, median time and ratio to the base with
     its interval, class and the rule that classed it; then the geometric mean over the cases
-    (`means`, ab.geomeans) with its rule; why each case stopped."""
+    (`means`, nvgg/ab.py geomeans) with its rule; why each case stopped."""
     from ..env import card
     rows, notes = [], []
     for ab in done:
@@ -100,8 +100,9 @@ class AB:
     unit = "case"
     title = "nvgg ab"
 
-    def __init__(self, floor: float):
+    def __init__(self, floor: float, means):
         self.floor = floor
+        self._means = means  # the cases' geometric means a version (nvgg/ab.py geomeans: the statistics live there)
         self.done: list = []
         self.predicted: tuple[list, dict] | None = None
 
@@ -110,8 +111,7 @@ class AB:
         return next((r.env for ab in self.done for r in ab.every() if r.env), {})
 
     def means(self) -> dict:
-        from ..ab import geomeans
-        return geomeans(self.done)
+        return self._means(self.done)
 
     def count(self) -> int:
         return len(self.done)
