@@ -274,3 +274,18 @@ def kernel_info(entry, extra: dict) -> KernelInfo:
                "sass": str(sass) if sass else None, "cache_dir": str(entry.directory),
                **({} if sass else {"sass_missing": "nvdisasm not found: pip install nvidia-cuda-nvdisasm (or put "
                                                    "a CUDA toolkit's nvdisasm on PATH) to get the SASS"})})
+
+
+def zeroed_first(kernel: Launch, buffer, programmatic: bool):
+    """An instrumented launch and its phase buffer: the buffer zeroed before each launch, or, where
+    `programmatic`, left to the caller (a zeroing kernel just before would keep the launch from
+    starting behind the kernel before it)."""
+    if programmatic:
+        return kernel, buffer
+
+    def launch() -> None:
+        buffer.zero_()
+        kernel()
+
+    return launch, buffer
+

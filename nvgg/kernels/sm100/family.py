@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import torch
 
-from ..family import KernelFamily, KernelInfo, Knob, Launch, NcuCounters, checked_group, group_problem, kernel_info
+from ..family import (KernelFamily, KernelInfo, Knob, Launch, NcuCounters, checked_group, group_problem, kernel_info,
+                      zeroed_first)
 from ...cases import Case
 from ...profiles import get as get_profile
 from .. import cache as kcache
@@ -166,14 +167,7 @@ class Sm100Kernels(KernelFamily):
                              device=groups[0].c.device)
         tables = host.build_tables(groups, config, resident, buffer, the_plan, host.templates_of(entry))
         kernel = host.persistent_launch(entry, groups, tables, config, programmatic=programmatic)
-        if programmatic:
-            return kernel, buffer
-
-        def launch() -> None:
-            buffer.zero_()
-            kernel()
-
-        return launch, buffer
+        return zeroed_first(kernel, buffer, programmatic)
 
     def phase_layout(self, tensormaps: str | None = None):
         return sm100_for(self.mode(tensormaps))

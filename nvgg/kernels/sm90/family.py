@@ -22,7 +22,8 @@ from dataclasses import replace
 
 import torch
 
-from ..family import KernelFamily, KernelInfo, Knob, Launch, NcuCounters, checked_group, group_problem, kernel_info
+from ..family import (KernelFamily, KernelInfo, Knob, Launch, NcuCounters, checked_group, group_problem, kernel_info,
+                      zeroed_first)
 from ...cases import Case
 from ...errors import NvggError
 from .. import groups as kgroups, launch
@@ -200,14 +201,7 @@ class Sm90Kernels(KernelFamily):
         buffer = torch.zeros((grid, SM90.slots), dtype=torch.int64, device=groups[0].c.device)
         kernel = self._launcher(entry, self._tables(groups, config, grid, buffer), host.grid_dims(config, None, grid),
                                 programmatic=programmatic)
-        if programmatic:
-            return kernel, buffer
-
-        def launch() -> None:
-            buffer.zero_()
-            kernel()
-
-        return launch, buffer
+        return zeroed_first(kernel, buffer, programmatic)
 
     def phase_layout(self, tensormaps: str | None = None):
         return SM90  # the same slots in both modes
