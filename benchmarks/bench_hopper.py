@@ -7,8 +7,7 @@ Columns, all µs per call with the leaderboard's timer (15 inputs, L2 flushed ea
   modes, each waiting on the readiness counters of a group's rows), `persistent[grid+device]`
   (the earlier build's wait and maps: a grid barrier after all of phase 0), `persistent[serial]`
   (launched without programmatic stream serialization, each launch waiting for the previous
-  kernel to end, and phase 0 dealt evenly), `persistent[host+decode]` (no phase 0: A decoded in
-  each CTA, GemmConfig.a_decode), `persistent` (the backend's default build);
+  kernel to end, and phase 0 dealt evenly), `persistent` (the backend's default build);
 - the torch backend's graph and sequential strategies (expand in PyTorch, then cuBLAS);
 - cuBLAS fp16 on inputs already expanded to fp16 (not timed: the expansion), one GEMM per group,
   eager and replayed from a CUDA graph: a bound that no FP4-reading pipeline gets for free;
@@ -47,17 +46,16 @@ KNOWN = STRATEGIES + [("persistent", "cute")]
 def _column(strategy: str, backend: str) -> dict:
     """datapath.run_one's arguments for a column name: persistent[OPTIONS] takes options joined by
     "+": host (default) or device maps, rows (default) or grid wait, serial (launched without
-    programmatic stream serialization, the previous launch's way), decode (the decode build)."""
+    programmatic stream serialization, the previous launch's way)."""
     if not strategy.startswith("persistent["):
         return {"strategy": strategy, "backend": backend}
     options = set(strategy[len("persistent["):-1].split("+"))
-    unknown = options - {"host", "device", "grid", "rows", "serial", "decode"}
+    unknown = options - {"host", "device", "grid", "rows", "serial"}
     if unknown:
-        raise SystemExit(f"unknown persistent build options {sorted(unknown)}: host, device, grid, rows, serial, decode")
+        raise SystemExit(f"unknown persistent build options {sorted(unknown)}: host, device, grid, rows, serial")
     from nvgg.backends.cute import CuteBackend
     from nvgg.kernels.sm90.family import Sm90Kernels
-    build = Sm90Kernels(readiness="grid" if "grid" in options else "rows", programmatic="serial" not in options,
-                        a_decode="decode" in options)
+    build = Sm90Kernels(readiness="grid" if "grid" in options else "rows", programmatic="serial" not in options)
     return {"strategy": "persistent",
             "backend": CuteBackend(tensormaps="device" if "device" in options else "host", family=build)}
 

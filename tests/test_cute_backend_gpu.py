@@ -48,27 +48,6 @@ def test_cute_matches_the_reference_on_other_shapes(case_id, strategy):
     assert res.status == "ok", res.message
 
 
-def _decode_backend(maps: str):
-    """The persistent kernel's decode build (no phase 0: A decoded in each CTA) on an sm_90 GPU."""
-    from nvgg.backends.cute import CuteBackend
-    from nvgg.kernels.sm90.family import Sm90Kernels
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the decode build is an sm_90a build")
-    return CuteBackend(tensormaps=maps, family=Sm90Kernels(a_decode=True))
-
-
-@pytest.mark.parametrize("maps", ["host", "device"])
-@pytest.mark.parametrize("case_id", [c.id for c in cases.builtin()] + list(EXTRA))
-def test_the_decode_build_matches_the_reference(case_id, maps):
-    """The same inputs as above (ragged m, m of 1, every e2m1 code and e4m3 scales as drawn, two
-    inputs each, outputs poisoned first) through the decode build, in both map modes."""
-    case = EXTRA.get(case_id) or cases.get(case_id)
-    res = datapath.run_one(case, strategy="persistent", backend=_decode_backend(maps), device=CUDA, batch=2,
-                           do_time=False)
-    assert res.status == "ok", res.message
-    assert res.checked_inputs == 2
-
-
 def test_cute_refuses_a_shape_it_cannot_run():
     from nvgg.errors import NvggError
     with pytest.raises(NvggError, match="multiple of 128"):

@@ -38,7 +38,7 @@ import pytest
 
 pytest.importorskip("cutlass")
 
-from nvgg.kernels.sm90.family import config_for, decode_config, wide_config  # noqa: E402
+from nvgg.kernels.sm90.family import config_for, wide_config  # noqa: E402
 from nvgg.kernels import tools  # noqa: E402
 from nvgg.kernels.sm100 import config as sm100_config, host as sm100_host  # noqa: E402
 from nvgg.kernels.sm90 import config as gemm, host as sm90_host  # noqa: E402
@@ -147,14 +147,11 @@ $L__BB0_2:
 
 def _sm90_builds() -> list[gemm.GemmConfig]:
     """Every persistent sm_90a build the backend makes: the plain and wide-tile builds of the
-    128-row tile in both map modes, both waits, timed and instrumented; the decode build (no phase
-    0, so no wait to choose) of the 128- and 64-row tiles in both map modes, timed and
-    instrumented; the 64- and 32-row tiles' default build."""
+    128-row tile in both map modes, both waits, timed and instrumented; the 64- and 32-row tiles'
+    default build."""
     bases = [config_for([128], persistent=True), wide_config(config_for([128], persistent=True))]
     builds = [replace(b, tensormaps=mode, readiness=wait, instrument=instrument) for b in bases
               for mode in gemm.TENSORMAP_MODES for wait in gemm.READINESS for instrument in (False, True)]
-    builds += [replace(decode_config(config_for([m], persistent=True)), tensormaps=mode, instrument=instrument)
-               for m in (128, 64) for mode in gemm.TENSORMAP_MODES for instrument in (False, True)]
     return builds + [config_for([m], persistent=True) for m in (64, 32)]
 
 
@@ -175,11 +172,9 @@ def test_sm90_every_thread_waits_before_it_touches_memory(config):
     touching = [t for t in early if not _opcode(t)[1].startswith(REGISTER_ONLY) or _opcode(t)[1].startswith("bra")]
     assert touching == []
     assert ("mov.u64" in " ".join(early) and "%globaltimer" in " ".join(early)) == config.instrument
-    # every global access, bulk copy and map use of the kernel is after it (phase 0's reads of A
-    # among them; the decode build reads A only through copies)
+    # every global access, bulk copy and map use of the kernel is after it
     after = [text for text, _ in insts[first + 1:]]
-    needles = ("cp.async.bulk.tensor.2d", "st.global.b16") + (() if config.a_decode else ("ld.global.nc.v4.b32",))
-    for needle in needles:
+    for needle in ("ld.global.nc.v4.b32", "cp.async.bulk.tensor.2d", "st.global.b16"):
         assert any(needle in t for t in after)
     # and ptxas kept it so: in the SASS the wait (ACQBULK) comes before any memory instruction but
     # the parameter reads from the constant bank (needs nvdisasm)

@@ -13,7 +13,7 @@ cutlass = pytest.importorskip("cutlass")
 
 from nvgg import cases, inputs, reference  # noqa: E402
 from nvgg.backends.cute import CuteBackend  # noqa: E402
-from nvgg.kernels.sm90.family import Sm90Kernels, config_for, decode_config  # noqa: E402
+from nvgg.kernels.sm90.family import Sm90Kernels, config_for  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache  # noqa: E402
 from nvgg.kernels import groups as kgroups, schedule, tools  # noqa: E402
@@ -261,7 +261,6 @@ def test_sass_waits_for_the_last_wgmma_before_reading_accumulators(store, config
     (gemm.GemmConfig(tile_m=128, stages=5, persistent=True), 64, 16),
     # the wide tile's N = 64 wgmma joins the N = 128 one's group: 8 a subtile
     (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True), 128, 24),
-    (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=4, a_decode=True), 64, 16),
 ])
 def test_sass_keeps_the_wgmma_pipelined(store, config, wgmma, groups):
     """ptxas serialises every wgmma (one WARPGROUP.ARRIVE and DEPBAR each) when it runs short of
@@ -277,22 +276,16 @@ def test_sass_keeps_the_wgmma_pipelined(store, config, wgmma, groups):
     assert (sass.count("HGMMA"), sass.count("WARPGROUP.ARRIVE")) == (wgmma, groups)
 
 
-@pytest.mark.parametrize("config", [
-    gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True),
-    gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=4, a_decode=True),
-    gemm.GemmConfig(tile_m=64, stages=6, persistent=True, slots=4, a_decode=True, tensormaps="host", instrument=True),
-])
-def test_setmaxnreg_moves_no_more_registers_than_the_launch_allocated(store, config):
+def test_setmaxnreg_moves_no_more_registers_than_the_launch_allocated(store):
     """setmaxnreg.inc waits until the CTA's own decreases have freed the registers it asks for:
-    the warpgroups' counts after it must fit the registers a thread at launch × the threads, or
-    the MMA warpgroups wait forever (a decode build's 80 + 216 over 384 × 168 did: a hang on the
-    GPU). The decode build's 512 threads fit exactly."""
-    entry = host.compile_gemm(config, None, "sm_90a", store=store)
-    res = host.resources(entry)
+    the wide build's warpgroups after it must fit the registers a thread at launch × the
+    threads, or its MMA warpgroups wait forever (a build that asked for 2 × 128 × 216 + 128 × 80
+    over 384 threads of 168 hung on the GPU: lab log, the decode build)."""
+    config = gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True)
+    res = host.resources(host.compile_gemm(config, None, "sm_90a", store=store))
     moved = res["setmaxnreg"]
-    assert set(moved) == {"inc", "dec"}
+    assert set(moved) == {"inc", "dec"} and moved["inc"] >= res["registers"]
     assert 2 * 128 * moved["inc"] + 128 * moved["dec"] <= config.threads * res["registers"]
-    assert moved["inc"] >= res["registers"] and res["frame_bytes"] == 0
 
 
 def test_instrumented_build_reads_the_timer_only_when_asked(store):
@@ -517,21 +510,17 @@ def _sm90() -> bool:
 
 
 def _backend(build: str) -> CuteBackend:
-    """"per-group", "default", or a persistent build: maps (host, device) + wait (grid, rows), or
-    maps + "decode" (the decode build: no phase 0, so nothing to wait for)."""
+    """"per-group", "default", or a persistent build: maps (host, device) + wait (grid, rows)."""
     if build in ("per-group", "default"):
         return CuteBackend()
     maps, wait = build.split("+")
-    if wait == "decode":
-        return CuteBackend(tensormaps=maps, family=Sm90Kernels(a_decode=True))
     return CuteBackend(tensormaps=maps, family=Sm90Kernels(readiness=wait))
 
 
 @pytest.mark.gpu
 @pytest.mark.sm90
 @pytest.mark.parametrize("case_id", ["test-1", "test-4", "test-9", "test-10"])
-@pytest.mark.parametrize("build", ["per-group", "default", "host+rows", "device+rows", "device+grid", "host+decode",
-                                   "device+decode"])
+@pytest.mark.parametrize("build", ["per-group", "default", "host+rows", "device+rows", "device+grid"])
 def test_matches_reference_on_competition_inputs(case_id, build):
     """Per-group launches, and the persistent kernel with either map mode and either wait."""
     if not _sm90():
@@ -552,7 +541,7 @@ def test_matches_reference_on_competition_inputs(case_id, build):
 
 @pytest.mark.gpu
 @pytest.mark.sm90
-@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "host+decode"])
+@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows"])
 def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
@@ -576,12 +565,8 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
         assert (r[SM90.START] < r[SM90.DESC_READY] <= r[SM90.FIRST_MMA] < r[SM90.MAINLOOP_DONE]
                 <= r[SM90.EPILOGUE_DONE] <= r[SM90.EXIT]), r[:SM90.FIRST_SWITCH]
         # the producer saw its first tile's rows after its maps; the MMA warps issued after their
-        # own share of phase 0 and after those rows were seen (the grid barrier: after every share);
-        # the decode build has no phase 0, and its A is ready when the first subtile is decoded
-        if build.endswith("decode"):
-            assert r[SM90.PHASE0_DONE] == 0, r[:SM90.FIRST_SWITCH]
-        else:
-            assert r[SM90.START] < r[SM90.PHASE0_DONE] <= r[SM90.FIRST_MMA], r[:SM90.FIRST_SWITCH]
+        # own share of phase 0 and after those rows were seen (the grid barrier: after every share)
+        assert r[SM90.START] < r[SM90.PHASE0_DONE] <= r[SM90.FIRST_MMA], r[:SM90.FIRST_SWITCH]
         assert r[SM90.DESC_READY] <= r[SM90.A_READY] <= r[SM90.FIRST_MMA], r[:SM90.FIRST_SWITCH]
         if build.endswith("grid"):
             assert r[SM90.A_READY] >= max(x[SM90.PHASE0_DONE] for x in rows)
@@ -598,7 +583,7 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
 @pytest.mark.gpu
 @pytest.mark.sm90
 @pytest.mark.parametrize("case_id", ["3", "test-4", "many"])
-@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "device+rows", "host+decode", "device+decode"])
+@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "device+rows"])
 def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
     """Neither the launch count nor the row counters are ever reset: each launch must wait for its
     own fp16 copy, not pass on the previous launch's counts. The copy is poisoned (NaN) before
@@ -625,8 +610,7 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
         torch.cuda.synchronize()
         result = reference.check(inputs.outputs(data), want)
         assert result.ok, result.message
-    decode = build.endswith("decode")  # no phase 0: neither count is ever touched
-    assert tables.barrier.cpu().tolist() == [0 if decode else launches << 32]  # 2^32 a launch, whatever the grid
+    assert tables.barrier.cpu().tolist() == [launches << 32]  # 2^32 a launch, whatever the grid
     # every row block's counter holds its work units once a launch (rows × k/64), on either wait
     # (the grid build's phase 0 never counts rows: its counters stay 0)
     want_counts = [launches * min(gemm.READY_ROWS, m - r) * (k // gemm.K_SUB) if build.endswith("rows") else 0
@@ -636,7 +620,7 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
 
 @pytest.mark.gpu
 @pytest.mark.sm90
-@pytest.mark.parametrize("build", ["host+rows", "device+grid", "host+rows+wide", "host+decode", "device+decode"])
+@pytest.mark.parametrize("build", ["host+rows", "device+grid", "host+rows+wide"])
 def test_programmatic_launches_back_to_back(build):
     """Programmatic launches (each may start while the one before finishes) with no
     synchronisation between them: ten over the same tables (each launch reads the launch count
@@ -650,14 +634,14 @@ def test_programmatic_launches_back_to_back(build):
     case = cases.get("2" if wide else "3")
     batch = [inputs.generate(case, "cuda", seed=case.seed + 42 * i) for i in range(3)]
     wants = [reference.reference(d) for d in batch]
-    launches = [_backend(f"{maps}+{wait}").grouped_launcher(d) for d in batch]
+    launches = [CuteBackend(tensormaps=maps, family=Sm90Kernels(readiness=wait)).grouped_launcher(d) for d in batch]
     assert all(x.programmatic for x in launches)
     for d in batch:
         reference.poison(d)
     for _ in range(10):
         launches[0]()
     torch.cuda.synchronize()
-    assert launches[0].tables.barrier.cpu().tolist() == [0 if wait == "decode" else 10 << 32]
+    assert launches[0].tables.barrier.cpu().tolist() == [10 << 32]
     if wait == "rows":
         assert launches[0].tables.ready.cpu().tolist() == [
             10 * min(gemm.READY_ROWS, m - r) * (k // gemm.K_SUB) for m, _, k in case.groups for r in range(0, m, gemm.READY_ROWS)]
@@ -672,8 +656,7 @@ def test_programmatic_launches_back_to_back(build):
 
 @pytest.mark.gpu
 @pytest.mark.sm90
-@pytest.mark.parametrize("build", ["host+rows", "host+decode"])
-def test_programmatic_launches_right_behind_a_refill_of_their_inputs(build):
+def test_programmatic_launches_right_behind_a_refill_of_their_inputs():
     """A programmatic launch sees the kernel before it only after griddepcontrol.wait, which every
     thread executes before it reads anything (tests/test_grid_dependency.py checks that on the
     PTX): here the kernel right before every launch is the refill's last copy into the inputs
@@ -683,7 +666,7 @@ def test_programmatic_launches_right_behind_a_refill_of_their_inputs(build):
         pytest.skip("needs an sm_90 GPU")
     case = cases.get("3")
     data = inputs.generate(case, "cuda")
-    launch = _backend(build).grouped_launcher(data)
+    launch = CuteBackend(tensormaps="host").grouped_launcher(data)
     assert launch.programmatic
     kept = []
     for i in range(30):

@@ -32,15 +32,6 @@ HALF_ROWS = 64  # rows of A up to which a tile of tile_m 128 runs the half-width
 # registers a thread after setmaxnreg (wide tiles, 384 threads): 168 each at launch (64 K registers
 # over 384 threads, in steps of 8) = 2 × 128 × MMA_REGS + 128 × PRODUCER_REGS
 PRODUCER_REGS, MMA_REGS = 40, 232
-# the decode build (GemmConfig.a_decode): 512 threads, the MMA warpgroups, the producer warp and
-# seven decode warps (9-15) that share a subtile's rows of A by halves (one 64-k half row of a
-# 128-row tile a thread, 32 of them two). The producer and decode warpgroups keep DECODE_REGS a
-# thread, the MMA warpgroups DECODE_MMA_REGS: setmaxnreg.inc waits for registers that the CTA's
-# own decreases freed, so the sum stays within the launch's 512 × 128 (asking for more never
-# returns: a hang)
-DECODE_WARPS = 7
-DECODE_THREADS = 32 * DECODE_WARPS
-DECODE_REGS, DECODE_MMA_REGS = 56, 200
 # Sources of the limits below:
 SMEM_LIMIT = 232448  # bytes per block, CUDA C Programming Guide, compute capability 9.0 table
 REG_LIMIT = 255  # registers per thread, same table
@@ -133,12 +124,6 @@ class GemmConfig:
     # tile_m + HALF_ROWS rows. Whether a launch merges its tiles is the host's choice
     # (`tile_plan`), told to the kernel through the table's m-tile counts.
     wide_tiles: bool = False
-    # persistent kernel: where the fp16 A the wgmmas read comes from. False: phase 0 expands every
-    # group's A into a global fp16 copy after the wait, which the producer then loads by TMA.
-    # True: no phase 0; the producer loads A's packed bytes and scales into the ring beside B's,
-    # and three decode warps expand each 64-k subtile into an fp16 slot a stage ahead of the MMA
-    # warps, which never decode A themselves (their decode of B sets the main loop's pace)
-    a_decode: bool = False
 
     @property
     def slot_rows(self) -> int:
@@ -158,7 +143,7 @@ class GemmConfig:
         (the expand kernel: EXPAND_THREADS)."""
         if self.expand_only:
             return EXPAND_THREADS
-        return MMA_THREADS + (128 if self.wide_tiles else 32) + (DECODE_THREADS if self.a_decode else 0)
+        return MMA_THREADS + (128 if self.wide_tiles else 32)
 
     @property
     def a16_slots(self) -> int:
@@ -170,10 +155,7 @@ class GemmConfig:
 
     @property
     def stage_bytes(self) -> int:
-        """Packed B and its scales; with a_decode A's packed rows and scales after them (A otherwise
-        arrives as fp16 in the slots)."""
-        b = TILE_N * ROW_BYTES + SCALE_RUN
-        return b + (self.tile_m * ROW_BYTES + SCALE_RUN if self.a_decode else 0)
+        return TILE_N * ROW_BYTES + SCALE_RUN  # packed B and its scales; A arrives as fp16 in slots
 
     @property
     def smem_bytes(self) -> int:
@@ -204,9 +186,7 @@ class GemmConfig:
             return "tensormaps and readiness choose between builds of the persistent kernel only"
         if self.wide_tiles and not (self.persistent and has_half_width(self.tile_m, self.half_tiles)):
             return "wide_tiles needs the persistent kernel with tile_m 128 and half tiles"
-        if self.a_decode and not (self.persistent and not self.wide_tiles and self.readiness == "rows"):
-            return "a_decode needs the persistent kernel without wide tiles (and has no phase 0 to wait for)"
-        if self.persistent and not self.a_decode and self.info_slots >= self.slots:
+        if self.persistent and self.info_slots >= self.slots:
             return f"slots={self.slots}, tile_m={self.tile_m}: the fp16 A slots cannot stage {MAX_GROUPS} groups' phase-0 columns"
         if self.smem_bytes > SMEM_LIMIT:
             return (f"tile_m={self.tile_m}, stages={self.stages} needs {self.smem_bytes} bytes of shared "
@@ -238,11 +218,11 @@ def pick_tile_m(ms) -> int:
     return 128
 
 
-def stages_for(tile_m: int, slots: int = A16_SLOTS, wide_tiles: bool = False, a_decode: bool = False) -> int:
+def stages_for(tile_m: int, slots: int = A16_SLOTS, wide_tiles: bool = False) -> int:
     """Deepest load ring that fits next to the fp16 buffers."""
     stages = 2
-    while (GemmConfig(tile_m=tile_m, stages=stages + 1, slots=slots, persistent=wide_tiles or a_decode,
-                      wide_tiles=wide_tiles, a_decode=a_decode).smem_bytes
+    while (GemmConfig(tile_m=tile_m, stages=stages + 1, slots=slots, persistent=wide_tiles,
+                      wide_tiles=wide_tiles).smem_bytes
            <= SMEM_LIMIT and stages < 6):
         stages += 1
     return stages

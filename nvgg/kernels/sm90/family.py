@@ -59,26 +59,12 @@ def wide_config(base: gemm.GemmConfig) -> gemm.GemmConfig | None:
     return replace(base, wide_tiles=True, slots=WIDE_SLOTS, stages=gemm.stages_for(base.tile_m, WIDE_SLOTS, True))
 
 
-# fp16 A slots of the decode build: one stage of A decoded ahead leaves room for 4 stages of the
-# ring, which holds A's packed rows beside B's
-DECODE_SLOTS = 4
-
-
-def decode_config(base: gemm.GemmConfig) -> gemm.GemmConfig:
-    """The decode build of a persistent configuration (GemmConfig.a_decode): no phase 0, A
-    decoded in each CTA a stage ahead of its MMAs; no wide tiles."""
-    return replace(base, a_decode=True, wide_tiles=False, slots=DECODE_SLOTS,
-                   stages=gemm.stages_for(base.tile_m, DECODE_SLOTS, a_decode=True))
-
-
-def persistent_config(ms, ns, sms: int, a_decode: bool = False) -> gemm.GemmConfig:
+def persistent_config(ms, ns, sms: int) -> gemm.GemmConfig:
     """The persistent kernel the backend launches for these groups on `sms` SMs (one CTA each):
     the wide-tile build where merging tiles shortens the longest CTA's list (gemm.tile_plan),
     else the plain one, whose eight fp16 A slots beat the wide build's six where nothing merges
-    (case 1: lab log); `a_decode`: the decode build (`decode_config`)."""
+    (case 1: lab log)."""
     base = config_for(ms, persistent=True)
-    if a_decode:
-        return decode_config(base)
     wide = wide_config(base)
     return wide if wide is not None and gemm.tile_plan(ms, ns, wide, sms) else base
 
@@ -105,13 +91,11 @@ class Sm90Kernels(KernelFamily):
     # the kernel, and no map written in the kernel (NOTES.md, Persistent sm_90a kernel; lab log)
     default_mode = "host"
 
-    def __init__(self, readiness: str = "rows", programmatic: bool = True, a_decode: bool = False):
+    def __init__(self, readiness: str = "rows", programmatic: bool = True):
         # how the persistent kernel waits for phase 0 (gemm.READINESS); "grid", the earlier
         # build's wait, is there for benchmarks and tests to compare against
         self.readiness = readiness
         self._programmatic = programmatic
-        # the decode build (no phase 0: GemmConfig.a_decode) in place of the phase-0 one
-        self.a_decode = a_decode
 
     @property
     def programmatic(self) -> bool:
@@ -145,14 +129,14 @@ class Sm90Kernels(KernelFamily):
         backend's choice for these groups on `sms` SMs, in the tensor-map mode asked for."""
         if self.point:
             return gemm.GemmConfig(persistent=True, readiness=self.readiness, instrument=instrument, **self.point)
-        return replace(persistent_config(ms, ns, sms, self.a_decode), tensormaps=self.mode(tensormaps),
-                       readiness=self.readiness, instrument=instrument)
+        return replace(persistent_config(ms, ns, sms), tensormaps=self.mode(tensormaps), readiness=self.readiness,
+                       instrument=instrument)
 
     def knobs(self) -> tuple[Knob, ...]:
         """tile_m 32 holds no benchmark's m (40 and up); stages up to what fits (stages_for stops at 6)."""
-        return (Knob("tile_m", (64, 128)), Knob("stages", (2, 3, 4, 5, 6)), Knob("slots", (DECODE_SLOTS, WIDE_SLOTS, gemm.A16_SLOTS)),
+        return (Knob("tile_m", (64, 128)), Knob("stages", (2, 3, 4, 5, 6)), Knob("slots", (WIDE_SLOTS, gemm.A16_SLOTS)),
                 Knob("half_tiles", (True, False)), Knob("wide_tiles", (False, True)),
-                Knob("tensormaps", TENSORMAP_MODES), Knob("a_decode", (False, True)))
+                Knob("tensormaps", TENSORMAP_MODES))
 
     def point_build(self, case: Case, point: dict, sms: int | None = None):
         config = gemm.GemmConfig(persistent=True, readiness=self.readiness, **point)
@@ -163,9 +147,9 @@ class Sm90Kernels(KernelFamily):
         return (None, why) if why else (config, None)
 
     def default_point(self, case: Case, sms: int | None = None) -> dict:
-        c = persistent_config(case.m, case.n, sms or NOMINAL_SMS, self.a_decode)
+        c = persistent_config(case.m, case.n, sms or NOMINAL_SMS)
         return {"tile_m": c.tile_m, "stages": c.stages, "slots": c.slots, "half_tiles": c.half_tiles,
-                "wide_tiles": c.wide_tiles, "tensormaps": self.default_mode, "a_decode": c.a_decode}
+                "wide_tiles": c.wide_tiles, "tensormaps": self.default_mode}
 
     def _compile_config(self, config, arch: str) -> list[KernelInfo]:
         return [self._info(host.compile_gemm(config, None, arch, need_callable=False))]

@@ -48,7 +48,6 @@ def kernel_name(config: gemm.GemmConfig, shape) -> str:
         suffix += ",wide_tiles" if config.wide_tiles else ""
         suffix += f",tensormaps={config.tensormaps}"  # named as the sm_100a kernel names it
         suffix += "" if config.readiness == "rows" else f",{config.readiness}_wait"
-        suffix += ",a_decode" if config.a_decode else ""
         return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
     m, n, k = shape
     return f"nvfp4_gemm_sm90[m={m},n={n},k={k},tile_m={config.tile_m},stages={config.stages}]"
@@ -81,8 +80,7 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
                            "instrument": config.instrument, "chunked": config.chunked,
                            "slots": config.slots, "l2_hints": config.l2_hints, "half_tiles": config.half_tiles,
                            "expand_only": config.expand_only, "wide_tiles": config.wide_tiles,
-                           "tensormaps": config.tensormaps, "readiness": config.readiness,
-                           "a_decode": config.a_decode},
+                           "tensormaps": config.tensormaps, "readiness": config.readiness},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx,
                 # read from the PTX once here, not at every launcher built from the entry
                 "params": launch.entry_params(ptx), "setmaxnreg": setmaxnreg(ptx)}
@@ -106,14 +104,6 @@ def setmaxnreg(ptx_text: str) -> dict:
 def encode_tensor_map(ptr: int, rows: int, row_bytes: int, box_rows: int) -> list[int]:
     """The 128-byte tensor map of a (rows, row_bytes) uint8 matrix, box (box_rows, 128 bytes)."""
     return tensormaps.encode_tiled_2d("UINT8", ptr, rows, row_bytes, 1, gemm.ROW_BYTES, box_rows)
-
-
-def encode_a_map(config: gemm.GemmConfig, g: GroupTensors, a16_ptr: int) -> list[int]:
-    """Group g's A map for `config`: its packed bytes, boxes of tile_m rows (the decode build), or
-    the fp16 copy at `a16_ptr`, boxes of A16_BOX_ROWS rows."""
-    if config.a_decode:
-        return encode_tensor_map(g.a.data_ptr(), g.m, g.k // 2, config.tile_m)
-    return encode_tensor_map_f16(a16_ptr, g.m, g.k, gemm.A16_BOX_ROWS)
 
 
 def encode_tensor_map_f16(ptr: int, rows: int, cols: int, box_rows: int) -> list[int]:
@@ -161,14 +151,13 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     ms, ns = [g.m for g in groups], [g.n for g in groups]
     begins, m_tiles, total = gemm.table_tiles(ms, ns, tile_m, wide)
     first = groups[0]
-    # the decode build has no phase 0 and so no fp16 copy
-    sizes = [0 if config.a_decode else g.m * g.k for g in groups]
+    sizes = [g.m * g.k for g in groups]
     a16_offsets = [sum(sizes[:i]) for i in range(len(groups))]
-    a16 = torch.empty(max(sum(sizes), 1), dtype=torch.float16, device=device)
+    a16 = torch.empty(sum(sizes), dtype=torch.float16, device=device)
     barrier = torch.zeros(1, dtype=torch.int64, device=device) if config.persistent else None
     template = workspace = None
     if config.tensormaps == "device":  # the template pair and each CTA's pair, rewritten in the kernel
-        a_map = encode_a_map(config, first, a16.data_ptr())
+        a_map = encode_tensor_map_f16(a16.data_ptr(), first.m, first.k, gemm.A16_BOX_ROWS)
         template = torch.tensor([a_map, encode_tensor_map(first.b.data_ptr(), first.n, first.k // 2, gemm.TILE_N)],
                                 dtype=torch.int64).to(device)
         workspace = torch.zeros((ctas, 2, gemm.TENSORMAP_BYTES // 8), dtype=torch.int64, device=device)
@@ -186,7 +175,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         row[gemm.COL_M_TILES] = m_tiles[i]
         row[gemm.COL_A16] = a16.data_ptr() + 2 * a16_offsets[i]
         row[gemm.COL_UNIT_BEGIN] = units
-        units += 0 if config.a_decode else group_units(g)
+        units += group_units(g)
         row[gemm.COL_UNIT_END] = units
         row[gemm.COL_READY_BEGIN] = ready_begins[i]
         rows.append(row)
@@ -205,7 +194,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         rows[0][gemm.COL_READY] = ready.data_ptr()
     if config.tensormaps == "host":
         maps = tensormaps.build_table(len(groups), 2, lambda i, row: encode_pair(
-            groups[i], rows[i][gemm.COL_A16], row, config), device)
+            groups[i], rows[i][gemm.COL_A16], row), device)
         rows[0][gemm.COL_MAPS] = maps.table.data_ptr()
     rows[0][gemm.COL_UNITS] = units
     rows[0][gemm.COL_GROUPS] = len(groups)
@@ -216,10 +205,10 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
                   maps.table if maps else None, maps.encode_us if maps else None)
 
 
-def encode_pair(g: GroupTensors, a16_ptr: int, out: torch.Tensor, config: gemm.GemmConfig) -> None:
-    """Group g's two maps (`host` mode) into `out` (int64 [2, 16]): its A map (`encode_a_map`),
+def encode_pair(g: GroupTensors, a16_ptr: int, out: torch.Tensor) -> None:
+    """Group g's two maps (`host` mode) into `out` (int64 [2, 16]): its fp16 A copy at `a16_ptr`,
     then its packed B, as the device mode's retargeting would make them."""
-    out[0] = torch.tensor(encode_a_map(config, g, a16_ptr))
+    out[0] = torch.tensor(encode_tensor_map_f16(a16_ptr, g.m, g.k, gemm.A16_BOX_ROWS))
     out[1] = torch.tensor(encode_tensor_map(g.b.data_ptr(), g.n, g.k // 2, gemm.TILE_N))
 
 
@@ -258,7 +247,7 @@ def persistent_grid(groups: list[GroupTensors], config: gemm.GemmConfig, entry: 
     (`config.grid_for`)."""
     res = resources(entry)
     sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
-    units = 0 if config.a_decode else sum(group_units(g) for g in groups)
+    units = sum(group_units(g) for g in groups)
     return gemm.grid_for(count_tiles(groups, config.tile_m, config.wide_tiles), sms,
                          gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads), units)
 

@@ -73,8 +73,7 @@ from . import ptx
 from .config import (
     A16_BOX_ROWS, BAR_INFO, BAR_MMA, COL_A, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
     COL_DEAL, COL_MAPS, COL_N, COL_PHASES, COL_READY, COL_READY_BEGIN, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE,
-    COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, DECODE_MMA_REGS,
-    DECODE_REGS, DECODE_THREADS, DECODE_WARPS, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
+    COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
     ORDER_GROUP_SHIFT, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
     has_half_width)
@@ -111,12 +110,7 @@ class Nvfp4GemmSm90:
         self.wide = config.wide_tiles
         self.box_bytes = A16_BOX_ROWS * K_SUB * 2
         self.host_maps = config.tensormaps == "host"
-        # the decode build (GemmConfig.a_decode): A's packed rows and scales follow B's in a stage
-        self.decode = config.a_decode
-        self.off_a = self.off_sfb + SCALE_RUN
-        self.off_sfa = self.off_a + self.tile_m * ROW_BYTES
-        self.rows_ready = config.persistent and config.readiness == "rows" and not self.decode
-        self.grid_ready = config.persistent and config.readiness == "grid"
+        self.rows_ready = config.persistent and config.readiness == "rows"
 
     @cute.jit
     def __call__(self, table_ptr: cute.Pointer, total_tiles: Int32, grid_ctas: Int32, stream):
@@ -188,11 +182,8 @@ class Nvfp4GemmSm90:
         storage = smem.allocate(self.shared_storage)
         # packed B stages, and the fp16 A slots filled from the phase-0 copy; lane 0 of every MMA
         # warp releases a B stage once decoded, an A slot once the wgmma that read it has retired
-        ring = self._tma_pipeline(storage.barriers, self.stages, self.stage_bytes,
-                                  consumers=MMA_WARPS + (DECODE_WARPS if self.decode else 0))
-        # the decode build's slots are filled by the decode warps (one arrival each), not by copies
-        a16_pipe = self._tma_pipeline(storage.a16_barriers, self.slots, self.a16_bytes,
-                                      producers=DECODE_WARPS if self.decode else 1)
+        ring = self._tma_pipeline(storage.barriers, self.stages, self.stage_bytes)
+        a16_pipe = self._tma_pipeline(storage.a16_barriers, self.slots, self.a16_bytes)
         ring_addr = storage.ring.data_ptr().toint()
         a16_addr = storage.a16.data_ptr().toint()
 
@@ -233,10 +224,7 @@ class Nvfp4GemmSm90:
         target = Int64(0)
         # (the rows build meets no barrier: the grid count only numbers its launches, and its
         # producer arrives as it reads it, below)
-        if cutlass.const_expr(self.decode):
-            # no CTA waits on another: the next launch may start once every thread got here
-            ptx.launch_dependents()
-        if cutlass.const_expr(self.grid_ready):
+        if cutlass.const_expr(self.config.persistent and not self.rows_ready):
             barrier_state = Int64(table[(0, COL_BARRIER)])
             if warp_idx == self.config.producer_warp:
                 target = ptx.grid_target(barrier_state)
@@ -250,8 +238,6 @@ class Nvfp4GemmSm90:
                 # each of 384 threads (it serialised every wgmma, C7512): the producer warpgroup
                 # gives registers to the MMA warpgroups
                 cute.arch.setmaxregister_decrease(PRODUCER_REGS)
-            if cutlass.const_expr(self.decode):  # the producer and decode warpgroups alike
-                cute.arch.setmaxregister_decrease(DECODE_REGS)
             if warp_idx == self.config.producer_warp:
                 order = self._order(table, gdimx, all_tiles)
                 if cutlass.const_expr(self.rows_ready):
@@ -278,7 +264,7 @@ class Nvfp4GemmSm90:
                     desc_a = self._use_maps(table, group, desc_a, maps)
                     mapped = group
                     self._stamp_lane0(phases, cta, phase_slots.DESC_READY)
-                if cutlass.const_expr(self.grid_ready):
+                if cutlass.const_expr(self.config.persistent and not self.rows_ready):
                     ptx.grid_wait(barrier_state, target)
                     self._stamp_lane0(phases, cta, phase_slots.A_READY)
                     ptx.fence_proxy_async_global()  # the phase-0 copy, seen through the grid barrier
@@ -293,8 +279,7 @@ class Nvfp4GemmSm90:
                         if cutlass.const_expr(not self.host_maps):
                             # a map is rewritten only once no copy issued with it can still read it
                             self._wait_loads_landed(ring, state, self.stages)
-                            if cutlass.const_expr(not self.decode):
-                                self._wait_loads_landed(a16_pipe, astate, self.slots)
+                            self._wait_loads_landed(a16_pipe, astate, self.slots)
                         desc_a = self._use_maps(table, group, desc_a, maps)
                         if cutlass.const_expr(self.config.instrument):
                             if switches < phase_slots.max_switches:
@@ -308,11 +293,9 @@ class Nvfp4GemmSm90:
                     # than loading real rows)
                     boxes = (rows + A16_BOX_ROWS - 1) // A16_BOX_ROWS
                     sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)  # the B tile's scales
-                    # the A tile's scales (decode build): the 128-row block holding its rows
-                    sfa = Int64(table[(group, COL_SFA)]) + Int64(((mt * self.tile_m) // 128) * (k // 64) * SCALE_CHUNK)
                     desc_b = desc_a + Int64(TENSORMAP_BYTES)
                     for kt in cutlass.range(k // K_STAGE, unroll=1):
-                        state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt, desc_a, sfa, mt)
+                        state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
                         if cutlass.const_expr(self.rows_ready):
                             if kt == 0:
                                 if group != waited:
@@ -324,7 +307,7 @@ class Nvfp4GemmSm90:
                                         self._stamp_lane0(phases, cta, phase_slots.A_READY)
                                     waited = group
                                     ptx.fence_proxy_async_global()
-                        for sub in cutlass.range_constexpr(0 if self.decode else SUBS_PER_STAGE):
+                        for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
                             if cutlass.const_expr(self.config.persistent):
                                 if astate.count == info_free:
                                     # the first fill of a slot that held the staged group columns
@@ -340,19 +323,13 @@ class Nvfp4GemmSm90:
                                                     a_x, a_y + b * A16_BOX_ROWS, mbar, self.evict_a16)
                             astate.advance()
                     tile += stride
-                if cutlass.const_expr(self.config.persistent and not self.decode):
+                if cutlass.const_expr(self.config.persistent):
                     if astate.count <= info_free:  # never filled those slots: meet the MMA warps once all the same
                         cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
-            if cutlass.const_expr(self.decode):
-                if warp_idx > self.config.producer_warp:
-                    self._decode_role(table, gdimx, all_tiles, tile, stride, total_tiles, group, tidx, warp_idx,
-                                      ring, a16_pipe, ring_addr, a16_addr, phases, cta)
         else:
             if cutlass.const_expr(self.config.wide_tiles):
                 cute.arch.setmaxregister_increase(MMA_REGS)
-            if cutlass.const_expr(self.decode):
-                cute.arch.setmaxregister_increase(DECODE_MMA_REGS)
-            if cutlass.const_expr(self.config.persistent and not self.decode):
+            if cutlass.const_expr(self.config.persistent):
                 # the group table's phase-0 columns, staged in the last fp16 A slots, which the
                 # producer fills first only after BAR_INFO (its first fills may land during phase 0)
                 info_at = (self.slots - self.config.info_slots) * self.slot_rows * K_SUB
@@ -415,11 +392,7 @@ class Nvfp4GemmSm90:
         else:
             k = Int32(table[(group, COL_K)])
             row_bytes = k // 2
-            if cutlass.const_expr(self.decode):  # A's packed bytes, as B's
-                ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A)]), Int32(table[(group, COL_M)]), row_bytes,
-                                       row_bytes)
-            else:  # the fp16 copy phase 0 writes
-                ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A16)]), Int32(table[(group, COL_M)]), k, 2 * k)
+            ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A16)]), Int32(table[(group, COL_M)]), k, 2 * k)
             ptx.retarget_tensormap(desc_a + Int64(TENSORMAP_BYTES), Int64(table[(group, COL_B)]),
                                    Int32(table[(group, COL_N)]), row_bytes, row_bytes)
             ptx.publish_tensormaps(desc_a)
@@ -462,103 +435,27 @@ class Nvfp4GemmSm90:
             cur = end
 
     @cute.jit
-    def _load_b_stage(self, ring, state, ring_addr: Int32, desc_b: Int64, sfb: Int64, nt: Int32, kt: Int32,
-                      desc_a: Int64, sfa: Int64, mt: Int32):
+    def _load_b_stage(self, ring, state, ring_addr: Int32, desc_b: Int64, sfb: Int64, nt: Int32, kt: Int32):
         """Acquire the next ring stage and copy stage `kt` of B tile `nt` into it: the packed bytes
         (tensor map) and their 2 KB scale run (plain bulk copy from the tile's scales at `sfb`),
-        one mbarrier for all; the decode build copies A tile `mt`'s packed rows (map `desc_a`,
-        rows past m filled with zeros) and their 128-row block's scale run (at `sfa`) too.
-        Returns the advanced state."""
+        one mbarrier for both. Returns the advanced state."""
         ring.producer_acquire(state)
         mbar = ring.producer_get_barrier(state).toint()
         base = ring_addr + state.index * self.stage_bytes
         ptx.tma_load_2d(base + self.off_b, desc_b, kt * ROW_BYTES, nt * TILE_N, mbar, self.evict_b)
         ptx.bulk_load(base + self.off_sfb, sfb + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
-        if cutlass.const_expr(self.decode):
-            ptx.tma_load_2d(base + self.off_a, desc_a, kt * ROW_BYTES, mt * self.tile_m, mbar, self.evict_a16)
-            ptx.bulk_load(base + self.off_sfa, sfa + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
         state.advance()
         return state
 
-    @cute.jit
-    def _decode_role(self, table: cute.Tensor, ctas: Int32, all_tiles: Int32, tile: Int32, stride: Int32,
-                     total_tiles: Int32, group: Int32, tidx: Int32, warp_idx: Int32, ring, a16_pipe,
-                     ring_addr: Int32, a16_addr: Int32, phases, cta: Int32):
-        """The decode build's warps 9-15: for every tile of this CTA, in the producer's order, each
-        64-k subtile of A's packed rows in the ring expanded into the next fp16 slot, a stage
-        ahead of the MMA warps (the slot's empty barrier says when the wgmma that read it
-        retired). A ring stage goes back once its four subtiles are decoded and B's side is done
-        with it too (the ring counts these warps among its consumers)."""
-        order = self._order(table, ctas, all_tiles)
-        rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
-        d = tidx - (MMA_THREADS + 32)
-        while self._more(tile, total_tiles):
-            t, group = self._locate(table, order, tile, group)
-            _, _, k, mt, _, rows = self._tile_coords(table, t, group)
-            for kt in cutlass.range(k // K_STAGE, unroll=1):
-                ring.consumer_wait(rstate)
-                base = ring_addr + rstate.index * self.stage_bytes
-                for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
-                    a16_pipe.sync_object_empty.wait(astate.index, astate.phase)
-                    self._decode_a(d, base, sub, a16_addr + astate.index * self.a16_bytes, rows, mt)
-                    # the slot's bytes, written through the generic proxy, before the wgmma reads them
-                    ptx.fence_proxy_async_shared()
-                    cute.arch.sync_warp()
-                    if cutlass.const_expr(self.config.instrument and sub == 0):
-                        # the first tile's first subtile of A decoded (this warp's part; read
-                        # before the arrival, so never after the first MMA)
-                        if warp_idx == self.config.producer_warp + 1:
-                            if astate.count == 0:
-                                self._stamp_lane0(phases, cta, phase_slots.A_READY)
-                        cute.arch.sync_warp()
-                    ptx.arrive_elected(a16_pipe.producer_get_barrier(astate).toint())
-                    astate.advance()
-                ring.consumer_release(rstate)
-                rstate.advance()
-            tile += stride
-
-    @cute.jit
-    def _decode_a(self, d: Int32, stage: Int32, sub: cutlass.Constexpr[int], slot: Int32, rows: Int32, mt: Int32):
-        """Decode thread `d` (0 .. DECODE_THREADS - 1) expands half rows d, d + DECODE_THREADS, ..
-        of the 2 × `rows` of subtile `sub` of the A tile in ring stage `stage` into the fp16 slot
-        at `slot`. Half row u is row u % rows, half h = u // rows: word h of each of the row's four
-        16-k blocks (its 32 packed bytes, the same 128-byte swizzle as B's, and 4 scales) becomes
-        chunks 2s + h, s = 0..3, of 16 bytes in the k order of the module docstring, at the places
-        the tensor map's 128-byte swizzle would have put them (chunk j of row r at r * 128 +
-        (j ^ r % 8) * 16; the slot is 1024-byte aligned). Consecutive threads take consecutive
-        rows (the swizzle spreads their chunks over the banks). Rows past `rows` keep stale
-        values: they feed only columns of Cᵀ that are never stored."""
-        u = d
-        while u < 2 * rows:
-            h = u // rows
-            r = u - h * rows
-            src = stage + self.off_a + r * ROW_BYTES
-            x0, x1, x2, x3 = ptx.ld_shared_v4(src + (((2 * sub) ^ (r % 8)) * 16))
-            y0, y1, y2, y3 = ptx.ld_shared_v4(src + (((2 * sub + 1) ^ (r % 8)) * 16))
-            i = mt * self.tile_m + r  # the row in the group, which places its scale
-            scales = ptx.ld_shared_scale_quad(stage + self.off_sfa + sub * SCALE_CHUNK + (i % 32) * 16
-                                              + ((i % 128) // 32) * 4)
-            # word h of each block: x0 / x1 (block 0), x2 / x3, y0 / y1, y2 / y3
-            words = (x0, x2, y0, y2)
-            if h > 0:
-                words = (x1, x3, y1, y3)
-            dec = [ptx.decode_word(w, sc) for w, sc in zip(words, scales)]
-            dst = slot + r * (K_SUB * 2)
-            for s in cutlass.range_constexpr(K_SUB // 16):
-                ptx.st_shared_v4(dst + (((2 * s + h) ^ (r % 8)) * 16), dec[0][s], dec[1][s], dec[2][s], dec[3][s])
-            u += DECODE_THREADS
-
     @staticmethod
-    def _tma_pipeline(barriers, stages: int, tx_bytes: int, consumers: int = MMA_WARPS, producers: int = 1):
+    def _tma_pipeline(barriers, stages: int, tx_bytes: int):
         """Full/empty mbarriers for `stages` buffers one producer thread fills with bulk copies of
-        `tx_bytes` each (or `producers` warps fill by hand, each arriving once: arrive_elected) and
-        `consumers` warps release (lane 0 of each: PipelineTmaAsync.consumer_release)."""
+        `tx_bytes` each and the MMA warps release."""
         return pipeline.PipelineTmaAsync.create(
             barrier_storage=barriers.data_ptr(),
             num_stages=stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, producers),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers),
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_WARPS),
             tx_count=tx_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )

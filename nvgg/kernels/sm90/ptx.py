@@ -211,58 +211,6 @@ def ld_global_scale_quad(addr: Int64, *, loc=None, ip=None) -> tuple[Int32, Int3
 
 
 @dsl_user_op
-def ld_shared_v4(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
-    """16-byte shared-memory load into four 32-bit registers."""
-    return _asm("ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r,~{memory}", [Int32(addr)], loc, ip,
-                results=4)
-
-
-@dsl_user_op
-def st_shared_v4(addr: Int32, r0: Int32, r1: Int32, r2: Int32, r3: Int32, *, loc=None, ip=None) -> None:
-    """16-byte shared-memory store of four 32-bit registers."""
-    _asm("st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}",
-         [Int32(addr)] + [Int32(r) for r in (r0, r1, r2, r3)], loc, ip)
-
-
-@dsl_user_op
-def ld_shared_scale_quad(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
-    """`ld_global_scale_quad` from shared memory: four consecutive e4m3 scales at `addr`, each
-    times 64 as fp16 broadcast to both halves of a register."""
-    return _asm(
-        f"""{{
-    .reg .b16 lo, hi;
-    .reg .b32 w, f, g, k;
-    ld.shared.b32 w, [$4];
-    mov.b32 {{lo, hi}}, w;
-    cvt.rn.f16x2.e4m3x2 f, lo;
-    cvt.rn.f16x2.e4m3x2 g, hi;
-    mov.b32 k, 0x{F16X2_SIXTY_FOUR:08X};
-    mul.rn.f16x2 f, f, k;
-    mul.rn.f16x2 g, g, k;
-    prmt.b32 $0, f, f, 0x1010;
-    prmt.b32 $1, f, f, 0x3232;
-    prmt.b32 $2, g, g, 0x1010;
-    prmt.b32 $3, g, g, 0x3232;
-}}""",
-        "=r,=r,=r,=r,r,~{memory}", [Int32(addr)], loc, ip, results=4)
-
-
-@dsl_user_op
-def fence_proxy_async_shared(*, loc=None, ip=None) -> None:
-    """fence.proxy.async.shared::cta: order this thread's generic-proxy shared-memory stores before
-    the async proxy's reads of them (wgmma's shared-memory operand), once the reader has seen the
-    mbarrier the writer arrives at next."""
-    _asm("fence.proxy.async.shared::cta;", "~{memory}", [], loc, ip)
-
-
-@dsl_user_op
-def arrive_elected(mbar: Int32, *, loc=None, ip=None) -> None:
-    """One lane of the (converged) warp arrives at the mbarrier at `mbar` (release): the warp's
-    part of a buffer is written. The lane is elected inside the asm (module docstring)."""
-    _asm(_lane0("    @p mbarrier.arrive.shared::cta.b64 _, [$0];"), "r,~{memory}", [Int32(mbar)], loc, ip)
-
-
-@dsl_user_op
 def ld_global_v4(addr: Int64, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
     """16 bytes of read-only global memory (the non-coherent path) into four 32-bit registers."""
     return _asm("ld.global.nc.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,l,~{memory}", [Int64(addr)], loc, ip,
