@@ -156,6 +156,31 @@ def test_in_process_mode_runs_in_this_process(monkeypatch):
             pool.call("a", json.loads, s="x")
 
 
+def test_in_process_calls_from_threads_take_turns_and_leave_stdout_as_it_was(monkeypatch):
+    """Threads that call an in-process pool at once (compiles side by side, a pool a GPU): each
+    call moves stdout aside while it runs, so they run one at a time, and stdout is the same after."""
+    import sys
+    import threading
+    monkeypatch.setenv("NVGG_ISOLATION", "off")
+    spans, stdout = [], sys.stdout
+
+    def call(i: int) -> None:
+        begun = time.monotonic()
+        print(f"call {i}")  # on stderr while it runs
+        time.sleep(0.05)
+        spans.append((begun, time.monotonic()))
+
+    with procs.Pool() as pool:
+        threads = [threading.Thread(target=pool.call, args=("a", call), kwargs={"i": i}) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    spans.sort()
+    assert len(spans) == 4 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+    assert sys.stdout is stdout
+
+
 @pytest.mark.parametrize("value, isolated", [("on", True), ("OFF", False), ("0", False), ("", True)])
 def test_isolation_setting(monkeypatch, value, isolated):
     monkeypatch.setenv("NVGG_ISOLATION", value)
