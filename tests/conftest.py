@@ -130,6 +130,15 @@ def fake_rows(monkeypatch):
 
 
 @pytest.fixture
+def in_process(monkeypatch):
+    """A pool's calls in this process (NVGG_ISOLATION=off), for commands whose rows are faked
+    (`fake_rows`): what a pool is still asked, a file's TUNE read or a point's build found in the
+    kernel cache, then starts no worker, each a torch import, to answer it. One --submission at
+    most: in one process, two files' own imports would mix (the command refuses them)."""
+    monkeypatch.setenv("NVGG_ISOLATION", "off")
+
+
+@pytest.fixture
 def lost_context(monkeypatch):
     """tests/fixtures/lost_context.py (`fault`: a call that poisons its process's CUDA context),
     importable here and in the local workers the test starts."""
