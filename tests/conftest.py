@@ -131,10 +131,11 @@ def fake_rows(monkeypatch):
 
 @pytest.fixture
 def in_process(monkeypatch):
-    """A pool's calls in this process (NVGG_ISOLATION=off), for commands whose rows are faked
-    (`fake_rows`): what a pool is still asked, a file's TUNE read or a point's build found in the
-    kernel cache, then starts no worker, each a torch import, to answer it. One --submission at
-    most: in one process, two files' own imports would mix (the command refuses them)."""
+    """A pool's calls in this process (NVGG_ISOLATION=off), for tests of what a command makes of
+    its pool's answers rather than of the workers that give them: a row on the CPU, a file's TUNE
+    read (where `fake_rows` fakes the rows) or a point's build found in the kernel cache, then
+    starts no worker, each a torch import, to answer it. One --submission at most: in one process,
+    two files' own imports would mix (the command refuses them)."""
     monkeypatch.setenv("NVGG_ISOLATION", "off")
 
 
