@@ -15,6 +15,13 @@ from nvgg.errors import NvggError
 from nvgg.result import SCHEMA
 
 
+def test_the_commands_finalists_are_the_sweeps_own():
+    """--finalists' default is written as a number in the command (read before nvgg.tune and torch
+    are imported: nvgg/commands/__init__.py); it is the sweep's own."""
+    from nvgg.commands import tune as tune_command
+    assert tune_command.FINALISTS == tune.FINALISTS
+
+
 def test_points_are_every_combination_the_default_first():
     assert tune.points_of({"work": [2, 1], "split": [1, 2, 4]})[:3] == [
         (("work", 2), ("split", 1)), (("work", 2), ("split", 2)), (("work", 2), ("split", 4))]
