@@ -1,6 +1,6 @@
 """The `nvgg` command and `python -m nvgg`. For a command that runs rows in workers, the first
-worker starts here, before this process imports torch and the commands (procs.prestart), so its
-start (torch, the CUDA context, the data path's modules) overlaps them; then the app runs."""
+worker starts here, before this process reads the command line and imports torch (procs.prestart),
+so its start (torch, the CUDA context, the data path's modules) overlaps them; then the app runs."""
 
 import contextlib
 import os
@@ -58,10 +58,10 @@ def _end(code) -> None:
 @contextlib.contextmanager
 def _interrupt_ends_it():
     """Within: Ctrl-C ends nvgg at once (`_interrupted`) instead of raising KeyboardInterrupt, for
-    the start, before the command runs: torch's C extension imports numpy as it initialises and
-    drops whatever that raises, a KeyboardInterrupt included, so an interrupt landing there was
-    lost and the command ran to its end. Where SIGINT is ignored (a job started with &), it stays
-    ignored."""
+    the start: nvgg's own imports here, then the command's import of torch (commands/common.py,
+    `_start`). torch's C extension imports numpy as it initialises and drops whatever that raises,
+    a KeyboardInterrupt included, so an interrupt landing there was lost and the command ran to its
+    end. Where SIGINT is ignored (a job started with &), it stays ignored."""
     if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
         yield
         return
@@ -73,9 +73,9 @@ def _interrupt_ends_it():
 
 
 def _interrupted(signum, frame) -> None:
-    """Nothing to keep before the command runs: the exit handlers (the worker started ahead
-    killed, its folder removed) and out, exit code 130, from wherever the start was (no exception
-    that the code it interrupts could drop)."""
+    """Nothing to keep before the command's own code runs: the exit handlers (the worker started
+    ahead killed, its folder removed) and out, exit code 130, from wherever the start was (no
+    exception that the code it interrupts could drop)."""
     print("nvgg: interrupted", file=sys.stderr)
     _end(128 + signum)
 
@@ -96,6 +96,8 @@ def main() -> None:
                 except Exception:  # a bad NVGG_ISOLATION: the command says so in one line
                     pass
             from .cli import run
+            from .commands.common import STATE
+            STATE["starting"] = _interrupt_ends_it  # the command's own start, once its line is read
         if rows:
             procs.timeline("nvgg imported its commands")
         try:

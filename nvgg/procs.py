@@ -521,6 +521,12 @@ def run_once(fn: Callable, *, timeout_s: float | None = None, gpu: int | None = 
             child.close()
 
 
+# In-process calls (NVGG_ISOLATION=off) one at a time: each moves this process's stdout aside
+# (_stdout_to_stderr), and two threads' calls at once (compiles side by side, a pool a GPU) put
+# each other's saved stdout back, or a closed one. Reentrant: a call may call a pool itself.
+_IN_PROCESS = threading.RLock()
+
+
 class _stdout_to_stderr:
     """Within: this process's stdout (Python's and the file descriptor C code writes to) goes to
     stderr, as a worker's does, so a call run in-process cannot corrupt `--json -` on stdout."""
@@ -587,7 +593,7 @@ class Pool(BasePool):
         `key` (started on its first call, or after its last failed); as BasePool says otherwise."""
         if not self.isolated:
             try:
-                with _stdout_to_stderr():  # what the call prints stays off the command's own output
+                with _IN_PROCESS, _stdout_to_stderr():  # what the call prints stays off the command's own output
                     return fn(**kwargs)
             except NvggError:
                 raise

@@ -25,12 +25,15 @@ from typing import Callable, Protocol, Sequence
 
 import torch
 
+from .errors import NvggError
+
 Launch = Callable[[], None]
 
 MIN_REPS = 3
 MAX_REPS = 100
 TARGET_REL_ERR = 1e-3
 BUDGET_S = 10.0
+CPU_BUDGET_S = 5.0  # a row on the CPU (cpu_budget_s)
 # A host-bound row's time wanders: windows of one batch correlate with their neighbours for about
 # BLOCK_S and not past HOST_BLOCK_S, between two levels (multistream/cute on case 3,
 # benchmarks/host_spread.py --modes: lab log). So repetitions are grouped into blocks of
@@ -524,7 +527,7 @@ class CpuTimer(Windowed):
     """Host-clock timing for runs on the CPU (labelled as such everywhere it is shown)."""
 
     def __init__(self, *, min_reps: int = MIN_REPS, max_reps: int = MAX_REPS, target_rel_err: float = TARGET_REL_ERR,
-                 budget_s: float = 5.0, min_span_s: float = 0.0, observer: Observer | None = None):
+                 budget_s: float = CPU_BUDGET_S, min_span_s: float = 0.0, observer: Observer | None = None):
         self.min_reps, self.max_reps, self.target, self.budget_s = min_reps, max_reps, target_rel_err, budget_s
         self.observer = observer
         self.min_span_s = min_span_s  # a CPU run is slow enough already; its blocks come from its budget
@@ -554,12 +557,28 @@ class CpuTimer(Windowed):
         return self.batch(launches)
 
 
+def cpu_budget_s() -> float:
+    """How long a row on the CPU is timed at most: CPU_BUDGET_S, or NVGG_CPU_BUDGET_S seconds. A CPU
+    run shows that the path works, its time is no kernel's; the test suite sets it short
+    (tests/conftest.py), as its CPU rows' times are asserted only to exist."""
+    value = os.environ.get("NVGG_CPU_BUDGET_S", "").strip()
+    if not value:
+        return CPU_BUDGET_S
+    try:
+        budget = float(value)
+    except ValueError:
+        budget = math.nan
+    if not 0 < budget < math.inf:
+        raise NvggError(f"NVGG_CPU_BUDGET_S={value!r}: set it to a number of seconds above 0")
+    return budget
+
+
 def make_timer(device: torch.device, mode: str = "leaderboard", l2: str = "nvgg", **kwargs):
     """The timer of `mode` on `device`, clearing L2 before each repetition the `l2` way (L2_CLEARS);
     `min_span_s=0` for one window only (an A/B's round: the rounds are its blocks); `observer`
     measured beside the repetitions of `batch` and `per_call` (Observer)."""
     if device.type != "cuda":
-        return CpuTimer(observer=kwargs.get("observer"))
+        return CpuTimer(budget_s=cpu_budget_s(), observer=kwargs.get("observer"))
     return EventTimer(device, queue_ahead=(mode == "queue-ahead"), l2=l2, **kwargs)
 
 

@@ -1,6 +1,7 @@
 """Shared set-up: the GPU markers, the CLI runner, fixture submissions, result rows made by hand,
 and the two seams the command tests stand on (a fake GPU, and the rows a command runs)."""
 
+import os
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,12 @@ from nvgg.result import Result
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).parent / "fixtures"
+
+# A row on the CPU is timed for at most NVGG_CPU_BUDGET_S (timing.cpu_budget_s; 5 s unset): the
+# tests' CPU rows show that a path works and no test reads their times past that they exist, so
+# half a second. In the environment, so the workers and the nvgg processes the tests start read
+# it too; a value set outside stays.
+os.environ.setdefault("NVGG_CPU_BUDGET_S", "0.5")
 
 
 def _capability():
@@ -120,6 +127,16 @@ def fake_rows(monkeypatch):
     monkeypatch.setattr(rows, "run_in", fake)
     monkeypatch.setattr(rows, "round_in", fake.round_in)
     return fake
+
+
+@pytest.fixture
+def in_process(monkeypatch):
+    """A pool's calls in this process (NVGG_ISOLATION=off), for tests of what a command makes of
+    its pool's answers rather than of the workers that give them: a row on the CPU, a file's TUNE
+    read (where `fake_rows` fakes the rows) or a point's build found in the kernel cache, then
+    starts no worker, each a torch import, to answer it. One --submission at most: in one process,
+    two files' own imports would mix (the command refuses them)."""
+    monkeypatch.setenv("NVGG_ISOLATION", "off")
 
 
 @pytest.fixture

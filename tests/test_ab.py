@@ -150,6 +150,13 @@ def test_ab_for_real_on_the_cpu_and_a_kept_result_ends_it(cli, tmp_path):
     assert out.exit_code == 1 and "failed: case test-1: kept.py: WRONG: right when checked, wrong when timed" in out.stderr, out.output
 
 
+def test_the_commands_least_rounds_is_the_first_look():
+    """--rounds' floor is written as a number in the command (read before nvgg.ab and torch are
+    imported: nvgg/commands/__init__.py); it is the A/B's own first look."""
+    from nvgg.commands import ab as ab_command
+    assert ab_command.MIN_ROUNDS == ab.MIN_ROUNDS
+
+
 def test_a_suspect_round_ends_the_case_like_a_failed_one():
     from nvgg.result import Flag
     ok = made_result("3", "submission", "submission", 40.0)

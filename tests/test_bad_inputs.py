@@ -242,7 +242,7 @@ def test_a_write_that_fails_after_the_work_is_one_line(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
 
 
-def test_tunes_out_that_cannot_be_written_after_the_sweep_is_one_line(cli, fake_gpu, fake_rows, tmp_path):
+def test_tunes_out_that_cannot_be_written_after_the_sweep_is_one_line(cli, fake_gpu, fake_rows, in_process, tmp_path):
     if not stat.S_ISCHR(os.stat("/dev/full").st_mode):
         pytest.skip("no /dev/full here")
     out = cli("tune", "--submission", TUNABLE, "--case", "3", "--rounds", "5", "--out", "/dev/full")

@@ -192,6 +192,25 @@ def test_usage_errors_are_one_line_from_the_command(argv, words):
     assert proc.returncode == 2 and len(lines) == 1 and words in lines[0], proc.stderr
 
 
+@pytest.mark.parametrize("argv", [["run", "--case", "3", "--timeout", "-1"], ["compare", "--help"], ["ab", "--floor", "100"]])
+def test_the_command_line_is_read_before_torch_is_imported(argv):
+    """A usage error or --help answers at once: the app and its commands' options import no torch,
+    nor CuTe DSL (nvgg/commands/__init__.py); a command imports them once its line is read."""
+    import subprocess
+    import sys
+    from pathlib import Path
+    code = ("import sys\n"
+            f"sys.argv = ['nvgg', *{argv!r}]\n"
+            "from nvgg.cli import run\n"
+            "try:\n"
+            "    run()\n"
+            "except SystemExit as exc:\n"
+            "    print(exc.code, sorted(m for m in ('torch', 'numpy', 'cutlass') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=Path(__file__).parent.parent,
+                          timeout=120)
+    assert proc.stdout.strip().splitlines()[-1] in ("2 []", "0 []"), (proc.stdout, proc.stderr)
+
+
 def _nvgg(*argv, env=None, **kwargs):
     import os
     import subprocess

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import cutlass
@@ -17,6 +18,7 @@ from cutlass import Int32, Int64, Uint8
 from cutlass.cute.runtime import from_dlpack, make_fake_stream, make_ptr
 
 from nvgg import probe
+from nvgg.kernels import cache as kcache
 
 ROOT = Path(__file__).resolve().parent.parent
 CUTE = ROOT / "examples/cute_grouped_gemm/submission.py"
@@ -58,40 +60,57 @@ def _strip_marks(text: str) -> str:
     return "\n".join(out) + "\n"
 
 
-def _ptx(module, probes, folder: Path, arch: str = "sm_90a") -> str:
-    def ptr(dtype, align):
-        return make_ptr(dtype, 1 << 20, cute.AddressSpace.gmem, assumed_align=align)
+@dataclass(frozen=True)
+class ExampleBuild:
+    """The DSL example's build as the kernel cache keys it: with its marks' buffer or without."""
 
-    args = (ptr(Uint8, 16), ptr(Uint8, 16), Int32(128), Int32(256), Int32(512), ptr(Int64, 16), Int32(2),
-            ptr(Int64, 128), Int32(2), Int32(2), probes, make_fake_stream())
-    fn = cute.compile(module.grouped_gemm, *args, options=f"--gpu-arch {arch} --keep-ptx --dump-dir {folder}")
-    text = fn.artifacts.PTX
-    text = text if isinstance(text, str) else text.decode()
+    marks: bool
+
+
+def _ptx(path: Path, name: str, marks: bool, arch: str = "sm_90a") -> str:
+    """The PTX of the example file at `path` compiled for `arch`, with a marks buffer or without,
+    its kernel's name made KERNEL. Built through the run's kernel cache (NVGG_CACHE_DIR or the
+    default), keyed by the file, this test file (the build's arguments) and nvgg's probe (the
+    marks' code): compiled once, and not at all from a cache a previous run filled."""
+    def build(folder: Path) -> kcache.Built:
+        def ptr(dtype, align):
+            return make_ptr(dtype, 1 << 20, cute.AddressSpace.gmem, assumed_align=align)
+
+        module = _load(path, name)
+        probes = None
+        if marks:
+            buf = from_dlpack(torch.zeros(7, len(MARKS), dtype=torch.int64), assumed_align=8)
+            probes = buf.mark_compact_shape_dynamic(mode=0, stride_order=(0, 1))
+        args = (ptr(Uint8, 16), ptr(Uint8, 16), Int32(128), Int32(256), Int32(512), ptr(Int64, 16), Int32(2),
+                ptr(Int64, 128), Int32(2), Int32(2), probes, make_fake_stream())
+        fn = cute.compile(module.grouped_gemm, *args,
+                          options=f"--gpu-arch {arch} --keep-ptx --keep-cubin --dump-dir {folder}")
+        text = fn.artifacts.PTX
+        return kcache.Built(fn, text if isinstance(text, str) else text.decode(), bytes(fn.artifacts.CUBIN), {})
+
+    probe_code = sorted((ROOT / "nvgg" / "probe").glob("*.py"))
+    key = kcache.CacheKey.make(f"example:{path.name}", ExampleBuild(marks), None, arch, [path, __file__, *probe_code])
+    text = (kcache.shared().get(key, build, need_callable=False).directory / "kernel.ptx").read_text()
     text = text[text.index(".visible .entry"):]
     return text.replace(re.search(r"\.entry (\w+)\(", text).group(1), "KERNEL")
 
 
 def test_the_dsl_example_compiles_with_its_marks_and_without(tmp_path, monkeypatch):
     monkeypatch.setenv(probe.ENV, "0")
-    marked = _load(CUTE, "cute_marked")
     stripped_path = tmp_path / "stripped.py"
     stripped_path.write_text(_strip_marks(CUTE.read_text()))
-    stripped = _load(stripped_path, "cute_stripped")
-    buf = from_dlpack(torch.zeros(7, len(MARKS), dtype=torch.int64), assumed_align=8)
-    on = _ptx(marked, buf.mark_compact_shape_dynamic(mode=0, stride_order=(0, 1)), tmp_path)
-    off = _ptx(marked, None, tmp_path)
-    plain = _ptx(stripped, None, tmp_path)
+    on = _ptx(CUTE, "cute_marked", marks=True)
+    off = _ptx(CUTE, "cute_marked", marks=False)
+    plain = _ptx(stripped_path, "cute_stripped", marks=False)
     assert on.count("%globaltimer") == len(MARKS) and on.count("@nvp_st st.global.b64") == len(MARKS)
     assert "%globaltimer" not in off and off == plain
     assert "cp.async.bulk.tensor" in off and "tensormap" in off and "mma.sync" in off
 
 
-def test_the_dsl_example_compiles_for_the_b200_too(tmp_path, monkeypatch):
+def test_the_dsl_example_compiles_for_the_b200_too(monkeypatch):
     """Never run there (no B200 here): the same kernel and marks compile for sm_100a."""
     monkeypatch.setenv(probe.ENV, "0")
-    marked = _load(CUTE, "cute_sm100")
-    buf = from_dlpack(torch.zeros(7, len(MARKS), dtype=torch.int64), assumed_align=8)
-    ptx = _ptx(marked, buf.mark_compact_shape_dynamic(mode=0, stride_order=(0, 1)), tmp_path, "sm_100a")
+    ptx = _ptx(CUTE, "cute_sm100", marks=True, arch="sm_100a")
     assert ptx.count("%globaltimer") == len(MARKS) and "cp.async.bulk.tensor" in ptx and "mma.sync" in ptx
 
 
@@ -122,8 +141,10 @@ def test_the_cuda_examples_tiles_are_a_six_point_space_that_compiles_for_sm90a(t
         src.write_text(ex.OFF_SOURCE + ex.tile_source(bm, bn) + ex.KERNEL_SOURCE +
                        # the launch asks for the tiles and 128 bytes to align them: at most 227 KB a block (sm_90)
                        "static_assert(sizeof(SharedTiles) + 128 <= 232448, \"over a block's shared memory\");\n")
-        done = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-c", "-Xptxas", "-v", str(src),
-                               "-o", str(src.with_suffix(".o"))], capture_output=True, text=True, timeout=300)
+        # the device code alone (-cubin): the host compiler, a large share of an object's build, has
+        # nothing to do with what is checked; ptxas reports the same either way
+        done = subprocess.run([nvcc, "-gencode=arch=compute_90a,code=sm_90a", "-O3", "-cubin", "-Xptxas", "-v", str(src),
+                               "-o", str(src.with_suffix(".cubin"))], capture_output=True, text=True, timeout=300)
         return point, done
 
     with ThreadPoolExecutor(3) as pool:

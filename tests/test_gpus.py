@@ -127,7 +127,8 @@ def test_bad_gpus_are_refused_before_any_row(cli, fake_gpu, fake_rows, two_gpus,
 
 
 def test_a_sweep_over_two_gpus_measures_every_point_once_and_names_the_winners_one_gpu_names(cli, fake_gpu, fake_rows,
-                                                                                           two_gpus, tmp_path):
+                                                                                           in_process, two_gpus,
+                                                                                           tmp_path):
     times = {(("work", 2), ("split", 1)): 130.0, (("work", 2), ("split", 2)): 129.0,
              (("work", 1), ("split", 1)): 100.5, (("work", 1), ("split", 2)): 100.0}
 

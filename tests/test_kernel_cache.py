@@ -76,3 +76,37 @@ def test_a_key_another_process_builds_is_waited_for_and_read_not_built_again(tmp
     other.close()  # its build done: the lock goes
     waiter.join(10)
     assert got[0].hit == "disk" and got[0].info["cold_compile_s"] == 4.2 and build.calls == 0
+
+
+def test_a_rebuild_that_needs_the_callable_never_shows_a_reader_half_a_file(tmp_path):
+    """A process that found the record reads kernel.ptx and kernel.cubin without the lock, while
+    another (which needs the callable the disk does not keep) builds the key again and rewrites
+    them: every read is one build's file whole. The files are large so that a write in place would
+    be caught half done."""
+    sizes = iter(range(1, 100))
+
+    def build(folder):
+        n = next(sizes)
+        return kcache.Built(fn=object(), ptx=f"// build {n:02d}\n" + "x" * (8 << 20), cubin=_elf() + bytes([n]) * (8 << 20),
+                            meta={"name": "k"})
+
+    store = kcache.CompileCache(tmp_path)
+    store.get(KEY, build)
+    folder, seen, stop = store.directory(KEY), set(), threading.Event()
+
+    def read():
+        while not stop.is_set():
+            ptx, cubin = (folder / "kernel.ptx").read_text(), (folder / "kernel.cubin").read_bytes()
+            seen.add((len(ptx), ptx.endswith("x"), len(cubin), cubin[-1] == cubin[len(_elf())]))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for _ in range(20):
+            kcache.CompileCache(tmp_path).get(KEY, build)  # a new process's cache: it builds again
+    finally:
+        stop.set()
+        reader.join(30)
+    whole = (len("// build 01\n") + (8 << 20), True, len(_elf()) + (8 << 20), True)
+    assert seen == {whole}
+    assert sorted(p.name for p in folder.iterdir()) == [".lock", "info.json", "kernel.cubin", "kernel.ptx"]

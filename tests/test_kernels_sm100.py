@@ -73,7 +73,7 @@ def test_every_kernel_compiles_within_the_b200_limits(strategy, mode):
 def test_sass_holds_the_block_scaled_fp4_mma_and_tensor_loads(config):
     if tools.find("nvdisasm") is None:
         pytest.skip("nvdisasm not found: pip install -e '.[test]' (nvidia-cuda-nvdisasm) or set NVDISASM")
-    entry = host.compile_gemm(config)
+    entry = host.compile_gemm(config, need_callable=False)
     ops = tools.opcodes(tools.sass(entry.directory / "kernel.cubin").read_text())
     two = ".2CTA" if config.cta_group == 2 else ""
     # four MMAs of k 64 per 256-k stage, the 4X (block-scaled, 16-element scale vector) form
@@ -88,9 +88,9 @@ def test_sass_holds_the_block_scaled_fp4_mma_and_tensor_loads(config):
 
 
 def test_device_build_rewrites_maps_and_host_build_only_fences_and_prefetches():
-    texts = {mode: (host.compile_gemm(gemm.Sm100Config(mma_n=256, cta_group=2, persistent=True, tensormaps=mode))
+    texts = {mode: (host.compile_gemm(gemm.Sm100Config(mma_n=256, cta_group=2, persistent=True, tensormaps=mode), need_callable=False)
                     .directory / "kernel.ptx").read_text() for mode in ("device", "host")}
-    per_group = (host.compile_gemm(gemm.Sm100Config(mma_n=256, cta_group=2)).directory / "kernel.ptx").read_text()
+    per_group = (host.compile_gemm(gemm.Sm100Config(mma_n=256, cta_group=2), need_callable=False).directory / "kernel.ptx").read_text()
     # device: address, dims and strides of the five maps replaced in shared memory, copied out with a release
     assert texts["device"].count("tensormap.replace.tile.global_address") == gemm.MAPS
     assert texts["device"].count("tensormap.cp_fenceproxy") == gemm.MAPS
@@ -121,7 +121,7 @@ def _host_maps(m: int, n: int, k: int, templates, base: int = 1 << 32) -> list[l
 
 @pytest.fixture(scope="module")
 def templates():
-    return host.templates_of(host.compile_gemm(host.with_mode(host.CONFIGS[0], "device")))
+    return host.templates_of(host.compile_gemm(host.with_mode(host.CONFIGS[0], "device"), need_callable=False))
 
 
 def test_span_decides_the_large_tensor_bit_as_the_host_encoder_does(templates):
@@ -181,7 +181,7 @@ def test_the_device_build_sets_each_maps_large_tensor_bit_before_it_rewrites_the
     into word 1 (byte 8) under the same elect.sync as the replace, from 128 KiB."""
     import re
 
-    ptx = (host.compile_gemm(config).directory / "kernel.ptx").read_text()
+    ptx = (host.compile_gemm(config, need_callable=False).directory / "kernel.ptx").read_text()
     marks = {"B": "setp.ge.u64 large, %rd", "R": "tensormap.replace.tile.global_address",
              "F": "tensormap.cp_fenceproxy"}
     order = "".join(mark for line in ptx.splitlines() for mark, text in marks.items() if text in line)
@@ -387,7 +387,7 @@ def test_tables_of_a_persistent_launch():
     groups = kgroups.all_groups(data)
     for mode in ("host", "device"):
         config = gemm.Sm100Config(mma_n=128, cta_group=2, persistent=True, tensormaps=mode)
-        tables = host.build_tables(groups, config, 74, templates=host.templates_of(host.compile_gemm(config)))
+        tables = host.build_tables(groups, config, 74, templates=host.templates_of(host.compile_gemm(config, need_callable=False)))
         plan = tables.plan
         assert tables.runs.tolist() == plan.runs and tables.tiles.tolist() == [list(r) for r in plan.records]
         assert tables.groups.tolist() == [g.base_row() for g in groups]
@@ -465,7 +465,7 @@ def test_accumulators_fit_tensor_memory_with_the_examples_barriers(config):
     """Two accumulators a CTA in both builds; at mma_n 256 they overlap by the scales' 48 columns
     and fill all 512, with one accumulator stage (a full and an empty barrier), as NVIDIA's
     dense_blockscaled_gemm_persistent (overlapping_accum) has; at 128 they are apart, two stages."""
-    entry = host.compile_gemm(config)
+    entry = host.compile_gemm(config, need_callable=False)
     info, acc = entry.info, entry.info["accumulators"]
     assert info["tmem_columns"] <= info["tmem_alloc_columns"] == TMEM_COLUMNS
     assert acc["buffers"] == 2 and acc["overlapping"] == (config.mma_n == 256)
@@ -495,7 +495,7 @@ def _lines(entry, text: str) -> list[int]:
 @pytest.mark.parametrize("mode", gemm.TENSORMAP_MODES)
 @pytest.mark.parametrize("cta_group", gemm.CTA_GROUPS)
 def test_persistent_kernel_waits_before_it_reads_inputs_or_writes_and_triggers_after_its_schedule(mode, cta_group):
-    entry = host.compile_gemm(host.with_mode(gemm.Sm100Config(mma_n=256, cta_group=cta_group), mode))
+    entry = host.compile_gemm(host.with_mode(gemm.Sm100Config(mma_n=256, cta_group=cta_group), mode), need_callable=False)
     trigger, waits = _lines(entry, "griddepcontrol.launch_dependents;"), _lines(entry, "griddepcontrol.wait;")
     assert len(trigger) == 1 and len(waits) == 2  # the TMA warp's and the epilogue's
     # the trigger comes after the CTA read its schedule (its run of tiles)
@@ -512,5 +512,5 @@ def test_persistent_kernel_waits_before_it_reads_inputs_or_writes_and_triggers_a
 
 def test_per_group_kernel_has_no_programmatic_launch():
     for config in host.CONFIGS:
-        ptx = (host.compile_gemm(config).directory / "kernel.ptx").read_text()
+        ptx = (host.compile_gemm(config, need_callable=False).directory / "kernel.ptx").read_text()
         assert "griddepcontrol" not in ptx  # launched in plain stream order

@@ -67,7 +67,7 @@ def test_a_regular_file_is_replaced_atomically(tmp_path):
     assert path.read_text() == "two" and [p.name for p in path.parent.iterdir()] == ["out.json"]
 
 
-def test_the_commands_write_through_links_fifos_and_devices(cli, tmp_path):
+def test_the_commands_write_through_links_fifos_and_devices(cli, in_process, tmp_path):
     target, link = tmp_path / "cases.json", tmp_path / "link.json"
     link.symlink_to(target)
     assert cli("cases", "--json", str(link)).exit_code == 0
@@ -87,7 +87,7 @@ def test_the_commands_write_through_links_fifos_and_devices(cli, tmp_path):
     assert stat.S_ISFIFO(os.stat(fifo).st_mode)
 
 
-def test_two_outputs_or_an_output_and_the_baseline_are_never_one_file(cli, tmp_path):
+def test_two_outputs_or_an_output_and_the_baseline_are_never_one_file(cli, in_process, tmp_path):
     base = tmp_path / "base.json"
     assert cli("compare", "--case", "test-1", "--strategy", "sequential", "--backend", "torch", "--json", str(base)).exit_code == 0
     before = base.read_text()
@@ -103,7 +103,7 @@ def test_two_outputs_or_an_output_and_the_baseline_are_never_one_file(cli, tmp_p
     assert base.read_text() == before and not (tmp_path / "x").exists()
 
 
-def test_a_plot_or_a_trace_never_overwrites_another_file_of_the_command(cli, tmp_path):
+def test_a_plot_or_a_trace_never_overwrites_another_file_of_the_command(cli, in_process, tmp_path):
     results = tmp_path / "r.json"
     assert cli("compare", "--case", "test-1", "--strategy", "sequential", "--backend", "torch",
                "--json", str(results)).exit_code == 0

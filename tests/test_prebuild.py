@@ -2,6 +2,7 @@
 lookups with a stand-in backend; the builds spread over processes (the pool faked), and the wait
 for those processes' end. The build processes themselves run on a GPU machine only."""
 
+import shutil
 import subprocess
 import time
 
@@ -65,6 +66,26 @@ def test_the_builds_a_run_lacks_once_each_a_per_group_strategy_a_shape_at_a_time
     assert prebuild.missing(todo) == []
 
 
+class CopiedFromTheRunsCache(kcache.CompileCache):
+    """A cache in a folder of its own whose builds are the run's kernel cache's (NVGG_CACHE_DIR or
+    the default: compiled there once a run, and not at all from a cache a previous run filled),
+    copied in with their SASS: the folder holds exactly the keys asked of it, as a build process's
+    cache would."""
+
+    def __init__(self, root, runs):
+        super().__init__(root)
+        self.runs = runs
+
+    def _build(self, key, build, folder, t0):
+        from nvgg.kernels import tools
+        entry = self.runs.get(key, build, need_callable=False)
+        tools.sass(entry.directory / "kernel.cubin")  # the SASS kernel_info reads: nvdisasm's, once a build
+        for name in ("kernel.ptx", "kernel.cubin", "kernel.sass", "info.json"):  # the SASS after its cubin
+            if (entry.directory / name).is_file():
+                shutil.copy(entry.directory / name, folder / name)
+        return kcache.Entry(key, None, dict(entry.info), folder, time.perf_counter() - t0, "cold")
+
+
 def test_what_is_built_a_group_at_a_time_is_what_the_whole_cases_row_reads(monkeypatch, tmp_path):
     """Our sm_90a kernels compiled on the CPU: the units' builds (each one-group case's, the
     persistent one) are the very keys the row's own compile of the whole case looks up."""
@@ -74,7 +95,7 @@ def test_what_is_built_a_group_at_a_time_is_what_the_whole_cases_row_reads(monke
         backends.get(backend), strategies.get(strategy)))
     monkeypatch.setattr(prebuild, "arch_of", lambda device: "sm_90a")
     monkeypatch.setattr(prebuild, "_sms", lambda device: 132)
-    monkeypatch.setattr(kcache, "_SHARED", kcache.CompileCache(tmp_path))
+    monkeypatch.setattr(kcache, "_SHARED", CopiedFromTheRunsCache(tmp_path, kcache.shared()))
     case = cases.get("test-8")  # 4 groups, 2 shapes
     todo = [Row(case, s, "cute", device="cuda") for s in ("multistream", "persistent", "graph")]
     units = prebuild.missing(todo)
@@ -82,6 +103,7 @@ def test_what_is_built_a_group_at_a_time_is_what_the_whole_cases_row_reads(monke
                                                         ("test-8:128x128x256", "multistream"), ("test-8", "persistent")]
     for unit in units:  # what each build process compiles
         backends.get("cute").compile(unit.case, "sm_90a", grouped=unit.strategy == "persistent", sms=132)
+    assert len(list(tmp_path.iterdir())) == 4  # the units' builds, and nothing else
     monkeypatch.setattr(kcache, "_SHARED", kcache.CompileCache(tmp_path))  # a row's worker: a new process
     be = backends.get("cute")
     per_group, grouped = be.compile(case, "sm_90a", sms=132), be.compile(case, "sm_90a", grouped=True, sms=132)

@@ -133,7 +133,10 @@ def _ending(kind: str, fn, kwargs) -> str:
 
 @pytest.mark.parametrize("fn, kwargs, said", ENDINGS, ids=["exit", "segfault", "hang"])
 def test_every_kind_of_child_ends_in_the_same_words(fn, kwargs, said):
-    endings = {kind: _ending(kind, fn, kwargs) for kind in ("worker", "once", "wrapped")}
+    from concurrent.futures import ThreadPoolExecutor
+    kinds = ("worker", "once", "wrapped")
+    with ThreadPoolExecutor(len(kinds)) as threads:  # side by side: a hang waits out its limit once, not three times
+        endings = dict(zip(kinds, threads.map(lambda kind: _ending(kind, fn, kwargs), kinds)))
     # a crash adds the last line the child logged (Python's own report of a segfault, say)
     assert {kind: text.split(": ", 2)[:2] if text.startswith("crashed") else text for kind, text in endings.items()} == {
         kind: said.split(": ", 2)[:2] if said.startswith("crashed") else said for kind in endings}
@@ -151,6 +154,31 @@ def test_in_process_mode_runs_in_this_process(monkeypatch):
         assert pool.call("a", os.getpid) == os.getpid()
         with pytest.raises(procs.ChildError, match="JSONDecodeError"):
             pool.call("a", json.loads, s="x")
+
+
+def test_in_process_calls_from_threads_take_turns_and_leave_stdout_as_it_was(monkeypatch):
+    """Threads that call an in-process pool at once (compiles side by side, a pool a GPU): each
+    call moves stdout aside while it runs, so they run one at a time, and stdout is the same after."""
+    import sys
+    import threading
+    monkeypatch.setenv("NVGG_ISOLATION", "off")
+    spans, stdout = [], sys.stdout
+
+    def call(i: int) -> None:
+        begun = time.monotonic()
+        print(f"call {i}")  # on stderr while it runs
+        time.sleep(0.05)
+        spans.append((begun, time.monotonic()))
+
+    with procs.Pool() as pool:
+        threads = [threading.Thread(target=pool.call, args=("a", call), kwargs={"i": i}) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    spans.sort()
+    assert len(spans) == 4 and all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), spans
+    assert sys.stdout is stdout
 
 
 @pytest.mark.parametrize("value, isolated", [("on", True), ("OFF", False), ("0", False), ("", True)])

@@ -58,7 +58,7 @@ def test_an_energy_figure_and_its_absence_validate():
     (["run", "--case", "test-1"], "results"),
     (["compare", "--case", "test-1", "--strategy", "sequential,graph", "--backend", "torch"], "results"),
 ])
-def test_every_commands_json_validates(cli, tmp_path, argv, kind):
+def test_every_commands_json_validates(cli, in_process, tmp_path, argv, kind):
     path = tmp_path / "out.json"
     out = cli(*argv, "--json", str(path))
     assert out.exit_code == 0, out.output

@@ -71,7 +71,7 @@ def test_a_family_without_knobs_has_no_space():
         space.points(Bare(), cases.get("4"))
 
 
-def test_compile_space_builds_every_sm100_point_on_the_cpu(cli, tmp_path):
+def test_compile_space_builds_every_sm100_point_on_the_cpu(cli, in_process, tmp_path):
     doc = tmp_path / "s.json"
     out = cli("compile", "--arch", "sm_100a", "--case", "4", "--space", "--json", str(doc))
     assert out.exit_code == 0, out.output

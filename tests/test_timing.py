@@ -1,4 +1,5 @@
 import math
+import time
 
 import pytest
 
@@ -25,6 +26,25 @@ def test_stopping_rule_min_reps_precision_and_cap():
     assert timing._done(noisy, now, 3, 4, 1e-3, 1e9)
     # or until the time budget is spent
     assert timing._done(noisy, now - 10, 3, 100, 1e-3, 5.0)
+
+
+def test_a_cpu_rows_budget_is_five_seconds_or_what_the_environment_says(monkeypatch):
+    import torch
+
+    from nvgg.errors import NvggError
+    monkeypatch.delenv("NVGG_CPU_BUDGET_S", raising=False)
+    assert timing.cpu_budget_s() == timing.CPU_BUDGET_S == 5.0
+    assert timing.make_timer(torch.device("cpu")).budget_s == 5.0
+    monkeypatch.setenv("NVGG_CPU_BUDGET_S", " 0.25 ")
+    assert timing.make_timer(torch.device("cpu")).budget_s == 0.25
+    # a repetition past the budget ends the timing after the least repetitions
+    slow = timing.make_timer(torch.device("cpu"))
+    stats = slow.batch([lambda: time.sleep(0.1)])
+    assert stats.runs == timing.MIN_REPS
+    for bad in ("0", "-1", "inf", "nan", "fast"):
+        monkeypatch.setenv("NVGG_CPU_BUDGET_S", bad)
+        with pytest.raises(NvggError, match=r"^NVGG_CPU_BUDGET_S=.*: set it to a number of seconds above 0$"):
+            timing.make_timer(torch.device("cpu"))
 
 
 def test_cpu_timer_counts_calls_and_labels_the_clock():

@@ -15,6 +15,13 @@ from nvgg.errors import NvggError
 from nvgg.result import SCHEMA
 
 
+def test_the_commands_finalists_are_the_sweeps_own():
+    """--finalists' default is written as a number in the command (read before nvgg.tune and torch
+    are imported: nvgg/commands/__init__.py); it is the sweep's own."""
+    from nvgg.commands import tune as tune_command
+    assert tune_command.FINALISTS == tune.FINALISTS
+
+
 def test_points_are_every_combination_the_default_first():
     assert tune.points_of({"work": [2, 1], "split": [1, 2, 4]})[:3] == [
         (("work", 2), ("split", 1)), (("work", 2), ("split", 2)), (("work", 2), ("split", 4))]
@@ -67,7 +74,7 @@ def _answers(times: dict, jitter: float = 0.0):
 
 
 def test_finalists_are_measured_again_and_the_winner_named_with_what_is_not_told_apart(cli, fake_gpu, fake_rows,
-                                                                                          tmp_path):
+                                                                                       in_process, tmp_path):
     fast, close, other, default = ((("work", 1), ("split", 2)), (("work", 1), ("split", 1)),
                                    (("work", 2), ("split", 2)), (("work", 2), ("split", 1)))
     fake_rows.answer = _answers({default: 130.0, other: 129.0, close: 100.5, fast: 100.0})
@@ -96,7 +103,7 @@ def test_finalists_are_measured_again_and_the_winner_named_with_what_is_not_told
 
 
 def test_a_host_loaded_past_its_cores_during_the_finalists_rounds_is_said_in_the_cases_line(cli, fake_gpu, fake_rows,
-                                                                                             monkeypatch):
+                                                                                            in_process, monkeypatch):
     from nvgg import timing
     points = [(("work", w), ("split", s)) for w in (2, 1) for s in (1, 2)]
     fake_rows.answer = _answers(dict(zip(points, (130.0, 129.0, 100.5, 100.0))))
@@ -109,7 +116,7 @@ def test_a_host_loaded_past_its_cores_during_the_finalists_rounds_is_said_in_the
                              "by that load is a bias their intervals do not show") == said, line
 
 
-def test_points_near_the_fastest_left_out_of_the_rounds_are_named(cli, fake_gpu, fake_rows, tmp_path):
+def test_points_near_the_fastest_left_out_of_the_rounds_are_named(cli, fake_gpu, fake_rows, in_process, tmp_path):
     """More points within the floor than the rounds take: the ones not measured again are said,
     not silently dropped from the winner's company; --finalists takes them in."""
     fast, close, other, default = ((("work", 1), ("split", 2)), (("work", 1), ("split", 1)),
@@ -153,7 +160,7 @@ def _tuned_case_3(cli) -> dict:
     return json.loads(out.stdout)
 
 
-def test_the_rounds_overturn_a_first_pass_that_was_luck(cli, fake_gpu, fake_rows):
+def test_the_rounds_overturn_a_first_pass_that_was_luck(cli, fake_gpu, fake_rows, in_process):
     lucky, truly, default = (("work", 1), ("split", 1)), (("work", 1), ("split", 2)), (("work", 2), ("split", 1))
     times = {default: 200.0, (("work", 2), ("split", 2)): 210.0, lucky: 100.0, truly: 102.0}
     fake_rows.answer = _then_in_rounds(times, lucky, lambda n: 110.0)  # in the rounds it shows its real time
@@ -161,7 +168,7 @@ def test_the_rounds_overturn_a_first_pass_that_was_luck(cli, fake_gpu, fake_rows
     assert case["winner"] == {"work": 1, "split": 2} and case["not_apart"] == []
 
 
-def test_the_rounds_fastest_wins_even_where_they_cannot_tell_it_apart(cli, fake_gpu, fake_rows):
+def test_the_rounds_fastest_wins_even_where_they_cannot_tell_it_apart(cli, fake_gpu, fake_rows, in_process):
     """The first pass put A ahead; in the rounds B is 4% faster, with an interval that reaches into
     the floor ('unsure'): B wins, A is named as not told apart, and no finalist reads below 1x."""
     a, b, default = (("work", 1), ("split", 1)), (("work", 1), ("split", 2)), (("work", 2), ("split", 1))
@@ -175,7 +182,7 @@ def test_the_rounds_fastest_wins_even_where_they_cannot_tell_it_apart(cli, fake_
     assert all(ct.against_winner(p).ratio >= 1.0 for p in ct.final_points if p != ct.winner)
 
 
-def test_tune_tells_what_it_needs_before_any_row(cli, fake_gpu, fake_rows, tmp_path):
+def test_tune_tells_what_it_needs_before_any_row(cli, fake_gpu, fake_rows, in_process, tmp_path):
     out = cli("tune", "--case", "3")
     assert out.exit_code == 2 and "pass --submission FILE (its declared TUNE) or --backend cute" in out.stderr
     out = cli("tune", "--case", "3", "--backend", "torch")
@@ -237,7 +244,8 @@ def test_the_config_map_is_what_run_compare_and_ab_give_the_submission(cli, fake
     assert out.exit_code == 2 and "config map" in out.stderr and "does not exist" in out.stderr
 
 
-def test_a_sweep_cut_short_resumes_without_running_again_what_it_measured(cli, fake_gpu, fake_rows, tmp_path):
+def test_a_sweep_cut_short_resumes_without_running_again_what_it_measured(cli, fake_gpu, fake_rows, in_process,
+                                                                          tmp_path):
     fake_rows.answer = _answers({(("work", 2), ("split", 1)): 130.0, (("work", 2), ("split", 2)): 129.0,
                                  (("work", 1), ("split", 1)): 100.5, (("work", 1), ("split", 2)): 100.0})
     doc = tmp_path / "t.json"
@@ -259,7 +267,7 @@ def test_a_sweep_cut_short_resumes_without_running_again_what_it_measured(cli, f
     assert len(again["cases"][1]["points"]) == 4
 
 
-def test_resume_refuses_what_it_cannot_go_on_from(cli, fake_gpu, fake_rows, tmp_path):
+def test_resume_refuses_what_it_cannot_go_on_from(cli, fake_gpu, fake_rows, in_process, tmp_path):
     doc = tmp_path / "t.json"
     out = cli("tune", "--submission", submission_path("tunable"), "--case", "3", "--resume")
     assert out.exit_code == 2 and "name that file with --json" in out.stderr
@@ -274,8 +282,8 @@ def test_resume_refuses_what_it_cannot_go_on_from(cli, fake_gpu, fake_rows, tmp_
     assert fake_rows.seen == []
 
 
-def test_our_kernels_space_swept_its_refusals_listed_and_its_map_given_to_compare(cli, fake_gpu, fake_rows, tmp_path,
-                                                                                 monkeypatch):
+def test_our_kernels_space_swept_its_refusals_listed_and_its_map_given_to_compare(cli, fake_gpu, fake_rows, in_process,
+                                                                                 tmp_path, monkeypatch):
     """On a (fake) sm_100a GPU: every point the family accepts run as a persistent cute row with its
     point, the model's choice the default; the map of the winners is what compare's rows build."""
     import torch
@@ -364,7 +372,8 @@ def test_our_kernels_point_is_built_before_its_row_and_a_hang_is_told_by_the_cas
 
 
 def test_a_sweep_stopped_from_outside_keeps_every_point_measured_though_the_file_is_written_seldom(cli, fake_gpu,
-                                                                                                fake_rows, tmp_path):
+                                                                                                fake_rows, in_process,
+                                                                                                tmp_path):
     """The sweep's file is rewritten at most every WRITE_EVERY_S for a point; a Ctrl-C (or
     SIGTERM) between two writes still leaves every point measured in it."""
     answer = _answers({(("work", 2), ("split", 1)): 130.0, (("work", 2), ("split", 2)): 129.0,
@@ -404,7 +413,7 @@ def test_each_cards_fastest_point_is_a_finalist_when_the_first_pass_was_spread_o
 
 
 def test_a_finalist_that_fails_or_is_flagged_in_the_rounds_is_out_and_never_the_winner(cli, fake_gpu, fake_rows,
-                                                                                        tmp_path):
+                                                                                        in_process, tmp_path):
     """The point that looks fastest is the one most likely to cheat: 40% faster in the first pass,
     flagged `escaped` in its first round. It is out, named with its reason in the table and the JSON,
     the rounds begin again without it, and the map never gets it; a round that finds another

@@ -1,5 +1,10 @@
 """One module per verb, its command a module-level function (importable, callable by a test);
-`register` attaches them to the app."""
+`register` attaches them to the app.
+
+A command module imports at its top only what reading the command line needs (typer, common.py,
+the light modules its options name); the library below it, and torch with it, are imported in its
+functions, once the command line has been read. So a usage error or --help answers at once,
+rather than after torch's import, and tests/test_cli.py holds the app to that."""
 
 from __future__ import annotations
 

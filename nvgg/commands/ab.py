@@ -8,26 +8,32 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import ab as abmod, output, rows, selection
+from .. import output
 from ..errors import NvggError
 from ..report import check_text
-from ..report.ab import AB
 from .common import (CaseIds, CasesFile, ConfigMap, JsonOut, JunitOut, L2, L2Opt, OutputOpt, Profile, Progress,
                      ProtocolOpt, RowTimeout, Shape, check_l2, check_outputs, check_points_taken, check_profile,
                      check_protocol, check_protocol_fits, command, config_points, pick_cases, read_files, show,
                      submissions, warn_if_slow_on_cpu, within)
+
+# the A/B's first look (nvgg/ab.py's MIN_ROUNDS), the least --rounds, as a number here: the command
+# line is read before the library and torch are imported (commands/__init__.py); tests/test_ab.py
+# holds the two equal
+MIN_ROUNDS = 5
 
 
 @command
 def ab_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submission", metavar="FILE", help="A version: a submission.py, or PATH@REV for the file at a git revision; two or more, the first the base.")] = None,
            case: CaseIds = None,
            floor: Annotated[float, typer.Option("--floor", metavar="PCT", callback=within(0.1, 50.0), help="The change that matters, in percent (0.1 to 50): an interval inside ±PCT is same, one wholly beyond it faster or slower.")] = 2.0,
-           rounds: Annotated[int, typer.Option("--rounds", metavar="N", callback=within(abmod.MIN_ROUNDS, 1000), help=f"The most rounds a case, its last look ({abmod.MIN_ROUNDS} to 1000; each round the versions' timed windows taking turns for 0.25-2 s, every version's calls then checked); a host-bound case looks up to 3 times as many.")] = 30,
-           budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", callback=within(1.0), help=f"Time for all cases together (1 or more), their first runs included; each case still gets {abmod.MIN_ROUNDS} rounds.")] = 120.0,
+           rounds: Annotated[int, typer.Option("--rounds", metavar="N", callback=within(MIN_ROUNDS, 1000), help=f"The most rounds a case, its last look ({MIN_ROUNDS} to 1000; each round the versions' timed windows taking turns for 0.25-2 s, every version's calls then checked); a host-bound case looks up to 3 times as many.")] = 30,
+           budget: Annotated[float, typer.Option("--budget", metavar="SECONDS", callback=within(1.0), help=f"Time for all cases together (1 or more), their first runs included; each case still gets {MIN_ROUNDS} rounds.")] = 120.0,
            shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None, timeout: RowTimeout = None,
            l2: L2Opt = L2.nvgg, config: ConfigMap = None, protocol: ProtocolOpt = None,
            json_out: JsonOut = None, junit: JunitOut = None, output_to: OutputOpt = None) -> None:
     """A fair A/B of versions of a submission: alternating rounds, looked at on a schedule, until each ratio's interval is decided."""
+    from .. import ab as abmod, rows, selection  # here, not at the top: commands/__init__.py
+    from ..report.ab import AB
     picked = pick_cases(case, shape, cases_file, default="benchmarks")
     if len(submission or []) < 2:
         raise NvggError("nvgg ab compares versions: pass --submission at least twice (the first is the base)")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import typer
 from tabulate import tabulate
 
-from ..result import document
 from .common import CasesFile, JsonOut, Shape, check_distinct, check_writable, command, emit_json, pick_cases, read_files
 
 
@@ -13,6 +12,7 @@ from .common import CasesFile, JsonOut, Shape, check_distinct, check_writable, c
 def cases_cmd(cases_file: CasesFile = None, shape: Shape = None,
               json_out: JsonOut = None) -> None:
     """List the cases: id, kind, G, per-group m/n/k, GFLOP and MB moved."""
+    from ..result import document  # here, not at the top: commands/__init__.py
     check_writable("--json", json_out, stdout_ok=True)
     check_distinct(("--json", json_out), reads=read_files(cases_file=cases_file))
     cases = pick_cases(None, shape, cases_file, default="all")

@@ -4,6 +4,7 @@ options here, calls one library function and renders."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import math
@@ -21,7 +22,9 @@ from typer.core import TyperCommand
 from .. import cases as casesmod
 from ..errors import NvggError, no_gpu
 
-STATE = {"verbose": False}
+# "starting": what the command's start (torch's import, `_start`) runs within; nvgg's own process
+# (__main__.py) sets its Ctrl-C handling there
+STATE = {"verbose": False, "starting": contextlib.nullcontext}
 
 
 def command(fn):
@@ -34,6 +37,7 @@ def command(fn):
             _refuse_empty(kwargs)
             from ..procs import check_timeline
             check_timeline()
+            _start()
             return fn(*args, **kwargs)
         except NvggError as exc:
             if STATE["verbose"]:
@@ -46,6 +50,19 @@ def command(fn):
                         "given", err=True, fg=typer.colors.RED)
             raise typer.Exit(130) from None
     return wrapper
+
+def _start() -> None:
+    """torch imported before the command's own code, which imports the library below it (torch
+    with it: commands/__init__.py), within STATE["starting"]: in nvgg's own process a Ctrl-C there
+    ends nvgg in one line, as it does while nvgg starts (torch drops an interrupt that lands while
+    it imports numpy, and the command would run on); an interrupt raised there is that line too."""
+    try:
+        with STATE["starting"]():
+            import torch  # noqa: F401
+    except KeyboardInterrupt:
+        typer.echo("nvgg: interrupted", err=True)
+        raise typer.Exit(130) from None
+
 
 def within(low: float, high: float | None = None):
     """A number option's range, checked as the parser checks its type: a value outside it (or not

@@ -8,11 +8,9 @@ from typing import Annotated, List, Optional
 
 import typer
 
-from .. import backends, cases as casesmod, output, rows, selection, strategies
-from ..baseline import gate, in_baseline, load_baseline
+from .. import cases as casesmod, output
 from ..errors import NO_GPU, NvggError
 from ..report import check_text, label
-from ..report.results import Results, compare_outcome
 from .common import (CaseIds, CasesFile, Command, ConfigMap, GpusOpt, JsonOut, JunitOut, L2, L2Opt, OutputOpt, Profile,
                      Progress, ProtocolOpt, RowTimeout, Shape, Timer, TimerOpt, check_l2, check_outputs,
                      check_points_taken, check_profile, check_protocol, check_protocol_fits, check_timer, command,
@@ -42,6 +40,7 @@ def compare_cmd(what: Annotated[What, typer.Argument(metavar="WHAT", case_sensit
                 max_regression: Annotated[Optional[float], typer.Option("--max-regression", metavar="PCT", callback=within(0.0), help="Allowed slowdown in percent with --baseline (0 or more; default 5); only a slowdown beyond it and beyond both runs' noise fails.")] = None) -> None:
     """Strategies x cases (or backends x cases for one strategy): time, speedup, SOL gap, correctness.
     Every row runs in a worker process: a fault or a hang costs that row, and the files are written as rows finish."""
+    from .. import rows, selection  # here, not at the top: commands/__init__.py
     if baseline is None and max_regression is not None:
         raise NvggError("--max-regression is the slowdown --baseline allows: add --baseline FILE (an earlier --json)")
     device = selection.default_device()
@@ -76,6 +75,9 @@ def register(app: typer.Typer) -> None:
 def _run(todo, targets, baseline, max_regression, timeout, device, spread=None, protocol=None) -> None:
     """The rows of `compare` run (a submission's revisions checked out meanwhile), their files
     (`targets`, rewritten as rows finish), table and exit code."""
+    from .. import rows
+    from ..baseline import gate
+    from ..report.results import Results, compare_outcome
     base = _baseline(baseline, todo)
     report = Results("compare", device, {c.id for c in casesmod.benchmarks()})
     files = output.Live(report, targets)
@@ -111,6 +113,7 @@ def _refuse_without_gpu(todo, device) -> None:
     """Where every row needs a GPU and none is visible (`compare --backend cute` on a CPU), the
     first row's reason and exit 3 (errors.NO_GPU) before any row runs, as `run` says it, rather
     than a table of rows that could not run."""
+    from .. import rows
     if device.type == "cuda":
         return
     first = None
@@ -129,6 +132,7 @@ def _refuse_without_gpu(todo, device) -> None:
 def _baseline(path: str | None, todo) -> dict | None:
     """The baseline's rows, refused before any work where it shares no row with this run (a gate
     that would check nothing)."""
+    from ..baseline import in_baseline, load_baseline
     if path is None:
         return None
     base = load_baseline(path)
@@ -142,6 +146,7 @@ def _baseline(path: str | None, todo) -> dict | None:
 
 
 def _strategies_and_backends(what: What, strategy: str | None, backend: str | None, device) -> tuple[list[str], list[str]]:
+    from .. import backends, selection, strategies
     if strategy is not None and "none" in [s.strip().lower() for s in strategy.split(",")]:  # the submissions alone
         if strategy.strip().lower() != "none":
             raise NvggError(f"--strategy {strategy!r}: none stands alone (the submissions without our strategies)")

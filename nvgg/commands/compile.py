@@ -7,10 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
-from .. import space as spacemod, profiles, selection
+from .. import space as spacemod, profiles
 from .. import occupancy
 from ..kernels import registry
-from ..result import document
 from ..errors import NvggError
 from .common import (CasesFile, JsonOut, Progress, Shape, TensorMaps, check_distinct, check_writable, command,
                      emit_json, mode_value, pick_cases, read_files, within)
@@ -31,6 +30,8 @@ def compile_cmd(arch: Annotated[str, typer.Option("--arch", metavar="ARCH", help
                 jobs: Annotated[Optional[int], typer.Option("--jobs", metavar="N", callback=within(1, 256), help="With --space: the distinct builds compiled in N processes at once (1 to 256; default: one a CPU core, 16 at most).")] = None,
                 json_out: JsonOut = None) -> None:
     """Compile only (no GPU needed): resources, tensor memory, cluster, stages, occupancy per kernel."""
+    from .. import selection  # here, not at the top: commands/__init__.py
+    from ..result import document
     family = registry.get(arch)
     if family is None:
         raise NvggError(f"--arch {arch!r}: choose {' or '.join(sorted(registry.archs()))}")
@@ -99,6 +100,7 @@ def _space(family, picked, arch: str, limits, json_out, jobs: int = 1) -> None:
     counted by reason under it; every point in the JSON."""
     from .. import space as spacemod
     from ..report import tabulate as table
+    from ..result import document
     knobs = [k.name for k in family.knobs()]
     for c in picked:  # a case no point takes is bad input, as it is to a plain compile
         found = spacemod.points(family, c, limits.sm_count)

@@ -10,19 +10,20 @@ module checks the options and renders."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 
-from .. import cases as casesmod, env as envmod, selection
+from .. import cases as casesmod
 from ..errors import NvggError, no_gpu
 from ..profiling.phases import chrome_trace_cases
-from ..profiling.session import Request, profile as run_profile
-from ..report.profile import profile_document, profile_text
 from .common import (CasesFile, ConfigMap, GpusOpt, JsonOut, Profile, Progress, RowTimeout, Shape, TensorMaps,
                      check_distinct, check_folder, check_points_fit, check_points_taken, check_profile, check_writable,
                      command, config_points, emit_json, mode_value, pick_cases, pick_gpus, read_files, submissions,
                      write_file)
+
+if TYPE_CHECKING:
+    from ..profiling.session import Request
 
 
 @command
@@ -41,6 +42,9 @@ def profile_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="I
                 cases_file: CasesFile = None, profile: Profile = None, config: ConfigMap = None,
                 gpus: GpusOpt = None, json_out: JsonOut = None) -> None:
     """Why is it slow: kernel time vs host overhead (CUPTI), counters (ncu), occupancy, phases."""
+    from .. import env as envmod, selection  # here, not at the top: commands/__init__.py
+    from ..profiling.session import profile as run_profile
+    from ..report.profile import profile_document, profile_text
     request = _request(pick_cases(case, shape, cases_file, default="benchmarks"), strategy, backend, submission,
                        cupti, ncu, phases, occupancy, trace, clock_control, out_dir, mode_value(tensormaps), timeout,
                        profile, json_out, read_files(submission=submission, config=config, cases_file=cases_file))
@@ -98,6 +102,7 @@ def _with_points(request: Request, points, path, submission, versions=()) -> Req
 def _request(cases, strategy, backend, submission, cupti, ncu, phases, occupancy, trace, clock_control, out_dir,
              tensormaps, timeout, profile, json_out, reads=()) -> Request:
     """Every option of profile checked, before any work."""
+    from ..profiling.session import Request
     if not (cupti or ncu or phases or occupancy):
         raise NvggError("choose what to profile: --cupti, --ncu, --phases and/or --occupancy")
     if submission and (occupancy or strategy or backend or tensormaps):

@@ -7,8 +7,6 @@ from typing import Annotated, Optional
 import typer
 
 from .. import cases as casesmod
-from ..report.results import geomean_table, results_table, setup_table
-from ..result import load
 from .common import Command, check_distinct, check_writable, command, write_file
 
 
@@ -16,6 +14,9 @@ from .common import Command, check_distinct, check_writable, command, write_file
 def report_cmd(path: Annotated[str, typer.Argument(metavar="FILE", help="A file written by run, compare or profile --json.")],
                plot: Annotated[Optional[str], typer.Option("--plot", metavar="FILE", help="Draw time vs SOL and setup phases to this picture (PNG; .pdf, .svg and matplotlib's other formats by the name's extension).")] = None) -> None:
     """Show a saved result file as tables (and a plot)."""
+    # here, not at the top: commands/__init__.py
+    from ..report.results import geomean_table, results_table, setup_table
+    from ..result import load
     check_writable("--plot", plot)
     check_distinct(("the result file", path), ("--plot", plot))
     if plot:

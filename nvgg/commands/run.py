@@ -3,19 +3,20 @@ reference, time it the leaderboard's way, and report the gap to the speed of lig
 
 from __future__ import annotations
 
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 
-from .. import cases as casesmod, output, rows, selection
+from .. import cases as casesmod, output
 from ..errors import NvggError
 from ..report import label
-from ..report.results import Results, compare_outcome
-from ..result import Row
 from .common import (L2, CasesFile, ConfigMap, GpusOpt, JsonOut, L2Opt, Profile, Progress, ProtocolOpt, RowTimeout, Shape,
                      TensorMaps, Timer, TimerOpt, check_l2, check_outputs, check_points_taken, check_profile,
                      check_protocol, check_protocol_fits, check_timer, command, config_points, mode_value, pick_cases,
                      pick_gpus, predict_leaderboard, read_files, show, submissions, warn_if_slow_on_cpu)
+
+if TYPE_CHECKING:
+    from ..result import Row
 
 
 @command
@@ -30,6 +31,8 @@ def run_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="ID", 
             quick: Annotated[bool, typer.Option("--quick", help="Time one window only, as a sweep's first pass: about a second sooner, without the interval a rerun falls in (±) or the energy a call.")] = False,
             protocol: ProtocolOpt = None, json_out: JsonOut = None) -> None:
     """Check and time one strategy on one case (default: the best strategy and backend here)."""
+    from .. import rows, selection  # here, not at the top: commands/__init__.py
+    from ..report.results import Results, compare_outcome
     picked = pick_cases(case, shape, cases_file)
     if len(picked) != 1:
         raise NvggError("nvgg run takes one case: use `nvgg compare` for several")
@@ -81,6 +84,8 @@ def _starting(row: Row, device, progress: Progress) -> None:
 def _ours(case, strategy, backend, tensormaps, device, points, common) -> Row:
     """The row of our kernels: the strategy and backend asked for (or this machine's best), with
     a config map's point where the map is our persistent kernel's."""
+    from .. import selection
+    from ..result import Row
     st, be = selection.choose(strategy or ("persistent" if points else None), backend or ("cute" if points else None),
                               tensormaps, device)
     point = points.ours(case.id, st, be) if points else ()

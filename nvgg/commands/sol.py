@@ -8,7 +8,6 @@ import typer
 
 from .. import profiles, sol as solmod
 from ..report.sol import sol_rows, sol_table
-from ..result import document
 from .common import (CasesFile, JsonOut, Profile, Shape, check_distinct, check_writable, command, emit_json, pick_cases,
                      read_files)
 
@@ -18,6 +17,7 @@ def sol_cmd(case: Annotated[Optional[str], typer.Option("--case", metavar="IDS",
             shape: Shape = None, cases_file: CasesFile = None, profile: Profile = None,
             json_out: JsonOut = None) -> None:
     """Bytes, FLOPs and the floor: max(bytes / DRAM bandwidth, FLOPs / tensor peak of the data path)."""
+    from ..result import document  # here, not at the top: commands/__init__.py
     check_writable("--json", json_out, stdout_ok=True)
     check_distinct(("--json", json_out), reads=read_files(cases_file=cases_file))
     cases = pick_cases(case, shape, cases_file, default="benchmarks")

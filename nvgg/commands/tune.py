@@ -7,22 +7,28 @@ submission's declared TUNE (`--submission`), or our persistent kernel's knobs on
 from __future__ import annotations
 
 import contextlib
-from typing import Annotated, List, Optional
+from typing import TYPE_CHECKING, Annotated, List, Optional
 
 import typer
 
-from .. import output, rows, selection, tune as tunemod
+from .. import output
 from ..errors import NvggError, no_gpu
-from ..report.tune import Tune, config_map, near_points
 from .common import (CaseIds, CasesFile, GpusOpt, JsonOut, Progress, RowTimeout, Shape, check_distinct, check_outputs,
                      check_writable, command, pick_cases, pick_gpus, read_files, show, submissions, warn_if_slow_on_cpu,
                      within, write_file)
+
+if TYPE_CHECKING:
+    from .. import tune as tunemod
 
 WRITE_EVERY_S = 2.0  # the sweep's files rewritten at most this often as points finish (a file grows to megabytes)
 # a point's time limit on a GPU where --timeout is not given: a first-pass row takes a second or
 # less (NOTES.md, Sweeps), a cold build in its worker seconds more; a point that hangs (a build that
 # deadlocks on one case) costs this, not the rows' usual limit
 POINT_TIMEOUT_S = 60.0
+# a case's finalists where --finalists is not given (nvgg/tune.py's FINALISTS), as a number here:
+# the command line is read before the library and torch are imported (commands/__init__.py);
+# tests/test_tune.py holds the two equal
+FINALISTS = 4
 
 
 @command
@@ -32,7 +38,7 @@ def tune_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submissi
              budget: Annotated[float, typer.Option("--budget", metavar="MINUTES", callback=within(0.1), help="Time for the whole sweep (0.1 or more); what is left unmeasured is said.")] = 10.0,
              floor: Annotated[float, typer.Option("--floor", metavar="PCT", callback=within(0.1, 50.0), help="The change that matters between finalists, in percent (0.1 to 50).")] = 2.0,
              rounds: Annotated[int, typer.Option("--rounds", metavar="N", callback=within(5, 1000), help="The most interleaved rounds of the finalists a case (5 to 1000).")] = 20,
-             finalists: Annotated[int, typer.Option("--finalists", metavar="N", callback=within(2, 16), help="Points a case measured again in rounds (2 to 16): the fastest, the default, then the next fastest the gate cannot tell from it.")] = tunemod.FINALISTS,
+             finalists: Annotated[int, typer.Option("--finalists", metavar="N", callback=within(2, 16), help="Points a case measured again in rounds (2 to 16): the fastest, the default, then the next fastest the gate cannot tell from it.")] = FINALISTS,
              out: Annotated[Optional[str], typer.Option("--out", metavar="FILE", help="Write the winners as a config map (case -> point) for --config.")] = None,
              resume: Annotated[bool, typer.Option("--resume", help="Go on from the sweep in --json FILE (one stopped or cut short): its measured points are not run again.")] = False,
              shape: Shape = None, cases_file: CasesFile = None, timeout: RowTimeout = None,
@@ -40,6 +46,8 @@ def tune_cmd(submission: Annotated[Optional[List[str]], typer.Option("--submissi
              ray: Annotated[Optional[str], typer.Option("--ray", metavar="ADDRESS", help="Sweep over a Ray cluster's GPUs (auto, or its address): an actor on each, the same checks and files (pip install 'nvgg[ray]').")] = None,
              json_out: JsonOut = None) -> None:
     """Sweep the configurations of a submission (its TUNE) or of our kernel per case: checked, timed, the winner told from noise."""
+    from .. import rows, selection, tune as tunemod  # here, not at the top: commands/__init__.py
+    from ..report.tune import Tune, config_map, near_points
     picked = pick_cases(case, shape, cases_file, default="benchmarks")
     if bool(submission) == (backend is not None):
         raise NvggError("nvgg tune sweeps one target: pass --submission FILE (its declared TUNE) or --backend "
@@ -90,6 +98,7 @@ def register(app: typer.Typer) -> None:
 
 def _kernels(device) -> tunemod.KernelTarget:
     """Our persistent kernel on this GPU: its arch's space, its SMs."""
+    from .. import tune as tunemod
     if device.type != "cuda":
         raise no_gpu("tuning our kernels times them on their GPU and none is visible: nvgg compile --space builds "
                      "their space here")
@@ -101,9 +110,10 @@ def _kernels(device) -> tunemod.KernelTarget:
 
 
 def _sweep(picked, target, device, earlier, budget, floor, rounds, timeout, files, spread=None, ray_gpus=0,
-           most=tunemod.FINALISTS):
+           most=FINALISTS):
     """The sweep with its progress (points done and left, the best so far) and its files
     (`files`: output.Live over a report.tune.Tune) rewritten as points finish."""
+    from .. import tune as tunemod
     tunes: dict = {}  # case -> its CaseTune
     state: dict = {}  # "progress": the bar, once the space says how many points there are
     report, order = files.report, [c.id for c in picked]

@@ -172,16 +172,27 @@ class CompileCache:
         info["cold_compile_s"] = cold
         info["key"] = [repr(x) for x in astuple(key)]
         try:
-            (folder / "kernel.ptx").write_text(built.ptx)
-            (folder / "kernel.cubin").write_bytes(built.cubin)
-            partial = folder / "info.json.tmp"  # the record last and whole: read without the lock, it is all or absent
-            partial.write_text(json.dumps(info, indent=1, default=str))
-            partial.replace(record)
+            # each file whole: read without the lock, by a process that found the record of an
+            # earlier build of the key while this one (which needs the callable) builds it again
+            write_whole(folder / "kernel.ptx", built.ptx.encode())
+            write_whole(folder / "kernel.cubin", built.cubin)
+            write_whole(record, json.dumps(info, indent=1, default=str).encode())  # the record last
         except OSError as exc:
             raise self._unwritable(exc) from None
         entry = Entry(key, built.fn, info, folder, cold, "cold")
         self._memory[key] = entry
         return entry
+
+
+def write_whole(path: Path, data: bytes) -> None:
+    """`data` at `path`, all or nothing to a reader at any moment: written aside under a name of
+    this process and thread, then renamed over it."""
+    aside = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
+    try:
+        aside.write_bytes(data)
+        aside.replace(path)
+    finally:
+        aside.unlink(missing_ok=True)
 
 
 class NotCached(Exception):

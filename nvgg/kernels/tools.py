@@ -10,6 +10,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+from .cache import write_whole
+
 
 def find(tool: str) -> str | None:
     """The path of `tool` (e.g. "nvdisasm"), or None where none is installed."""
@@ -40,7 +42,7 @@ def sass(cubin: Path) -> Path | None:
     if tool is None:
         return None
     text = subprocess.run([tool, "-c", str(cubin)], check=True, capture_output=True, text=True).stdout
-    out.write_text(text)
+    write_whole(out, text.encode())  # whole: another process may read it meanwhile
     return out
 
 
