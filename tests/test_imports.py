@@ -86,7 +86,7 @@ LAYERS = [
     # what everything stands on: errors, the data files and the models read from them (GPU
     # specifications and the occupancy rules, cases, SOL, the inputs and the reference), the
     # timer, the card's clocks and energy, CUPTI, child processes, and what a submission imports
-    ("foundations", ("nvgg", "errors", "data", "cases", "profiles", "occupancy", "sol", "inputs", "reference",
+    ("foundations", ("nvgg", "errors", "atomic", "data", "cases", "profiles", "occupancy", "sol", "inputs", "reference",
                      "timing", "clocks", "cupti", "procs", "gpus", "verdict", "gate", "probe", "compat")),
     ("the result", ("env", "result", "flags", "protocol", "versions")),  # what a row is, as data
     ("kernels", ("kernels",)),          # our kernels: configurations, builds, the compile cache

@@ -30,6 +30,8 @@ from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..atomic import replace_whole
+
 # .nv.info attribute ids (cuobjdump's EIATTR_* names), from the CUDA ELF format as dumped by
 # `cuobjdump -elf`; values are stable across CUDA 11-13.
 EIATTR_REGCOUNT = 0x2F
@@ -174,25 +176,14 @@ class CompileCache:
         try:
             # each file whole: read without the lock, by a process that found the record of an
             # earlier build of the key while this one (which needs the callable) builds it again
-            write_whole(folder / "kernel.ptx", built.ptx.encode())
-            write_whole(folder / "kernel.cubin", built.cubin)
-            write_whole(record, json.dumps(info, indent=1, default=str).encode())  # the record last
+            replace_whole(folder / "kernel.ptx", built.ptx.encode())
+            replace_whole(folder / "kernel.cubin", built.cubin)
+            replace_whole(record, json.dumps(info, indent=1, default=str).encode())  # the record last
         except OSError as exc:
             raise self._unwritable(exc) from None
         entry = Entry(key, built.fn, info, folder, cold, "cold")
         self._memory[key] = entry
         return entry
-
-
-def write_whole(path: Path, data: bytes) -> None:
-    """`data` at `path`, all or nothing to a reader at any moment: written aside under a name of
-    this process and thread, then renamed over it."""
-    aside = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}")
-    try:
-        aside.write_bytes(data)
-        aside.replace(path)
-    finally:
-        aside.unlink(missing_ok=True)
 
 
 class NotCached(Exception):

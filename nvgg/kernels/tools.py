@@ -10,7 +10,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from .cache import write_whole
+from ..atomic import replace_whole
 
 
 def find(tool: str) -> str | None:
@@ -42,7 +42,7 @@ def sass(cubin: Path) -> Path | None:
     if tool is None:
         return None
     text = subprocess.run([tool, "-c", str(cubin)], check=True, capture_output=True, text=True).stdout
-    write_whole(out, text.encode())  # whole: another process may read it meanwhile
+    replace_whole(out, text.encode())  # whole: another process may read it meanwhile
     return out
 
 

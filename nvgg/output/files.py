@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..atomic import replace_whole, write_all
+
 FIFO_WAIT_S = 2.0  # how long a FIFO is given to find its reader (one started beside nvgg)
 _HELD: dict[str, int] = {}  # FIFOs opened by `ready`, by real path, until their write
 
@@ -122,11 +124,11 @@ def write_bytes(path: str | Path, data: bytes) -> None:
     elif kind == "stream":
         fd = _open_stream(output_target(path))
         try:
-            _write_all(fd, data)
+            write_all(fd, data)
         finally:
             os.close(fd)
     else:
-        _replace(output_target(path), data)
+        replace_whole(output_target(path), data)
 
 
 def write_text(path: str | Path, text: str) -> None:
@@ -145,25 +147,6 @@ def reason(exc: OSError) -> str:
     return said.get(exc.errno) or exc.strerror or str(exc)
 
 
-def _replace(target: Path, data: bytes) -> None:
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        mode = stat.S_IMODE(os.stat(target).st_mode)
-    except FileNotFoundError:
-        mode = 0o666 & ~_umask()  # as a file opened for writing is made
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-    try:
-        try:
-            _write_all(fd, data)
-        finally:
-            os.close(fd)
-        os.chmod(tmp, mode)  # mkstemp's 0600 is for the temporary name only
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _to_descriptor(fd: int, data: bytes) -> None:
     """Through nvgg's own stdout or stderr where `fd` is one (after what was printed there), else
     straight to the descriptor; never closed."""
@@ -175,7 +158,7 @@ def _to_descriptor(fd: int, data: bytes) -> None:
             buffer.write(data)
             buffer.flush()
             return
-    _write_all(fd, data)
+    write_all(fd, data)
 
 
 def _open_stream(target: Path) -> int:
@@ -202,18 +185,6 @@ def _open_fifo(target: Path) -> int:
             time.sleep(0.05)
     os.set_blocking(fd, True)  # the writes wait for a slow reader, as a shell's would
     return fd
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view):]
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 @atexit.register
