@@ -173,3 +173,13 @@ def test_an_observer_is_told_the_repetitions_start_and_end_and_holds_the_span():
     gpu._samples = [200.0] * 50
     now = time.perf_counter()
     assert not gpu._enough(now - 0.6) and gpu._enough(now - 0.6)  # past its span, held once
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "inf"])
+def test_a_bad_cpu_budget_is_refused_by_every_command_before_any_row(cli, monkeypatch, value):
+    """NVGG_CPU_BUDGET_S that is not a positive number of seconds: the command's one line, exit 2,
+    before a row starts (a row would have said it only once its worker timed it)."""
+    monkeypatch.setenv("NVGG_CPU_BUDGET_S", value)
+    out = cli("run", "--case", "test-1", "--strategy", "sequential", "--backend", "torch")
+    assert out.exit_code == 2, out.output
+    assert "NVGG_CPU_BUDGET_S" in out.stderr and "[1/1]" not in out.output

@@ -62,6 +62,8 @@ def _start() -> None:
     except KeyboardInterrupt:
         typer.echo("nvgg: interrupted", err=True)
         raise typer.Exit(130) from None
+    from ..timing import cpu_budget_s
+    cpu_budget_s()  # a bad NVGG_CPU_BUDGET_S is refused here, before any row starts
 
 
 def within(low: float, high: float | None = None):
