@@ -15,7 +15,7 @@ from nvgg.kernels.sm90.family import Sm90Kernels  # noqa: E402
 from nvgg.kernels.sm100.family import Sm100Kernels  # noqa: E402
 from nvgg.kernels.family import KernelFamily  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
-from nvgg.kernels.sm90.phase_slots import SM90  # noqa: E402
+from nvgg.kernels.sm90.phase_slots import SM90, SM90_CHUNKS  # noqa: E402
 
 FAMILIES = [Sm90Kernels, Sm100Kernels]
 # the interface's methods with a choice a caller may leave open, and those choices
@@ -71,7 +71,10 @@ def test_the_sm100_phase_slots_follow_the_mode():
     labels = {mode: [p[0] for p in kernels.phase_layout(mode).phases] for mode in (None, "host", "device")}
     assert "map prefetch" in labels[None] and labels[None] == labels["host"]
     assert "map replace" in labels["device"]
-    assert Sm90Kernels().phase_layout() is Sm90Kernels().phase_layout("device") is SM90
+    # the sm_90a slots are the same in both modes; the default build (chunks) names its phases apart
+    assert Sm90Kernels().phase_layout() is Sm90Kernels().phase_layout("device") is SM90_CHUNKS
+    assert Sm90Kernels(readiness="rows").phase_layout("host") is SM90
+    assert SM90_CHUNKS.names == SM90.names and SM90_CHUNKS.slots == SM90.slots
 
 
 @pytest.mark.parametrize("cls", FAMILIES)
@@ -137,4 +140,5 @@ def test_a_variant_build_is_what_the_backend_compiles():
     assert info.extra["launch"] == "stream order"
     assert CuteBackend().compile(case, "sm_90a", grouped=True)[0].extra["launch"] == "programmatic"
     (grid,) = CuteBackend(family=Sm90Kernels(readiness="grid")).compile(case, "sm_90a", grouped=True)
-    assert grid.name == info.name.replace("]", ",grid_wait]") and grid.name.endswith("tensormaps=host,grid_wait]")
+    assert info.name.endswith("tensormaps=host,chunks_wait]")  # the default wait
+    assert grid.name == info.name.replace(",chunks_wait]", ",grid_wait]")

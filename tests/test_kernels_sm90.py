@@ -166,6 +166,10 @@ def store():
     (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True, tensormaps="host",
                      readiness="rows"), None),
     (gemm.GemmConfig(tile_m=64, stages=5, persistent=True, tensormaps="host"), None),
+    (gemm.GemmConfig(tile_m=128, stages=5, persistent=True, tensormaps="host", readiness="chunks"), None),
+    (gemm.GemmConfig(tile_m=128, stages=5, persistent=True, readiness="chunks"), None),
+    (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True, tensormaps="host",
+                     readiness="chunks"), None),
 ])
 def test_compiles_for_sm90a_within_limits(store, config, shape):
     entry = host.compile_gemm(config, shape, "sm_90a", store=store, need_callable=False)
@@ -196,7 +200,11 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
     if config.persistent:
         # phase 0 reads packed A and writes the fp16 copy, which TMA then loads
         assert "ld.global.nc.v4.b32" in ptx_text and "st.global.v4.b32" in ptx_text
-        assert "fence.proxy.async;" in ptx_text and "fence.proxy.async.global" in ptx_text
+        assert "fence.proxy.async.global" in ptx_text
+        # the MMA warps' phase 0 fences the staged group columns in shared memory too; the chunks
+        # build's helper warps find a turn's group by a vote instead of staging the columns
+        assert ("fence.proxy.async;" in ptx_text) == (config.readiness != "chunks")
+        assert ("vote.sync.ballot.b32" in ptx_text) == (config.readiness == "chunks")
         adds = ptx_text.count("red.release.gpu.global.add.u64")
         assert "ld.acquire.gpu.global.u64" in ptx_text
         # a programmatic launch: the next kernel's CTAs may start once this CTA read the launch
@@ -206,11 +214,13 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
         assert ptx_text.count("griddepcontrol.launch_dependents;") == 1
         assert ptx_text.count("griddepcontrol.wait;") == 1
         trigger = ptx_text.index("griddepcontrol.launch_dependents;")
-        if config.readiness == "rows":
+        if config.readiness in ("rows", "chunks"):
             # the row counters (phase 0's writers add, the producer's lanes spin until theirs
             # are full, then meet at a warp barrier), and the launch count (one relaxed arrival a
             # CTA, read first by the same thread)
-            assert adds == 1 and "bar.warp.sync" in ptx_text and "nanosleep.u32 20" in ptx_text
+            # (the chunks build's helpers count each turn where they wrote it, in several places)
+            assert adds >= 1 if config.readiness == "chunks" else adds == 1
+            assert "bar.warp.sync" in ptx_text and "nanosleep.u32 20" in ptx_text
             assert "red.relaxed.gpu.global.add.u64" in ptx_text and "shfl.sync.idx.b32" in ptx_text
             assert ptx_text.index("red.relaxed.gpu.global.add.u64") < trigger
         else:
@@ -330,14 +340,15 @@ def test_backend_compile_reports_each_distinct_kernel():
                                        "nvfp4_expand_a_sm90"]
     assert infos[-1].threads == gemm.EXPAND_THREADS
     grouped = be.compile(case, "sm_90a", grouped=True)
-    assert len(grouped) == 1 and grouped[0].threads == gemm.GemmConfig(persistent=True).threads == 288
+    # the chunks build: the MMA warpgroups, the producer warp and three helper warps
+    assert len(grouped) == 1 and grouped[0].threads == gemm.GemmConfig(persistent=True, readiness="chunks").threads == 384
     assert grouped[0].extra["cache_hit"] in ("cold", "memory", "disk") and grouped[0].extra["wgmma"]
     assert grouped[0].extra["launch"] == "programmatic" and "launch" not in infos[0].extra
     serial = CuteBackend(tensormaps="host", family=Sm90Kernels(programmatic=False))
     assert serial.compile(case, "sm_90a", grouped=True)[0].extra["launch"] == "stream order"
     # case 2 merges tiles on 132 SMs: the wide-tile build, a producer warpgroup beside the MMA ones
     (wide,) = be.compile(cases.get("2"), "sm_90a", grouped=True)
-    assert wide.name == "nvfp4_grouped_gemm_sm90[tile_m=128,stages=4,slots=6,wide_tiles,tensormaps=host]"
+    assert wide.name == "nvfp4_grouped_gemm_sm90[tile_m=128,stages=4,slots=6,wide_tiles,tensormaps=host,chunks_wait]"
     assert (wide.threads, wide.registers) == (384, 168) and wide.extra["frame_bytes"] == 0
     assert wide.extra["setmaxnreg"] == {"inc": gemm.MMA_REGS, "dec": gemm.PRODUCER_REGS} == {"inc": 232, "dec": 40}
     assert "setmaxnreg" not in grouped[0].extra
@@ -465,6 +476,74 @@ def test_persistent_tables_count_rows_pack_groups_and_encode_maps_per_group(monk
         host.build_tables(groups, config, ctas)
 
 
+def test_chunks_tables_lay_out_a_stage_of_every_group_and_a_counter_a_row_block_and_stage(monkeypatch):
+    groups = kgroups.all_groups(inputs.generate(cases.get("test-4"), "cpu"))  # m 80, 128, 256; k 256, 512, 256
+    for name in ("encode_tensor_map_f16", "encode_tensor_map"):  # the template pair needs no driver here
+        monkeypatch.setattr(host, name, lambda *args: [0] * 16)
+    config = gemm.GemmConfig(tile_m=128, stages=5, persistent=True, tensormaps="device", readiness="chunks")
+    assert config.threads == 384 and config.problems() is None
+    tables = host.build_tables(groups, config, 132)
+    table = tables.table.tolist()
+    # units of a stage: each group's rows (rounded up to 8) × 4 blocks of 64 k
+    assert [(r[gemm.COL_CHUNK_BEGIN], r[gemm.COL_CHUNK_END]) for r in table] == [(0, 320), (320, 832), (832, 1856)]
+    assert (table[0][gemm.COL_CHUNK_UNITS], table[0][gemm.COL_CHUNKS]) == (1856, 2)
+    # counters: 3 blocks × 1 stage, 4 blocks × 2 stages, 8 blocks × 1 stage; all zero
+    assert [r[gemm.COL_READY_BEGIN] for r in table] == [0, 3, 11] and tables.ready.tolist() == [0] * 19
+    assert gemm.chunk_counts(80, 256) == [128, 128, 64]
+    assert gemm.chunk_counts(128, 512) == [128] * 8
+    assert gemm.chunk_counts(41, 256) == [128, 64]  # 41 rows count as 48: 32, then 16
+    assert "persistent kernel only" in gemm.GemmConfig(tile_m=128, readiness="chunks").problems()
+
+
+@pytest.mark.parametrize("helpers", [396, 5])
+@pytest.mark.parametrize("ms, ks", [([80, 128, 256], [256, 512, 256]), ([1, 7, 9, 200, 33], [1024, 256, 768, 256, 512]),
+                                    ([40, 76, 168, 72], [2048] * 4)])
+def test_chunks_helper_turns_cover_every_unit_once_and_fill_every_counter(ms, ks, helpers):
+    """The helper warps' turn arithmetic (nvfp4_gemm._expand_chunks, _chunk_group, and the
+    producer's _wait_chunk), replayed on the host for `helpers` warps: every row × 64-k block of
+    every group is expanded exactly once, each counter receives exactly what the producer waits
+    for, each warp takes its turns stage after stage, and where a stage has no more turns than
+    there are warps, each warp keeps to one group."""
+    begins, per_stage_units, stages, counters = gemm.chunk_units(ms, ks)
+    ends = [b + -(-m // gemm.CHUNK_ROWS) * gemm.CHUNK_ROWS * gemm.SUBS_PER_STAGE for b, m in zip(begins, ms)]
+    assert per_stage_units % gemm.CHUNK_UNITS == 0 and all(b % gemm.CHUNK_UNITS == 0 for b in begins)
+    per_stage = per_stage_units // gemm.CHUNK_UNITS
+    step = helpers - helpers % per_stage if per_stage <= helpers else helpers
+    done, added = set(), [0] * counters[-1]
+    for warp in range(helpers):
+        seen_groups, last_stage = set(), -1
+        for turn in range(warp if warp < step else stages * per_stage, stages * per_stage, step):
+            stage, unit = turn // per_stage, (turn % per_stage) * gemm.CHUNK_UNITS
+            g = sum(1 for e in ends if e <= unit)  # the vote: groups ending at or below the unit
+            assert begins[g] <= unit < ends[g]
+            assert stage > last_stage if per_stage <= helpers else stage >= last_stage
+            last_stage = stage
+            seen_groups.add(g)
+            if stage * gemm.K_STAGE >= ks[g]:
+                continue
+            for lane in range(32):
+                row = (unit - begins[g]) // gemm.SUBS_PER_STAGE + lane // gemm.SUBS_PER_STAGE
+                kb = stage * gemm.SUBS_PER_STAGE + lane % gemm.SUBS_PER_STAGE
+                for r in range(row, row + gemm.CHUNK_ROWS, 8):
+                    if r < ms[g]:
+                        assert (g, r, kb) not in done
+                        done.add((g, r, kb))
+            block = (unit - begins[g]) // (gemm.READY_ROWS * gemm.SUBS_PER_STAGE)
+            added[counters[g] + block * (ks[g] // gemm.K_STAGE) + stage] += gemm.CHUNK_UNITS
+        if per_stage <= helpers:
+            assert len(seen_groups) <= 1
+    assert done == {(g, r, kb) for g, (m, k) in enumerate(zip(ms, ks)) for r in range(m) for kb in range(k // gemm.K_SUB)}
+    assert added == [c for m, k in zip(ms, ks) for c in gemm.chunk_counts(m, k)]
+    # the producer's wait for stage s of group g: counter begin + block × stages + s, for what
+    # chunk_counts says of that counter
+    for g, (m, k) in enumerate(zip(ms, ks)):
+        padded = -(-m // gemm.CHUNK_ROWS) * gemm.CHUNK_ROWS
+        for block in range(-(-padded // gemm.READY_ROWS)):
+            for stage in range(k // gemm.K_STAGE):
+                want = max(min(padded - block * gemm.READY_ROWS, gemm.READY_ROWS), 0) * gemm.SUBS_PER_STAGE
+                assert added[counters[g] + block * (k // gemm.K_STAGE) + stage] == want
+
+
 def test_persistent_only_options_are_refused_elsewhere():
     assert "persistent kernel only" in gemm.GemmConfig(tensormaps="host").problems()
     assert "persistent kernel only" in gemm.GemmConfig(readiness="grid").problems()
@@ -514,7 +593,7 @@ def _sm90() -> bool:
 
 
 def _backend(build: str) -> CuteBackend:
-    """"per-group", "default", or a persistent build: maps (host, device) + wait (grid, rows)."""
+    """"per-group", "default", or a persistent build: maps (host, device) + wait (grid, rows, chunks)."""
     if build in ("per-group", "default"):
         return CuteBackend()
     maps, wait = build.split("+")
@@ -524,7 +603,8 @@ def _backend(build: str) -> CuteBackend:
 @pytest.mark.gpu
 @pytest.mark.sm90
 @pytest.mark.parametrize("case_id", ["test-1", "test-4", "test-9", "test-10"])
-@pytest.mark.parametrize("build", ["per-group", "default", "host+rows", "device+rows", "device+grid"])
+@pytest.mark.parametrize("build", ["per-group", "default", "host+rows", "device+rows", "device+grid", "host+chunks",
+                                   "device+chunks"])
 def test_matches_reference_on_competition_inputs(case_id, build):
     """Per-group launches, and the persistent kernel with either map mode and either wait."""
     if not _sm90():
@@ -545,7 +625,7 @@ def test_matches_reference_on_competition_inputs(case_id, build):
 
 @pytest.mark.gpu
 @pytest.mark.sm90
-@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows"])
+@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "host+chunks"])
 def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
@@ -569,8 +649,11 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
         assert (r[SM90.START] < r[SM90.DESC_READY] <= r[SM90.FIRST_MMA] < r[SM90.MAINLOOP_DONE]
                 <= r[SM90.EPILOGUE_DONE] <= r[SM90.EXIT]), r[:SM90.FIRST_SWITCH]
         # the producer saw its first tile's rows after its maps; the MMA warps issued after their
-        # own share of phase 0 and after those rows were seen (the grid barrier: after every share)
-        assert r[SM90.START] < r[SM90.PHASE0_DONE] <= r[SM90.FIRST_MMA], r[:SM90.FIRST_SWITCH]
+        # own share of phase 0 and after those rows were seen (the grid barrier: after every share);
+        # the chunks build's helpers stream A beside the main loops: their end is after the start
+        assert r[SM90.START] < r[SM90.PHASE0_DONE], r[:SM90.FIRST_SWITCH]
+        if not build.endswith("chunks"):
+            assert r[SM90.PHASE0_DONE] <= r[SM90.FIRST_MMA], r[:SM90.FIRST_SWITCH]
         assert r[SM90.DESC_READY] <= r[SM90.A_READY] <= r[SM90.FIRST_MMA], r[:SM90.FIRST_SWITCH]
         if build.endswith("grid"):
             assert r[SM90.A_READY] >= max(x[SM90.PHASE0_DONE] for x in rows)
@@ -580,14 +663,20 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
         assert all(r[SM90.DESC_READY] < t < r[SM90.EXIT] for t in stamps)
     for r in rows:
         assert r[SM90.START] > 0 and r[SM90.EXIT] >= r[SM90.START]
-    report = phases.analyse(buffer, SM90)
+    if build.endswith("chunks"):
+        # every CTA's helpers expanded their turns, CTAs without a tile too, and the last of them
+        # finished while some CTA still had a stage to load
+        assert all(r[SM90.PHASE0_DONE] > r[SM90.START] for r in rows)
+        assert max(r[SM90.PHASE0_DONE] for r in rows) < max(r[SM90.MAINLOOP_DONE] for r in rows)
+    report = phases.analyse(buffer, _backend(build).phase_layout(torch.device("cuda")))
     assert report.ctas_with_work == len(worked) and report.kernel_us > 0
 
 
 @pytest.mark.gpu
 @pytest.mark.sm90
 @pytest.mark.parametrize("case_id", ["3", "test-4", "many"])
-@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "device+rows"])
+@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "device+rows", "host+chunks",
+                                   "device+chunks"])
 def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
     """Neither the launch count nor the row counters are ever reset: each launch must wait for its
     own fp16 copy, not pass on the previous launch's counts. The copy is poisoned (NaN) before
@@ -615,16 +704,22 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
         result = reference.check(inputs.outputs(data), want)
         assert result.ok, result.message
     assert tables.barrier.cpu().tolist() == [launches << 32]  # 2^32 a launch, whatever the grid
-    # every row block's counter holds its work units once a launch (rows × k/64), on either wait
-    # (the grid build's phase 0 never counts rows: its counters stay 0)
-    want_counts = [launches * min(gemm.READY_ROWS, m - r) * (k // gemm.K_SUB) if build.endswith("rows") else 0
-                   for m, _, k in case.groups for r in range(0, m, gemm.READY_ROWS)]
-    assert tables.ready.cpu().tolist() == want_counts
+    assert tables.ready.cpu().tolist() == [launches * c for c in _counts(build, case)]
+
+
+def _counts(build: str, case) -> list[int]:
+    """What one launch adds to each readiness counter: a row block's work units (rows × k/64) in
+    the rows build, each stage of each row block's (gemm.chunk_counts) in the chunks build, none in
+    the grid build (its phase 0 never counts rows)."""
+    if build.split("+")[1] == "chunks":
+        return [c for m, _, k in case.groups for c in gemm.chunk_counts(m, k)]
+    return [min(gemm.READY_ROWS, m - r) * (k // gemm.K_SUB) if build.endswith("rows") else 0
+            for m, _, k in case.groups for r in range(0, m, gemm.READY_ROWS)]
 
 
 @pytest.mark.gpu
 @pytest.mark.sm90
-@pytest.mark.parametrize("build", ["host+rows", "device+grid", "host+rows+wide"])
+@pytest.mark.parametrize("build", ["host+rows", "device+grid", "host+rows+wide", "host+chunks", "host+chunks+wide"])
 def test_programmatic_launches_back_to_back(build):
     """Programmatic launches (each may start while the one before finishes) with no
     synchronisation between them: ten over the same tables (each launch reads the launch count
@@ -646,9 +741,7 @@ def test_programmatic_launches_back_to_back(build):
         launches[0]()
     torch.cuda.synchronize()
     assert launches[0].tables.barrier.cpu().tolist() == [10 << 32]
-    if wait == "rows":
-        assert launches[0].tables.ready.cpu().tolist() == [
-            10 * min(gemm.READY_ROWS, m - r) * (k // gemm.K_SUB) for m, _, k in case.groups for r in range(0, m, gemm.READY_ROWS)]
+    assert launches[0].tables.ready.cpu().tolist() == [10 * c for c in _counts(f"{maps}+{wait}", case)]
     for _ in range(3):
         for launch in launches:
             launch()
@@ -750,4 +843,6 @@ def test_every_builds_grid_is_what_the_driver_keeps_resident():
             assert model == api, (b.point.name, k["registers"], k["smem_bytes"], model, api)
             answers[b.point.name] = model
     assert len(answers) == sum(not b.point.refused for b in built) >= 80
-    assert set(answers.values()) == {1, 2}  # both answers were put to the driver
+    # the space's builds wait "chunks" (the family's default): 384 threads, whose registers leave
+    # room for one CTA an SM in every build (the rows builds, 288 threads, had some at two)
+    assert set(answers.values()) == {1}

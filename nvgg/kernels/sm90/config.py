@@ -64,7 +64,10 @@ COL_MAPS, COL_READY, COL_READY_BEGIN = 21, 22, 23
 # launch-wide (persistent kernel, rows wait): how phase 0's units are dealt (`even_deal`): CTAs
 # below the first count take the first share each, CTAs up to the second count the second share
 COL_DEAL = 24  # 4 columns: first count, first share, second count, second share
-TABLE_COLS = 28
+# the "chunks" build (READINESS): per group, its first and end unit in a stage's worth of units
+# over every group (`chunk_units`); launch-wide, that stage's units and the stages of the deepest k
+COL_CHUNK_BEGIN, COL_CHUNK_END, COL_CHUNK_UNITS, COL_CHUNKS = 28, 29, 30, 31
+TABLE_COLS = 32
 # the columns phase 0 reads per group, staged in shared memory (the fp16 A slots, unused until the
 # first tile's loads) by the persistent kernel, which therefore takes at most MAX_GROUPS groups
 INFO_COLS = (COL_UNIT_END, COL_UNIT_BEGIN, COL_K, COL_A, COL_SFA, COL_A16, COL_READY_BEGIN)
@@ -77,10 +80,25 @@ ORDER_GROUP_SHIFT = 22
 MAX_TILES = 1 << ORDER_GROUP_SHIFT
 TENSORMAP_MODES = tensormaps.MODES
 # how the persistent kernel's producer knows the fp16 A rows of a group are written: "rows", the
-# readiness counters of just that group's rows (the default: faster on three of the four
-# benchmarks, about even on the other; lab log); "grid", a grid-wide barrier after
-# all of phase 0 (the earlier build's wait, kept for benchmarks to compare against)
-READINESS = ("rows", "grid")
+# readiness counters of just that group's rows (faster than "grid" on three of the four
+# benchmarks, about even on the other; lab log); "grid", a grid-wide barrier after all of phase 0
+# (the earlier build's wait, kept for benchmarks to compare against). In both the MMA warps
+# expand their share of A before their first MMA. "chunks": three more warps a CTA (HELPER_WARPS)
+# expand A stage by stage (256 k over every group's rows, the first stage first) while the MMA
+# warps run, and count each stage of each READY_ROWS rows apart, so the producer waits for the
+# stage it loads and no more
+READINESS = ("rows", "grid", "chunks")
+HELPER_WARPS = 3  # the "chunks" build's expanding warps, 9-11: the producer warp's warpgroup
+HELPER_FIRST = MMA_WARPS + 1
+BAR_HELPERS = 3  # named barrier of the helper warps alone (their end, instrumented build)
+# rows of A one helper warp expands a turn: 32 lanes, a lane a 64-k block of a 256-k stage; the
+# units a turn counts. Small turns spread a stage over many warps, which brings the first stage
+# soonest; a warp keeps TURNS_IN_FLIGHT turns' loads in flight (the same rows, later stages) so
+# that the helpers keep ahead of the main loops (turns of 16 or 32 rows made the first stage
+# later, one turn at a time left the helpers behind case 1's main loops: lab log)
+CHUNK_ROWS = 32 // SUBS_PER_STAGE
+TURNS_IN_FLIGHT = 4
+CHUNK_UNITS = CHUNK_ROWS * SUBS_PER_STAGE
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
 TENSORMAP_BYTES = tensormaps.MAP_BYTES
 PAIR_BYTES = 2 * TENSORMAP_BYTES
@@ -138,12 +156,12 @@ class GemmConfig:
 
     @property
     def threads(self) -> int:
-        """MMA warpgroups and one producer warp, or with wide tiles a whole producer warpgroup
-        (three of its warps idle) so that setmaxnreg can move registers to the MMA warpgroups
-        (the expand kernel: EXPAND_THREADS)."""
+        """MMA warpgroups and one producer warp, or a whole producer warpgroup: with wide tiles,
+        so that setmaxnreg can move registers to the MMA warpgroups, and in the "chunks" build,
+        whose other three warps expand A (otherwise idle); the expand kernel: EXPAND_THREADS."""
         if self.expand_only:
             return EXPAND_THREADS
-        return MMA_THREADS + (128 if self.wide_tiles else 32)
+        return MMA_THREADS + (128 if self.wide_tiles or self.readiness == "chunks" else 32)
 
     @property
     def a16_slots(self) -> int:
@@ -306,6 +324,31 @@ def even_deal(units: int, ctas: int) -> tuple[int, int, int, int]:
     return (0, 0, ctas, -(-units // max(ctas, 1)))
 
 
+
+
+def chunk_units(ms, ks) -> tuple[list[int], int, int, list[int]]:
+    """The "chunks" build's work: a stage (256 k) of every group's rows, each group's m rounded up
+    to CHUNK_ROWS, in units of one row × 64 k, a helper warp taking CHUNK_UNITS consecutive units
+    (CHUNK_ROWS rows, one stage) a turn. Returns each group's first unit in a stage, the units a
+    stage, the stages of the deepest group, and each group's first readiness counter (one a
+    READY_ROWS rows and a stage, row block by row block, the stages of a block adjacent) with the
+    counters' total as the last entry."""
+    begins, units = [], 0
+    counters = [0]
+    for m, k in zip(ms, ks):
+        padded = -(-m // CHUNK_ROWS) * CHUNK_ROWS
+        begins.append(units)
+        units += padded * SUBS_PER_STAGE
+        counters.append(counters[-1] + -(-padded // READY_ROWS) * (k // K_STAGE))
+    return begins, units, max(k // K_STAGE for k in ks), counters
+
+
+def chunk_counts(m: int, k: int) -> list[int]:
+    """The units a launch adds to each of one group's "chunks" counters, in counter order: every
+    stage of a block counts CHUNK_UNITS a helper warp's turn, padded rows included."""
+    padded = -(-m // CHUNK_ROWS) * CHUNK_ROWS
+    return [min(padded - b * READY_ROWS, READY_ROWS) * SUBS_PER_STAGE
+            for b in range(-(-padded // READY_ROWS)) for _ in range(k // K_STAGE)]
 
 
 THREADS = GemmConfig().threads  # threads per CTA of the default configuration

@@ -10,7 +10,8 @@ kernels/registry.py).
   last full tile and the rest of its rows, up to 64, on one B decode) that the backend picks
   where merging shortens the longest CTA's list on this GPU's SMs (`persistent_config`).
 Both read NVFP4, expand it to fp16 exactly (the persistent kernel expands A once per launch into an
-fp16 copy that it then loads by TMA) and multiply with wgmma; see kernels/sm90/nvfp4_gemm.py.
+fp16 copy that it then loads by TMA, stage by stage as helper warps write it) and multiply with
+wgmma; see kernels/sm90/nvfp4_gemm.py.
 
 Shape rules (both kernels): k a multiple of 256, n a multiple of 128, any m ≥ 1; the persistent kernel
 takes at most 512 groups (gemm.MAX_GROUPS).
@@ -30,7 +31,7 @@ from .. import groups as kgroups, launch
 from ..tensormaps import setup_phases
 from . import host
 from . import config as gemm
-from .phase_slots import SM90
+from .phase_slots import SM90, SM90_CHUNKS
 
 ARCH = "sm_90a"
 # where the persistent kernel's tensor maps come from: its producer rewrites one pair in the kernel
@@ -91,9 +92,11 @@ class Sm90Kernels(KernelFamily):
     # the kernel, and no map written in the kernel (NOTES.md, Persistent sm_90a kernel; lab log)
     default_mode = "host"
 
-    def __init__(self, readiness: str = "rows", programmatic: bool = True):
-        # how the persistent kernel waits for phase 0 (gemm.READINESS); "grid", the earlier
-        # build's wait, is there for benchmarks and tests to compare against
+    def __init__(self, readiness: str = "chunks", programmatic: bool = True):
+        # how the persistent kernel's fp16 A is written and waited for (gemm.READINESS): "chunks",
+        # streamed by helper warps beside the main loops (faster than "rows" on the four
+        # benchmarks: NOTES.md); "rows" and "grid", the earlier builds' phase 0 before the first
+        # MMA, are there for benchmarks and tests to compare against
         self.readiness = readiness
         self._programmatic = programmatic
 
@@ -204,7 +207,8 @@ class Sm90Kernels(KernelFamily):
         return zeroed_first(kernel, buffer, programmatic)
 
     def phase_layout(self, tensormaps: str | None = None):
-        return SM90  # the same slots in both modes
+        # the same slots in both modes; the chunks build streams A beside its main loops
+        return SM90_CHUNKS if self.readiness == "chunks" else SM90
 
     def _persistent(self, data, tensormaps: str | None = None, *, instrument: bool):
         if len(data[3]) > gemm.MAX_GROUPS:

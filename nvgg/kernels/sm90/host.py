@@ -124,7 +124,9 @@ class Tables:
     barrier: torch.Tensor | None = None  # persistent kernel: the grid barrier's arrival count (u64, see ptx.grid_target)
     units: int = 0  # phase-0 work units (one row × 64 k of A) over all groups
     runs: torch.Tensor | None = None  # persistent kernel: int32 [ctas + 1 + tiles], each CTA's tiles (schedule.schedule)
-    ready: torch.Tensor | None = None  # persistent kernel: u64 readiness counter a READY_ROWS rows of A (ptx.ready_wait)
+    # persistent kernel: u64 readiness counters (ptx.ready_wait), one a READY_ROWS rows of A, or in
+    # the "chunks" build one a READY_ROWS rows and a stage (gemm.chunk_units)
+    ready: torch.Tensor | None = None
     maps: torch.Tensor | None = None  # `host` maps: int64 [G, 2, 16], each group's fp16 A and packed B maps
     encode_us: list[float] | None = None  # `host` maps: the host's time for each group's pair
 
@@ -163,9 +165,13 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         workspace = torch.zeros((ctas, 2, gemm.TENSORMAP_BYTES // 8), dtype=torch.int64, device=device)
     if total >= gemm.MAX_TILES:
         raise ValueError(f"{total} tiles: the persistent kernel's tile order holds fewer than {gemm.MAX_TILES}")
-    ready_begins = [0]
-    for g in groups:
-        ready_begins.append(ready_begins[-1] + -(-g.m // gemm.READY_ROWS))
+    chunks = config.readiness == "chunks"
+    if chunks:  # a counter a row block and a stage
+        chunk_begins, chunk_units, stages, ready_begins = gemm.chunk_units(ms, [g.k for g in groups])
+    else:
+        ready_begins = [0]
+        for g in groups:
+            ready_begins.append(ready_begins[-1] + -(-g.m // gemm.READY_ROWS))
     ready = torch.zeros(ready_begins[-1], dtype=torch.int64, device=device) if config.persistent else None
     rows, units = [], 0
     for i, g in enumerate(groups):
@@ -178,6 +184,9 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         units += group_units(g)
         row[gemm.COL_UNIT_END] = units
         row[gemm.COL_READY_BEGIN] = ready_begins[i]
+        if chunks:
+            row[gemm.COL_CHUNK_BEGIN] = chunk_begins[i]
+            row[gemm.COL_CHUNK_END] = chunk_begins[i] + -(-g.m // gemm.CHUNK_ROWS) * gemm.CHUNK_ROWS * gemm.SUBS_PER_STAGE
         rows.append(row)
     if template is not None:
         rows[0][gemm.COL_TEMPLATE] = template.data_ptr()
@@ -197,6 +206,9 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
             groups[i], rows[i][gemm.COL_A16], row), device)
         rows[0][gemm.COL_MAPS] = maps.table.data_ptr()
     rows[0][gemm.COL_UNITS] = units
+    if chunks:
+        rows[0][gemm.COL_CHUNK_UNITS] = chunk_units
+        rows[0][gemm.COL_CHUNKS] = stages
     rows[0][gemm.COL_GROUPS] = len(groups)
     if barrier is not None:
         rows[0][gemm.COL_BARRIER] = barrier.data_ptr()

@@ -32,14 +32,20 @@ Warps (`kernel`; a persistent CTA walks the tiles the host's schedule lists for 
   rows < m into an A slot (its other rows stay stale: they feed only columns of Cᵀ never stored);
   both rings have full/empty mbarriers. Its tensor maps are the host's pair for each group (`host`)
   or its CTA's own pair, rewritten on a change of group once its loads in flight landed (`device`).
-- MMA warpgroups (warps 0-7): persistent kernel, phase 0 first (`_expand_a_global`, the groups'
-  phase-0 columns staged in the last A slots, freed to the producer at BAR_INFO); then per 64-k
+- helpers (the "chunks" build, warps 9-11 of the producer's warpgroup): A expanded stage by stage
+  (`_expand_chunks`: 256 k of every group's rows, the first stage first, over every CTA's
+  helpers), each turn counted into its row block's counter for that stage; they never wait, and
+  the producer waits for the stage it loads next (`_wait_chunk`, one round trip looking ahead).
+- MMA warpgroups (warps 0-7): persistent kernel but the chunks build, phase 0 first
+  (`_expand_a_global`, the groups' phase-0 columns staged in the last A slots, freed to the
+  producer at BAR_INFO); then per 64-k
   subtile: decode B into one of two register fragments, wait for the A slot, wgmma, commit;
   wait_group(1) retires the previous subtile's wgmma, freeing its A slot and its fragment. Half
   and wide tiles add narrower wgmmas over the same fragments (GemmConfig.half_tiles, wide_tiles).
   The epilogue stores the accumulators' rows < m as fp16.
-Phase 0 to the producer's first A load (GemmConfig.readiness; the persistent grid is resident at
-once, so its CTAs may wait on each other): per-row-block counters (`rows`: ptx.ready_add,
+Phase 0 to the producer's A loads (GemmConfig.readiness; the persistent grid is resident at
+once, so its CTAs may wait on each other): counters a row block and stage written by the helpers
+(`chunks`: ptx.ready_add_lane0, ptx.ready_probe), per-row-block counters (`rows`: ptx.ready_add,
 ptx.ready_wait) or a grid barrier (`grid`: ptx.grid_arrive, ptx.grid_wait).
 
 Programmatic launches (launch.DirectLaunch's `programmatic`): the persistent kernel's CTAs may
@@ -71,7 +77,8 @@ from cutlass import Float16, Float32, Int32, Int64, Uint32
 from .phase_slots import SM90 as phase_slots
 from . import ptx
 from .config import (
-    A16_BOX_ROWS, BAR_INFO, BAR_MMA, COL_A, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
+    A16_BOX_ROWS, BAR_HELPERS, BAR_INFO, BAR_MMA, CHUNK_ROWS, COL_A, COL_CHUNK_BEGIN, COL_CHUNK_END, COL_CHUNK_UNITS,
+    COL_CHUNKS, CHUNK_UNITS, HELPER_FIRST, HELPER_WARPS, TURNS_IN_FLIGHT, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
     COL_DEAL, COL_MAPS, COL_N, COL_PHASES, COL_READY, COL_READY_BEGIN, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE,
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
@@ -110,7 +117,12 @@ class Nvfp4GemmSm90:
         self.wide = config.wide_tiles
         self.box_bytes = A16_BOX_ROWS * K_SUB * 2
         self.host_maps = config.tensormaps == "host"
-        self.rows_ready = config.persistent and config.readiness == "rows"
+        # how the producer learns that the fp16 A it loads is written (GemmConfig.readiness):
+        # counters (rows, chunks) or the grid barrier; in the chunks build the helper warps expand
+        # A and the MMA warps none of it
+        self.chunks = config.persistent and config.readiness == "chunks"
+        self.rows_ready = config.persistent and config.readiness in ("rows", "chunks")
+        self.phase0_first = config.persistent and not self.chunks
 
     @cute.jit
     def __call__(self, table_ptr: cute.Pointer, total_tiles: Int32, grid_ctas: Int32, stream):
@@ -270,6 +282,8 @@ class Nvfp4GemmSm90:
                     ptx.fence_proxy_async_global()  # the phase-0 copy, seen through the grid barrier
                 switches = Int32(0)
                 waited = Int32(-1)  # the group whose fp16 A rows this warp last saw written
+                known = Int32(0)  # chunks: the stages of that group seen written
+                stamped = Int32(0)
                 info_free = self.slots - self.config.info_slots  # fills before the staged columns' slots
                 while self._more(tile, total_tiles):
                     t, group = self._locate(table, order, tile, group)
@@ -296,7 +310,20 @@ class Nvfp4GemmSm90:
                     desc_b = desc_a + Int64(TENSORMAP_BYTES)
                     for kt in cutlass.range(k // K_STAGE, unroll=1):
                         state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
-                        if cutlass.const_expr(self.rows_ready):
+                        if cutlass.const_expr(self.chunks):
+                            if group != waited:
+                                waited = group
+                                known = Int32(0)
+                            if kt >= known:
+                                # this stage of the group's fp16 A rows, expanded by the helper
+                                # warps of the grid in this launch, and whichever stages after it
+                                # one round trip also finds written; once a group visit a stage
+                                known = self._wait_chunk(table, group, m, k, kt, Int64(table[(0, COL_READY)]), target)
+                                if stamped == 0:  # the first tile's first stage
+                                    self._stamp_lane0(phases, cta, phase_slots.A_READY)
+                                    stamped = Int32(1)
+                                ptx.fence_proxy_async_global()
+                        if cutlass.const_expr(self.rows_ready and not self.chunks):
                             if kt == 0:
                                 if group != waited:
                                     # the group's fp16 A rows, written by phase 0 in this launch
@@ -308,7 +335,7 @@ class Nvfp4GemmSm90:
                                     waited = group
                                     ptx.fence_proxy_async_global()
                         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
-                            if cutlass.const_expr(self.config.persistent):
+                            if cutlass.const_expr(self.phase0_first):
                                 if astate.count == info_free:
                                     # the first fill of a slot that held the staged group columns
                                     cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
@@ -323,13 +350,20 @@ class Nvfp4GemmSm90:
                                                     a_x, a_y + b * A16_BOX_ROWS, mbar, self.evict_a16)
                             astate.advance()
                     tile += stride
-                if cutlass.const_expr(self.config.persistent):
+                if cutlass.const_expr(self.phase0_first):
                     if astate.count <= info_free:  # never filled those slots: meet the MMA warps once all the same
                         cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
+            if cutlass.const_expr(self.chunks):
+                if warp_idx >= HELPER_FIRST:
+                    self._expand_chunks(table, bidx * HELPER_WARPS + warp_idx - HELPER_FIRST, gdimx * HELPER_WARPS)
+                    if cutlass.const_expr(self.config.instrument):
+                        cute.arch.barrier(barrier_id=BAR_HELPERS, number_of_threads=HELPER_WARPS * 32)
+                        if warp_idx == HELPER_FIRST:
+                            self._stamp_lane0(phases, cta, phase_slots.PHASE0_DONE)
         else:
             if cutlass.const_expr(self.config.wide_tiles):
                 cute.arch.setmaxregister_increase(MMA_REGS)
-            if cutlass.const_expr(self.config.persistent):
+            if cutlass.const_expr(self.phase0_first):
                 # the group table's phase-0 columns, staged in the last fp16 A slots, which the
                 # producer fills first only after BAR_INFO (its first fills may land during phase 0)
                 info_at = (self.slots - self.config.info_slots) * self.slot_rows * K_SUB
@@ -674,21 +708,181 @@ class Nvfp4GemmSm90:
             k = Int32(self._field(table, info, g, COL_K))
             blocks = k // K_SUB
             local = u - Int32(self._field(table, info, g, COL_UNIT_BEGIN))
-            row = local // blocks
-            kb = local % blocks
-            src = Int64(self._field(table, info, g, COL_A)) + Int64(row) * Int64(k // 2) + Int64(kb * 32)
-            x0, x1, x2, x3 = ptx.ld_global_v4(src)
-            y0, y1, y2, y3 = ptx.ld_global_v4(src + Int64(16))
-            scales = ptx.ld_global_scale_quad(
-                Int64(self._field(table, info, g, COL_SFA))
-                + Int64(((row // 128) * blocks + kb) * SCALE_CHUNK + (row % 32) * 16 + ((row % 128) // 32) * 4))
-            dst = Int64(self._field(table, info, g, COL_A16)) + Int64(row) * Int64(2 * k) + Int64(kb * (K_SUB * 2))
-            for h in cutlass.range_constexpr(2):
-                block_words = (x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3)
-                d = [ptx.decode_word(w, sc) for w, sc in zip(block_words, scales)]
-                for s in cutlass.range_constexpr(K_SUB // 16):
-                    ptx.st_global_v4(dst + Int64((2 * s + h) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
+            self._expand_unit(Int64(self._field(table, info, g, COL_A)), Int64(self._field(table, info, g, COL_SFA)),
+                              Int64(self._field(table, info, g, COL_A16)), k, local // blocks, local % blocks)
             u += step
+
+    @cute.jit
+    def _expand_unit(self, a: Int64, sfa: Int64, a16: Int64, k: Int32, row: Int32, kb: Int32):
+        """One work unit: row `row`, 64-k block `kb` of a group's A (packed at `a`, scales at `sfa`)
+        into its fp16 copy at `a16`, in the k order of the module docstring, unswizzled (the bulk
+        tensor copy applies the swizzle)."""
+        self._store_unit(a16, k, row, kb, self._load_unit(a, sfa, k, row, kb))
+
+    @staticmethod
+    def _load_unit(a: Int64, sfa: Int64, k: Int32, row: Int32, kb: Int32):
+        """A work unit's 32 packed bytes (8 words) and its 4 scales (see ptx.ld_global_scale_quad)."""
+        src = a + Int64(row) * Int64(k // 2) + Int64(kb * 32)
+        words = ptx.ld_global_v4(src) + ptx.ld_global_v4(src + Int64(16))
+        scales = ptx.ld_global_scale_quad(
+            sfa + Int64(((row // 128) * (k // K_SUB) + kb) * SCALE_CHUNK + (row % 32) * 16 + ((row % 128) // 32) * 4))
+        return words, scales
+
+    @staticmethod
+    def _store_unit(a16: Int64, k: Int32, row: Int32, kb: Int32, loaded):
+        """Decode a unit loaded by `_load_unit` and store it into the fp16 copy."""
+        (x0, x1, x2, x3, y0, y1, y2, y3), scales = loaded
+        dst = a16 + Int64(row) * Int64(2 * k) + Int64(kb * (K_SUB * 2))
+        for h in range(2):  # a plain function (not preprocessed): Python loops, unrolled as traced
+            block_words = (x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3)
+            d = [ptx.decode_word(w, sc) for w, sc in zip(block_words, scales)]
+            for s in range(K_SUB // 16):
+                ptx.st_global_v4(dst + Int64((2 * s + h) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
+
+    @cute.jit
+    def _expand_chunks(self, table: cute.Tensor, first: Int32, helpers: Int32):
+        """A helper warp of the "chunks" build (`helpers` of them in the grid, this one `first`):
+        the launch's turns, stage-major (every group's rows of a stage before the next stage:
+        config.chunk_units), each CHUNK_ROWS rows × one stage of a group's A (lane l: row l / 4,
+        64-k block l % 4 of the stage) expanded, then counted into its row block's counter for
+        that stage (CHUNK_UNITS, padded rows included). Where a stage has no more turns than there
+        are helper warps, only a multiple of that many take turns, so that each keeps the same
+        rows (one group lookup) stage after stage, and (but in the wide-tile build, whose
+        producer warpgroup has too few registers) loads TURNS_IN_FLIGHT turns at once. Turns of a
+        group whose k ends before the stage are skipped. Never waits on another CTA, so the
+        grid's helpers always progress."""
+        lane = cute.arch.lane_idx()
+        per_stage = Int32(table[(0, COL_CHUNK_UNITS)]) // CHUNK_UNITS
+        turns = Int32(table[(0, COL_CHUNKS)]) * per_stage
+        groups = Int32(table[(0, COL_GROUPS)])
+        ready = Int64(table[(0, COL_READY)])
+        step = helpers
+        if per_stage <= helpers:
+            step = helpers - helpers % per_stage
+        # the group of the last turn and its columns, kept while the turns stay in it
+        g = Int32(-1)
+        begin = Int32(0)
+        end = Int32(0)
+        m = Int32(0)
+        k = Int32(0)
+        counters = Int32(0)
+        a = Int64(0)
+        sfa = Int64(0)
+        a16 = Int64(0)
+        turn = first
+        if first >= step:
+            turn = turns
+        while turn < turns:
+            stage = turn // per_stage
+            unit = (turn - stage * per_stage) * CHUNK_UNITS
+            if unit < begin or unit >= end:
+                g = self._chunk_group(table, groups, unit, lane)
+                begin = Int32(table[(g, COL_CHUNK_BEGIN)])
+                end = Int32(table[(g, COL_CHUNK_END)])
+                m = Int32(table[(g, COL_M)])
+                k = Int32(table[(g, COL_K)])
+                counters = Int32(table[(g, COL_READY_BEGIN)])
+                a = Int64(table[(g, COL_A)])
+                sfa = Int64(table[(g, COL_SFA)])
+                a16 = Int64(table[(g, COL_A16)])
+            row = (unit - begin) // SUBS_PER_STAGE + lane // SUBS_PER_STAGE
+            sub = lane % SUBS_PER_STAGE
+            block = (unit - begin) // (READY_ROWS * SUBS_PER_STAGE)
+            stages = k // K_STAGE
+            if cutlass.const_expr(self.wide):
+                # 40 registers after setmaxnreg hold one unit's loads, not several
+                if stage < stages:
+                    if row < m:
+                        self._expand_unit(a, sfa, a16, k, row, stage * SUBS_PER_STAGE + sub)
+                    self._count_turn(ready, counters + block * stages + stage)
+                turn += step
+            else:
+                if step % per_stage == 0:
+                    # this warp's next turns are the same rows at later stages: all their loads
+                    # first (a row past m, or a stage past k, loads in bounds and stores nothing)
+                    later = step // per_stage
+                    loaded = [self._load_unit(a, sfa, k, cutlass.min(row, m - 1),
+                                              cutlass.min(stage + later * t, stages - 1) * SUBS_PER_STAGE + sub)
+                              for t in range(TURNS_IN_FLIGHT)]
+                    for t in cutlass.range_constexpr(TURNS_IN_FLIGHT):
+                        if stage + later * t < stages:
+                            if row < m:
+                                self._store_unit(a16, k, row, (stage + later * t) * SUBS_PER_STAGE + sub, loaded[t])
+                            self._count_turn(ready, counters + block * stages + stage + later * t)
+                    turn += step * TURNS_IN_FLIGHT
+                else:
+                    if stage < stages:
+                        if row < m:
+                            self._expand_unit(a, sfa, a16, k, row, stage * SUBS_PER_STAGE + sub)
+                        self._count_turn(ready, counters + block * stages + stage)
+                    turn += step
+
+    @staticmethod
+    def _count_turn(ready: Int64, counter: Int32):
+        """A helper warp's turn is written: count it into `counter` (CHUNK_UNITS units). Each
+        lane's stores are ordered before the async proxy's loads, then before lane 0's release by
+        the warp barrier (bar.warp.sync orders the memory of its lanes)."""
+        ptx.fence_proxy_async_global()
+        cute.arch.sync_warp()
+        ptx.ready_add_lane0(ready + Int64(counter) * Int64(8), CHUNK_UNITS)
+
+    @cute.jit
+    def _chunk_group(self, table: cute.Tensor, groups: Int32, unit: Int32, lane: Int32) -> Int32:
+        """The group whose units of a stage hold `unit` (the whole warp): lane l reads the end of
+        group base + l, and the lanes whose group ends at or below `unit` count the groups before
+        it, 32 groups a round trip. Lanes past the last group read the last one's end, which is
+        above every unit."""
+        found = Int32(0)
+        base = Int32(0)
+        while base < groups:
+            end = Int32(table[(cutlass.min(base + lane, groups - 1), COL_CHUNK_END)])
+            below = ptx.lanes_at_or_above(unit, end)
+            found = base + below
+            if below < 32:
+                base = groups
+            else:
+                base += 32
+        return found
+
+    @cute.jit
+    def _wait_chunk(self, table: cute.Tensor, group: Int32, m: Int32, k: Int32, stage: Int32, ready: Int64,
+                    launches: Int64) -> Int32:
+        """The producer warp of the "chunks" build waits until the helper warps of this launch
+        have expanded stage `stage` of every fp16 A row of `group`, and returns the first stage
+        after it not yet seen written. Up to 32 row blocks, one round trip reads that stage's
+        counters and, in the lanes left over, those of the stages after it (lane l: block l %
+        blocks, stage + l / blocks); more blocks, lane l watches blocks l, l + 32, .. of the one
+        stage (as `_wait_rows`, whose rules these follow: the lanes poll and leave together)."""
+        begin = Int32(table[(group, COL_READY_BEGIN)])
+        padded = (m + CHUNK_ROWS - 1) // CHUNK_ROWS * CHUNK_ROWS
+        blocks = (padded + READY_ROWS - 1) // READY_ROWS
+        stages = k // K_STAGE
+        lane = cute.arch.lane_idx()
+        known = stage + 1
+        if blocks <= 32:
+            span = 32 // blocks
+            ahead = lane // blocks
+            i = lane % blocks
+            units = cutlass.max(cutlass.min(padded - i * READY_ROWS, READY_ROWS), 0) * SUBS_PER_STAGE
+            if ahead >= span:
+                units = Int32(0)
+            if stage + ahead >= stages:
+                units = Int32(0)
+            counter = begin + i * stages + cutlass.min(stage + ahead, stages - 1)
+            missing = Int32(0)
+            while missing == 0:
+                missing = ptx.ready_probe(ready + Int64(counter) * Int64(8), units, launches, ahead)
+            known = stage + cutlass.min(cutlass.min(missing, span), stages - stage)
+        else:
+            base = Int32(0)
+            while base < blocks:
+                i = base + lane
+                units = cutlass.max(cutlass.min(padded - i * READY_ROWS, READY_ROWS), 0) * SUBS_PER_STAGE
+                counter = begin + cutlass.min(i, blocks - 1) * stages + stage
+                ptx.ready_wait(ready + Int64(counter) * Int64(8), units, launches)
+                base += 32
+        cute.arch.sync_warp()
+        return known
 
     @cute.jit
     def _stamp(self, phases, cta: Int32, tidx: Int32, slot: cutlass.Constexpr[int]):

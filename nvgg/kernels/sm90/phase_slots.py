@@ -14,14 +14,26 @@ from ..phase_slots import SlotLayout
 # (how the instrumented build runs unless asked) the wait returns at once; launched
 # programmatically, the spans from START hold that wait too, and START still says how early the
 # CTA began (profiling.phases.behind).
-SM90 = SlotLayout(
-    "nvfp4_grouped_gemm_sm90",
-    ("START", "DESC_READY", "FIRST_MMA", "MAINLOOP_DONE", "EPILOGUE_DONE", "EXIT", "PHASE0_DONE", "A_READY"),
-    (("tensor maps", "START", "DESC_READY"),
-     ("phase 0", "START", "PHASE0_DONE"),
-     ("wait for A rows", "DESC_READY", "A_READY"),
-     ("to first MMA", ("A_READY", "PHASE0_DONE"), "FIRST_MMA"),
-     ("mainloops", "FIRST_MMA", "MAINLOOP_DONE"),
-     ("last epilogue", "MAINLOOP_DONE", "EPILOGUE_DONE"),
-     ("exit", "EPILOGUE_DONE", "EXIT")),
-    max_switches=56)
+NAMES = ("START", "DESC_READY", "FIRST_MMA", "MAINLOOP_DONE", "EPILOGUE_DONE", "EXIT", "PHASE0_DONE", "A_READY")
+
+
+def _layout(phase0: str, first_mma_from) -> SlotLayout:
+    """The layout over NAMES, phase 0's span named `phase0`, "to first MMA" from `first_mma_from`."""
+    return SlotLayout(
+        "nvfp4_grouped_gemm_sm90", NAMES,
+        (("tensor maps", "START", "DESC_READY"),
+         (phase0, "START", "PHASE0_DONE"),
+         ("wait for A rows", "DESC_READY", "A_READY"),
+         ("to first MMA", first_mma_from, "FIRST_MMA"),
+         ("mainloops", "FIRST_MMA", "MAINLOOP_DONE"),
+         ("last epilogue", "MAINLOOP_DONE", "EPILOGUE_DONE"),
+         ("exit", "EPILOGUE_DONE", "EXIT")),
+        max_switches=56)
+
+
+SM90 = _layout("phase 0", ("A_READY", "PHASE0_DONE"))
+# the "chunks" build (config.READINESS): the same slots, but its MMA warps expand none of A: its
+# helper warps stream A beside the main loops, and PHASE0_DONE is when this CTA's helpers finished
+# (they meet at a barrier of their own), so "to first MMA" runs from A_READY (the first tile's
+# first stage written) alone
+SM90_CHUNKS = _layout("A streamed (beside the MMAs)", "A_READY")

@@ -318,6 +318,21 @@ def ready_add(counter: Int64, units: Int32, *, loc=None, ip=None) -> None:
 
 
 @dsl_user_op
+def ready_add_lane0(counter: Int64, units: Int32, *, loc=None, ip=None) -> None:
+    """`ready_add` by lane 0 of the calling warp alone (the predicate inside the asm), after a warp
+    barrier over the writers."""
+    _asm("""{
+    .reg .u64 n;
+    .reg .b32 lane;
+    .reg .pred p;
+    mov.u32 lane, %laneid;
+    setp.eq.u32 p, lane, 0;
+    cvt.u64.u32 n, $1;
+    @p red.release.gpu.global.add.u64 [$0], n;
+}""", "l,r,~{memory}", [Int64(counter), Int32(units)], loc, ip)
+
+
+@dsl_user_op
 def ready_wait(counter: Int64, units: Int32, launches: Int64, *, loc=None, ip=None) -> None:
     """The whole warp spins (acquire) until every lane's counter holds `launches` × its `units`
     (launches = E + 1; `units` 0 passes at once). The lanes poll together and leave together
@@ -339,6 +354,42 @@ RW_WAIT_${:uid}:
     bra.uni RW_WAIT_${:uid};
 RW_DONE_${:uid}:
 }""", "l,r,l,~{memory}", [Int64(counter), Int32(units), Int64(launches)], loc, ip)
+
+
+@dsl_user_op
+def ready_probe(counter: Int64, units: Int32, launches: Int64, ahead: Int32, *, loc=None, ip=None) -> Int32:
+    """The whole warp, without waiting: each lane reads its counter (acquire) against `launches` ×
+    its `units` (0 passes at once), and every lane gets the least `ahead` of the lanes whose
+    counter falls short, or 0x7FFFFFFF where none does (redux.sync.min). Where that is 0 the warp
+    sleeps briefly before returning, so that a caller polling again backs off. As in `ready_wait`,
+    a warp barrier after the last probe orders the lanes' acquires before the copies."""
+    return Int32(_asm("""{
+    .reg .u64 need, now, u;
+    .reg .pred q, z;
+    .reg .b32 miss;
+    cvt.u64.u32 u, $2;
+    mul.lo.u64 need, u, $3;
+    ld.acquire.gpu.global.u64 now, [$1];
+    setp.ge.u64 q, now, need;
+    selp.b32 miss, 0x7FFFFFFF, $4, q;
+    redux.sync.min.u32 $0, miss, 0xffffffff;
+    setp.eq.u32 z, $0, 0;
+    @z nanosleep.u32 20;
+}""", "=r,l,r,l,r,~{memory}", [Int64(counter), Int32(units), Int64(launches), Int32(ahead)], loc, ip, results=1,
+        result_type=T.i32))
+
+
+@dsl_user_op
+def lanes_at_or_above(value: Int32, bound: Int32, *, loc=None, ip=None) -> Int32:
+    """The whole warp: how many lanes hold a `bound` at or below `value` (signed), the same answer
+    in every lane (vote.sync.ballot, popc)."""
+    return Int32(_asm("""{
+    .reg .pred q;
+    .reg .b32 votes;
+    setp.ge.s32 q, $1, $2;
+    vote.sync.ballot.b32 votes, q, 0xffffffff;
+    popc.b32 $0, votes;
+}""", "=r,r,r", [Int32(value), Int32(bound)], loc, ip, results=1, result_type=T.i32))
 
 
 @dsl_user_op
