@@ -4,8 +4,10 @@ one run. Prints a table (and writes JSON to $OUT or --json).
 Columns, all µs per call with the leaderboard's timer (15 inputs, L2 flushed each repetition):
 - nvgg strategies on the cute backend (persistent, multistream, graph, sequential), checked first;
   the persistent kernel by build: `persistent[host]` and `persistent[device]` (its tensor-map
-  modes, each waiting on the readiness counters of a group's rows), `persistent[grid+device]`
-  (the earlier build's wait and maps: a grid barrier after all of phase 0), `persistent[serial]`
+  modes, phase 0 first and then each CTA waiting on the readiness counters of a group's rows),
+  `persistent[host+chunks]` (A streamed by helper warps beside the main loops, a counter a row
+  block and stage: the backend's default), `persistent[grid+device]` (the earlier build's wait and
+  maps: a grid barrier after all of phase 0), `persistent[serial]`
   (launched without programmatic stream serialization, each launch waiting for the previous
   kernel to end, and phase 0 dealt evenly), `persistent` (the backend's default build);
 - the torch backend's graph and sequential strategies (expand in PyTorch, then cuBLAS);
@@ -45,17 +47,19 @@ KNOWN = STRATEGIES + [("persistent", "cute")]
 
 def _column(strategy: str, backend: str) -> dict:
     """datapath.run_one's arguments for a column name: persistent[OPTIONS] takes options joined by
-    "+": host (default) or device maps, rows (default) or grid wait, serial (launched without
+    "+": host (default) or device maps, rows (default), grid or chunks wait, serial (launched without
     programmatic stream serialization, the previous launch's way)."""
     if not strategy.startswith("persistent["):
         return {"strategy": strategy, "backend": backend}
     options = set(strategy[len("persistent["):-1].split("+"))
-    unknown = options - {"host", "device", "grid", "rows", "serial"}
-    if unknown:
-        raise SystemExit(f"unknown persistent build options {sorted(unknown)}: host, device, grid, rows, serial")
+    unknown = options - {"host", "device", "grid", "rows", "chunks", "serial"}
+    if unknown or len(options & {"grid", "rows", "chunks"}) > 1:
+        raise SystemExit(f"persistent build options {sorted(options)}: host or device, one of grid, rows and "
+                         "chunks, serial")
     from nvgg.backends.cute import CuteBackend
     from nvgg.kernels.sm90.family import Sm90Kernels
-    build = Sm90Kernels(readiness="grid" if "grid" in options else "rows", programmatic="serial" not in options)
+    wait = ([w for w in ("grid", "chunks") if w in options] or ["rows"])[0]
+    build = Sm90Kernels(readiness=wait, programmatic="serial" not in options)
     return {"strategy": "persistent",
             "backend": CuteBackend(tensormaps="device" if "device" in options else "host", family=build)}
 
@@ -155,7 +159,7 @@ def print_phases(args, columns, doc) -> None:
     """Each persistent build's device phases (instrumented build, checked first), per case."""
     from nvgg.profiling import device_phases
 
-    rows, names = [], None
+    rows, names = [], []
     for case in cases.select(args.cases):
         for strategy, backend in columns:
             if not strategy.startswith("persistent"):
@@ -167,7 +171,8 @@ def print_phases(args, columns, doc) -> None:
                 rows.append([case.id, strategy, f"n/a: {exc}"])
                 continue
             rep = run.report
-            names = names or [p.name for p in rep.phases]
+            # a build's own names for its spans (the chunks build streams A beside its main loops)
+            names.append([p.name for p in rep.phases])
             doc["cases"][case.id].setdefault("phases", {})[strategy] = run.to_dict()
             behind = run.behind
             rows.append([case.id, strategy, f"{run.plain_us:.1f}", f"{rep.time_to_first_mma_us:.2f}",
@@ -177,7 +182,8 @@ def print_phases(args, columns, doc) -> None:
           "targets: to first MMA at most 3 µs on cases 3 and 4; behind: a programmatic launch right behind "
           "another, its CTAs' start / first MMA against the other's last exit (medians)")
     print(tabulate(rows, headers=["case", "build", "kernel µs", "to first MMA µs", "behind: start / first MMA"]
-                   + (names or []), tablefmt="github", disable_numparse=True))
+                   + [" / ".join(dict.fromkeys(n)) for n in zip(*names)],
+                   tablefmt="github", disable_numparse=True))
 
 
 if __name__ == "__main__":
