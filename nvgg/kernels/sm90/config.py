@@ -326,6 +326,12 @@ def even_deal(units: int, ctas: int) -> tuple[int, int, int, int]:
 
 
 
+def padded_rows(m):
+    """A group's rows as the "chunks" build counts them: m rounded up to CHUNK_ROWS (a Python or
+    a kernel integer)."""
+    return (m + CHUNK_ROWS - 1) // CHUNK_ROWS * CHUNK_ROWS
+
+
 def chunk_units(ms, ks) -> tuple[list[int], int, int, list[int]]:
     """The "chunks" build's work: a stage (256 k) of every group's rows, each group's m rounded up
     to CHUNK_ROWS, in units of one row × 64 k, a helper warp taking CHUNK_UNITS consecutive units
@@ -336,7 +342,7 @@ def chunk_units(ms, ks) -> tuple[list[int], int, int, list[int]]:
     begins, units = [], 0
     counters = [0]
     for m, k in zip(ms, ks):
-        padded = -(-m // CHUNK_ROWS) * CHUNK_ROWS
+        padded = padded_rows(m)
         begins.append(units)
         units += padded * SUBS_PER_STAGE
         counters.append(counters[-1] + -(-padded // READY_ROWS) * (k // K_STAGE))
@@ -346,7 +352,7 @@ def chunk_units(ms, ks) -> tuple[list[int], int, int, list[int]]:
 def chunk_counts(m: int, k: int) -> list[int]:
     """The units a launch adds to each of one group's "chunks" counters, in counter order: every
     stage of a block counts CHUNK_UNITS a helper warp's turn, padded rows included."""
-    padded = -(-m // CHUNK_ROWS) * CHUNK_ROWS
+    padded = padded_rows(m)
     return [min(padded - b * READY_ROWS, READY_ROWS) * SUBS_PER_STAGE
             for b in range(-(-padded // READY_ROWS)) for _ in range(k // K_STAGE)]
 

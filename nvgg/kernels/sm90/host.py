@@ -186,7 +186,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         row[gemm.COL_READY_BEGIN] = ready_begins[i]
         if chunks:
             row[gemm.COL_CHUNK_BEGIN] = chunk_begins[i]
-            row[gemm.COL_CHUNK_END] = chunk_begins[i] + -(-g.m // gemm.CHUNK_ROWS) * gemm.CHUNK_ROWS * gemm.SUBS_PER_STAGE
+            row[gemm.COL_CHUNK_END] = (chunk_begins[1:] + [chunk_units])[i]
         rows.append(row)
     if template is not None:
         rows[0][gemm.COL_TEMPLATE] = template.data_ptr()

@@ -45,7 +45,7 @@ Warps (`kernel`; a persistent CTA walks the tiles the host's schedule lists for 
   The epilogue stores the accumulators' rows < m as fp16.
 Phase 0 to the producer's A loads (GemmConfig.readiness; the persistent grid is resident at
 once, so its CTAs may wait on each other): counters a row block and stage written by the helpers
-(`chunks`: ptx.ready_add_lane0, ptx.ready_probe), per-row-block counters (`rows`: ptx.ready_add,
+(`chunks`: ptx.ready_add, ptx.ready_probe), per-row-block counters (`rows`: ptx.ready_add,
 ptx.ready_wait) or a grid barrier (`grid`: ptx.grid_arrive, ptx.grid_wait).
 
 Programmatic launches (launch.DirectLaunch's `programmatic`): the persistent kernel's CTAs may
@@ -77,8 +77,8 @@ from cutlass import Float16, Float32, Int32, Int64, Uint32
 from .phase_slots import SM90 as phase_slots
 from . import ptx
 from .config import (
-    A16_BOX_ROWS, BAR_HELPERS, BAR_INFO, BAR_MMA, CHUNK_ROWS, COL_A, COL_CHUNK_BEGIN, COL_CHUNK_END, COL_CHUNK_UNITS,
-    COL_CHUNKS, CHUNK_UNITS, HELPER_FIRST, HELPER_WARPS, TURNS_IN_FLIGHT, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
+    A16_BOX_ROWS, BAR_HELPERS, BAR_INFO, BAR_MMA, COL_A, COL_CHUNK_BEGIN, COL_CHUNK_END, COL_CHUNK_UNITS,
+    COL_CHUNKS, CHUNK_UNITS, HELPER_FIRST, HELPER_WARPS, TURNS_IN_FLIGHT, padded_rows, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
     COL_DEAL, COL_MAPS, COL_N, COL_PHASES, COL_READY, COL_READY_BEGIN, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE,
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
@@ -121,7 +121,7 @@ class Nvfp4GemmSm90:
         # counters (rows, chunks) or the grid barrier; in the chunks build the helper warps expand
         # A and the MMA warps none of it
         self.chunks = config.persistent and config.readiness == "chunks"
-        self.rows_ready = config.persistent and config.readiness in ("rows", "chunks")
+        self.counted = config.persistent and config.readiness in ("rows", "chunks")  # not the grid barrier
         self.phase0_first = config.persistent and not self.chunks
 
     @cute.jit
@@ -236,7 +236,7 @@ class Nvfp4GemmSm90:
         target = Int64(0)
         # (the rows build meets no barrier: the grid count only numbers its launches, and its
         # producer arrives as it reads it, below)
-        if cutlass.const_expr(self.config.persistent and not self.rows_ready):
+        if cutlass.const_expr(self.config.persistent and not self.counted):
             barrier_state = Int64(table[(0, COL_BARRIER)])
             if warp_idx == self.config.producer_warp:
                 target = ptx.grid_target(barrier_state)
@@ -252,7 +252,7 @@ class Nvfp4GemmSm90:
                 cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp_idx == self.config.producer_warp:
                 order = self._order(table, gdimx, all_tiles)
-                if cutlass.const_expr(self.rows_ready):
+                if cutlass.const_expr(self.counted):
                     # read here, after setmaxnreg: a value live across it is spilled
                     target = Int64(ptx.count_launch(Int64(table[(0, COL_BARRIER)]), gdimx, bidx))
                     # a programmatic launch of the next kernel may start its CTAs from here on
@@ -276,7 +276,7 @@ class Nvfp4GemmSm90:
                     desc_a = self._use_maps(table, group, desc_a, maps)
                     mapped = group
                     self._stamp_lane0(phases, cta, phase_slots.DESC_READY)
-                if cutlass.const_expr(self.config.persistent and not self.rows_ready):
+                if cutlass.const_expr(self.config.persistent and not self.counted):
                     ptx.grid_wait(barrier_state, target)
                     self._stamp_lane0(phases, cta, phase_slots.A_READY)
                     ptx.fence_proxy_async_global()  # the phase-0 copy, seen through the grid barrier
@@ -323,7 +323,7 @@ class Nvfp4GemmSm90:
                                     self._stamp_lane0(phases, cta, phase_slots.A_READY)
                                     stamped = Int32(1)
                                 ptx.fence_proxy_async_global()
-                        if cutlass.const_expr(self.rows_ready and not self.chunks):
+                        if cutlass.const_expr(self.counted and not self.chunks):
                             if kt == 0:
                                 if group != waited:
                                     # the group's fp16 A rows, written by phase 0 in this launch
@@ -373,7 +373,7 @@ class Nvfp4GemmSm90:
                 units = Int32(table[(0, COL_UNITS)])
                 lo = Int32(0)
                 hi = units
-                if cutlass.const_expr(self.rows_ready):
+                if cutlass.const_expr(self.counted):
                     # a contiguous share of the units a CTA (rows of A in order, so a CTA touches
                     # few row blocks and a warp reads contiguous bytes), dealt by the host
                     # (config.even_deal): CTAs below `a` take s1 units, those up to `b` s2
@@ -389,7 +389,7 @@ class Nvfp4GemmSm90:
                 cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
                 self._stamp(phases, cta, tidx, phase_slots.PHASE0_DONE)
                 if tidx == 0:
-                    if cutlass.const_expr(self.rows_ready):
+                    if cutlass.const_expr(self.counted):
                         self._publish_rows(table, info, lo, hi)
                     else:
                         ptx.grid_arrive(barrier_state, gdimx, bidx)
@@ -444,7 +444,7 @@ class Nvfp4GemmSm90:
         base = Int32(0)
         while base < blocks:
             i = base + lane
-            units = cutlass.max(cutlass.min(m - i * READY_ROWS, READY_ROWS), 0) * (k // K_SUB)
+            units = self._block_rows(m, i) * (k // K_SUB)
             ptx.ready_wait(ready + Int64(begin + cutlass.min(i, blocks - 1)) * Int64(8), units, launches)
             base += 32
         cute.arch.sync_warp()
@@ -824,7 +824,7 @@ class Nvfp4GemmSm90:
         the warp barrier (bar.warp.sync orders the memory of its lanes)."""
         ptx.fence_proxy_async_global()
         cute.arch.sync_warp()
-        ptx.ready_add_lane0(ready + Int64(counter) * Int64(8), CHUNK_UNITS)
+        ptx.ready_add(ready + Int64(counter) * Int64(8), CHUNK_UNITS, lane0=True)
 
     @cute.jit
     def _chunk_group(self, table: cute.Tensor, groups: Int32, unit: Int32, lane: Int32) -> Int32:
@@ -844,6 +844,11 @@ class Nvfp4GemmSm90:
                 base += 32
         return found
 
+    @staticmethod
+    def _block_rows(rows: Int32, block: Int32) -> Int32:
+        """The rows of row block `block` (READY_ROWS each) among `rows`; 0 past the last block."""
+        return cutlass.max(cutlass.min(rows - block * READY_ROWS, READY_ROWS), 0)
+
     @cute.jit
     def _wait_chunk(self, table: cute.Tensor, group: Int32, m: Int32, k: Int32, stage: Int32, ready: Int64,
                     launches: Int64) -> Int32:
@@ -854,7 +859,7 @@ class Nvfp4GemmSm90:
         blocks, stage + l / blocks); more blocks, lane l watches blocks l, l + 32, .. of the one
         stage (as `_wait_rows`, whose rules these follow: the lanes poll and leave together)."""
         begin = Int32(table[(group, COL_READY_BEGIN)])
-        padded = (m + CHUNK_ROWS - 1) // CHUNK_ROWS * CHUNK_ROWS
+        padded = padded_rows(m)
         blocks = (padded + READY_ROWS - 1) // READY_ROWS
         stages = k // K_STAGE
         lane = cute.arch.lane_idx()
@@ -863,7 +868,7 @@ class Nvfp4GemmSm90:
             span = 32 // blocks
             ahead = lane // blocks
             i = lane % blocks
-            units = cutlass.max(cutlass.min(padded - i * READY_ROWS, READY_ROWS), 0) * SUBS_PER_STAGE
+            units = self._block_rows(padded, i) * SUBS_PER_STAGE
             if ahead >= span:
                 units = Int32(0)
             if stage + ahead >= stages:
@@ -877,7 +882,7 @@ class Nvfp4GemmSm90:
             base = Int32(0)
             while base < blocks:
                 i = base + lane
-                units = cutlass.max(cutlass.min(padded - i * READY_ROWS, READY_ROWS), 0) * SUBS_PER_STAGE
+                units = self._block_rows(padded, i) * SUBS_PER_STAGE
                 counter = begin + cutlass.min(i, blocks - 1) * stages + stage
                 ptx.ready_wait(ready + Int64(counter) * Int64(8), units, launches)
                 base += 32

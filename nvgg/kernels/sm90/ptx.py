@@ -307,28 +307,16 @@ GW_DONE_${:uid}:
 # (E + 1) × units. A CTA learns E from the grid count above, read before it arrives there.
 
 @dsl_user_op
-def ready_add(counter: Int64, units: Int32, *, loc=None, ip=None) -> None:
+def ready_add(counter: Int64, units: Int32, lane0: bool = False, *, loc=None, ip=None) -> None:
     """One thread, after a CTA barrier over the writers of `units` work units of the counter's
-    rows (each of which fenced its stores for the async proxy): count them in (release)."""
+    rows (each of which fenced its stores for the async proxy): count them in (release). `lane0`:
+    the whole warp calls it, after a warp barrier over the writers, and lane 0 alone adds (the
+    predicate inside the asm)."""
+    pick = "    mov.u32 lane, %laneid;\n    setp.eq.u32 p, lane, 0;\n" if lane0 else ""
     _asm("""{
     .reg .u64 n;
-    cvt.u64.u32 n, $1;
-    red.release.gpu.global.add.u64 [$0], n;
-}""", "l,r,~{memory}", [Int64(counter), Int32(units)], loc, ip)
-
-
-@dsl_user_op
-def ready_add_lane0(counter: Int64, units: Int32, *, loc=None, ip=None) -> None:
-    """`ready_add` by lane 0 of the calling warp alone (the predicate inside the asm), after a warp
-    barrier over the writers."""
-    _asm("""{
-    .reg .u64 n;
-    .reg .b32 lane;
-    .reg .pred p;
-    mov.u32 lane, %laneid;
-    setp.eq.u32 p, lane, 0;
-    cvt.u64.u32 n, $1;
-    @p red.release.gpu.global.add.u64 [$0], n;
+""" + ("    .reg .b32 lane;\n    .reg .pred p;\n" + pick if lane0 else "") + """    cvt.u64.u32 n, $1;
+    """ + ("@p " if lane0 else "") + """red.release.gpu.global.add.u64 [$0], n;
 }""", "l,r,~{memory}", [Int64(counter), Int32(units)], loc, ip)
 
 
