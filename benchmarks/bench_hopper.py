@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 
 import torch
 from columns import cell, median
@@ -51,17 +52,28 @@ def _column(strategy: str, backend: str) -> dict:
     programmatic stream serialization, the previous launch's way)."""
     if not strategy.startswith("persistent["):
         return {"strategy": strategy, "backend": backend}
-    options = set(strategy[len("persistent["):-1].split("+"))
-    unknown = options - {"host", "device", "grid", "rows", "chunks", "serial"}
-    if unknown or len(options & {"grid", "rows", "chunks"}) > 1:
-        raise SystemExit(f"persistent build options {sorted(options)}: host or device, one of grid, rows and "
-                         "chunks, serial")
+    options = _build_options(strategy)
     from nvgg.backends.cute import CuteBackend
     from nvgg.kernels.sm90.family import Sm90Kernels
     wait = ([w for w in ("grid", "chunks") if w in options] or ["rows"])[0]
     build = Sm90Kernels(readiness=wait, programmatic="serial" not in options)
     return {"strategy": "persistent",
             "backend": CuteBackend(tensormaps="device" if "device" in options else "host", family=build)}
+
+
+def _build_options(strategy: str) -> set[str]:
+    """The options of a persistent[OPTIONS] column, refused in one line where unknown or clashing."""
+    options = set(strategy[len("persistent["):-1].split("+"))
+    unknown = options - {"host", "device", "grid", "rows", "chunks", "serial"}
+    if unknown or len(options & {"grid", "rows", "chunks"}) > 1 or {"host", "device"} <= options:
+        _refuse(f"{strategy}: the options are host or device, one of grid, rows and chunks, and serial, joined by +")
+    return options
+
+
+def _refuse(message: str) -> None:
+    """Bad input or no GPU: one line on stderr, exit 2, before any measurement."""
+    print(f"bench_hopper.py: {message}", file=sys.stderr)
+    raise SystemExit(2)
 
 
 def fp16_peak_tflops() -> float:
@@ -119,10 +131,19 @@ def main() -> None:
     parser.add_argument("--json", default=os.path.join(os.environ.get("OUT", "."), "bench_hopper.json"))
     args = parser.parse_args()
     columns = [tuple(c.split("/")) for c in args.strategies.split(",") if c]
-    unknown = [c for c in columns if c not in KNOWN and not c[0].startswith("persistent[")]
-    if unknown or args.repeat < 1:
-        raise SystemExit(f"--strategies takes {', '.join(f'{s}/{b}' for s, b in KNOWN)} and --repeat "
-                         f"at least 1 (got {args.strategies!r}, {args.repeat})")
+    unknown = [c for c in columns if c not in KNOWN and not (len(c) == 2 and c[0].startswith("persistent["))]
+    if unknown or args.repeat < 1 or not columns:
+        _refuse(f"--strategies takes {', '.join(f'{s}/{b}' for s, b in KNOWN)} and --repeat "
+                f"at least 1 (got {args.strategies!r}, {args.repeat})")
+    for strategy, _ in columns:  # every column's options, before any GPU work
+        if strategy.startswith("persistent["):
+            _build_options(strategy)
+    folder = os.path.dirname(os.path.abspath(args.json))
+    if not args.json or os.path.isdir(args.json) or not os.access(folder, os.W_OK):
+        _refuse(f"--json {args.json!r} cannot be written (a folder, or a folder that does not exist or is read-only): "
+                "give a file path in a writable folder")
+    if not torch.cuda.is_available():
+        _refuse("it measures on a GPU and none is visible here: run it on an H100 or H200")
     torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     peak = fp16_peak_tflops()
     rows, doc = [], {"env": env.collect(torch.device("cuda")), "fp16_peak_tflops": peak, "cases": {}}
