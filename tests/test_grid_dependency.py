@@ -174,7 +174,7 @@ def test_sm90_every_thread_waits_before_it_touches_memory(config):
     assert ("mov.u64" in " ".join(early) and "%globaltimer" in " ".join(early)) == config.instrument
     # every global access, bulk copy and map use of the kernel is after it
     after = [text for text, _ in insts[first + 1:]]
-    for needle in ("ld.global.nc.v4.b32", "cp.async.bulk.tensor.2d", "st.global.b16"):
+    for needle in ("ld.global.nc.v4.b32", "cp.async.bulk.tensor.2d", "st.global.b32"):
         assert any(needle in t for t in after)
     # and ptxas kept it so: in the SASS the wait (ACQBULK) comes before any memory instruction but
     # the parameter reads from the constant bank (needs nvdisasm)

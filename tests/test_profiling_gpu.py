@@ -43,7 +43,10 @@ def test_phases_of_the_persistent_kernel(tmp_path):
     assert rep.ctas_with_work > 0 and rep.kernel_us > 0
     assert 0 < rep.time_to_first_mma_us < rep.kernel_us and 0 < rep.setup_share < 1
     names = [p.name for p in rep.phases]
-    assert names[:5] == ["tensor maps", "phase 0", "wait for A rows", "to first MMA", "mainloops"]
+    # the default build's (chunks) names: A streamed beside the main loops, the first stage of
+    # the first tile's A decoded in the CTA
+    assert names[:5] == ["tensor maps", "A streamed (beside the MMAs)", "first stage of A, in the CTA", "to first MMA",
+                         "mainloops"]
     trace = json.loads(json.dumps(run.trace()))
     assert (trace["format"], trace["kind"]) == (1, "trace")
     assert sum(e["ph"] == "X" for e in trace["traceEvents"]) >= rep.ctas_with_work * 3

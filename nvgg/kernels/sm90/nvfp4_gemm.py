@@ -35,10 +35,12 @@ Warps (`kernel`; a persistent CTA walks the tiles the host's schedule lists for 
 - helpers (the "chunks" build, warps 9-11 of the producer's warpgroup): A expanded stage by stage
   (`_expand_chunks`: 256 k of every group's rows, the first stage first, over every CTA's
   helpers), each turn counted into its row block's counter for that stage; they never wait, and
-  the producer waits for the stage it loads next (`_wait_chunk`, one round trip looking ahead).
+  the producer waits for the stage it loads next (`_wait_chunk`, one round trip looking ahead),
+  but for its CTA's first tile's first stage: the MMA warps decode that one into its slots
+  themselves (`_expand_own_stage`), so that no CTA's first MMA waits for another CTA's helpers.
 - MMA warpgroups (warps 0-7): persistent kernel but the chunks build, phase 0 first
   (`_expand_a_global`, the groups' phase-0 columns staged in the last A slots, freed to the
-  producer at BAR_INFO); then per 64-k
+  producer at BAR_INFO); the chunks build, its first tile's first stage of A; then per 64-k
   subtile: decode B into one of two register fragments, wait for the A slot, wgmma, commit;
   wait_group(1) retires the previous subtile's wgmma, freeing its A slot and its fragment. Half
   and wide tiles add narrower wgmmas over the same fragments (GemmConfig.half_tiles, wide_tiles).
@@ -283,7 +285,9 @@ class Nvfp4GemmSm90:
                 switches = Int32(0)
                 waited = Int32(-1)  # the group whose fp16 A rows this warp last saw written
                 known = Int32(0)  # chunks: the stages of that group seen written
-                stamped = Int32(0)
+                # chunks: the first tile's first stage, which the MMA warps decode into its slots
+                # themselves (`_expand_own_stage`): nothing to wait for, nothing to copy
+                own = Int32(1)
                 info_free = self.slots - self.config.info_slots  # fills before the staged columns' slots
                 while self._more(tile, total_tiles):
                     t, group = self._locate(table, order, tile, group)
@@ -310,19 +314,20 @@ class Nvfp4GemmSm90:
                     desc_b = desc_a + Int64(TENSORMAP_BYTES)
                     for kt in cutlass.range(k // K_STAGE, unroll=1):
                         state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
+                        copied = boxes  # the fp16 A boxes this stage's slots get
                         if cutlass.const_expr(self.chunks):
                             if group != waited:
                                 waited = group
                                 known = Int32(0)
-                            if kt >= known:
-                                # this stage of the group's fp16 A rows, expanded by the helper
-                                # warps of the grid in this launch, and whichever stages after it
-                                # one round trip also finds written; once a group visit a stage
-                                known = self._wait_chunk(table, group, m, k, kt, Int64(table[(0, COL_READY)]), target)
-                                if stamped == 0:  # the first tile's first stage
-                                    self._stamp_lane0(phases, cta, phase_slots.A_READY)
-                                    stamped = Int32(1)
-                                ptx.fence_proxy_async_global()
+                            if kt == 0 and own == 1:
+                                copied = Int32(0)
+                            else:
+                                if kt >= known:
+                                    # this stage of the group's fp16 A rows, expanded by the helper
+                                    # warps of the grid in this launch, and whichever stages after
+                                    # it one round trip also finds written; once a group visit a stage
+                                    known = self._wait_chunk(table, group, m, k, kt, Int64(table[(0, COL_READY)]), target)
+                                    ptx.fence_proxy_async_global()
                         if cutlass.const_expr(self.counted and not self.chunks):
                             if kt == 0:
                                 if group != waited:
@@ -341,14 +346,20 @@ class Nvfp4GemmSm90:
                                     cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
                             # the slot's expected bytes are those of the boxes actually copied
                             a16_pipe.sync_object_empty.wait(astate.index, astate.phase)
-                            a16_pipe.sync_object_full.arrive_and_expect_tx(astate.index, boxes * self.box_bytes)
+                            a16_pipe.sync_object_full.arrive_and_expect_tx(astate.index, copied * self.box_bytes)
                             a_x, a_y = kt * K_STAGE + sub * K_SUB, mt * self.tile_m
                             mbar = a16_pipe.producer_get_barrier(astate).toint()
                             for b in cutlass.range_constexpr(self.slot_rows // A16_BOX_ROWS):
-                                if b < boxes:
+                                if b < copied:
                                     ptx.tma_load_2d(a16_addr + astate.index * self.a16_bytes + b * self.box_bytes, desc_a,
                                                     a_x, a_y + b * A16_BOX_ROWS, mbar, self.evict_a16)
                             astate.advance()
+                    if cutlass.const_expr(self.chunks):
+                        if own == 1:
+                            # stage 0 of this group was not waited for: the next tile (other rows of
+                            # it, maybe) waits from stage 0 on
+                            own = Int32(0)
+                            waited = Int32(-1)
                     tile += stride
                 if cutlass.const_expr(self.phase0_first):
                     if astate.count <= info_free:  # never filled those slots: meet the MMA warps once all the same
@@ -535,9 +546,14 @@ class Nvfp4GemmSm90:
             extra = (tiled_mma_half, acc_extra, tCrB_extra)
         rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.slots)
+        own = Int32(1)  # the chunks build: the first tile's first stage of A is decoded here
         while self._more(tile, total_tiles):
             t, group = self._locate(table, order, tile, group)
             m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
+            if cutlass.const_expr(self.chunks):
+                if own == 1:
+                    self._expand_own_stage(table, group, k, mt, rows, tidx, storage.a16.data_ptr().toint(), phases, cta)
+                    own = Int32(0)
             acc.fill(0.0)
             if cutlass.const_expr(self.half):
                 if rows <= HALF_ROWS:
@@ -642,11 +658,13 @@ class Nvfp4GemmSm90:
         """Expand this thread's share of B for subtile `sub` into the register fragment `words`
         (32-bit view: 4 registers per k16 step, see the module docstring for the k order).
 
-        Thread (warp w, lane l) holds rows r = 16w + l/4 and r + 8 of the CTA's 128 B rows, and
-        k block c = l % 4 (16 k, 8 packed bytes, one scale) of the subtile in each."""
+        Thread (warp w, lane l) holds fragment rows 16w + l/4 and that + 8 (`half` 0, 1), into which
+        it decodes B rows r = 16w + 2(l/4) and r + 1 of the CTA's 128 (a permutation of wgmma's M
+        rows, undone by `_store`, which so finds adjacent n in one thread), and k block c = l % 4
+        (16 k, 8 packed bytes, one scale) of the subtile in each."""
         c = tidx % 4
         for half in cutlass.range_constexpr(2):
-            row = (tidx // 32) * 16 + (tidx % 32) // 4 + 8 * half
+            row = (tidx // 32) * 16 + 2 * ((tidx % 32) // 4) + half
             w0, w1 = ptx.ld_shared_v2(stage + self.off_b + row * ROW_BYTES
                                       + (((2 * sub + c // 2) ^ (row % 8)) * 16) + (c % 2) * 8)
             scale = ptx.ld_shared_scale(stage + self.off_sfb + sub * SCALE_CHUNK + (row % 32) * 16
@@ -729,15 +747,59 @@ class Nvfp4GemmSm90:
         return words, scales
 
     @staticmethod
-    def _store_unit(a16: Int64, k: Int32, row: Int32, kb: Int32, loaded):
-        """Decode a unit loaded by `_load_unit` and store it into the fp16 copy."""
+    def _decode_unit(loaded):
+        """A unit loaded by `_load_unit`, decoded: its eight 16-byte chunks of fp16 in the k order
+        of the module docstring (chunk 2s + h: register s of word h of the four 16-k blocks)."""
         (x0, x1, x2, x3, y0, y1, y2, y3), scales = loaded
-        dst = a16 + Int64(row) * Int64(2 * k) + Int64(kb * (K_SUB * 2))
+        chunks = [None] * (K_SUB // 8)
         for h in range(2):  # a plain function (not preprocessed): Python loops, unrolled as traced
             block_words = (x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3)
             d = [ptx.decode_word(w, sc) for w, sc in zip(block_words, scales)]
             for s in range(K_SUB // 16):
-                ptx.st_global_v4(dst + Int64((2 * s + h) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
+                chunks[2 * s + h] = (d[0][s], d[1][s], d[2][s], d[3][s])
+        return chunks
+
+    @staticmethod
+    def _store_unit(a16: Int64, k: Int32, row: Int32, kb: Int32, loaded):
+        """Decode a unit loaded by `_load_unit` and store it into the fp16 copy."""
+        dst = a16 + Int64(row) * Int64(2 * k) + Int64(kb * (K_SUB * 2))
+        for j, regs in enumerate(Nvfp4GemmSm90._decode_unit(loaded)):
+            ptx.st_global_v4(dst + Int64(j * 16), *regs)
+
+    @staticmethod
+    def _store_unit_shared(slot: Int32, row: Int32, loaded):
+        """Decode a unit loaded by `_load_unit` into row `row` of the fp16 A slot at `slot` (1024-byte
+        aligned), where the tensor map's 128-byte swizzle puts a copied row's 16-byte chunk j: at
+        row · 128 + (j ^ row % 8) · 16."""
+        dst = slot + row * (K_SUB * 2)
+        for j, regs in enumerate(Nvfp4GemmSm90._decode_unit(loaded)):
+            ptx.st_shared_v4(dst + ((j ^ (row % 8)) * 16), *regs)
+
+    @cute.jit
+    def _expand_own_stage(self, table: cute.Tensor, group: Int32, k: Int32, mt: Int32, rows: Int32, tidx: Int32,
+                          a16_addr: Int32, phases, cta: Int32):
+        """The chunks build's MMA warps, before their CTA's first tile: the first stage (256 k) of
+        that tile's A rows (mt · tile_m on, `rows` of them), decoded from the packed bytes straight
+        into the fp16 A slots of the tile's first four subtiles (slots 0-3), in the layout a copy
+        from the fp16 copy would have given them. The producer copies nothing into those slots and
+        waits for no counter (its loop: `own`), so the first MMA waits for no other CTA. Thread t
+        takes units t, t + 256, .. (a row × 64 k; four consecutive threads a row), all loads
+        first; rows past `rows` keep stale values (they feed only columns of Cᵀ never stored)."""
+        a = Int64(table[(group, COL_A)])
+        sfa = Int64(table[(group, COL_SFA)])
+        first_row = mt * self.tile_m
+        turns = -(-self.slot_rows * SUBS_PER_STAGE // MMA_THREADS)
+        loaded = [self._load_unit(a, sfa, k, first_row + cutlass.min((tidx + t * MMA_THREADS) // SUBS_PER_STAGE, rows - 1),
+                                  (tidx + t * MMA_THREADS) % SUBS_PER_STAGE) for t in range(turns)]
+        for t in cutlass.range_constexpr(turns):
+            unit = tidx + t * MMA_THREADS
+            if unit // SUBS_PER_STAGE < rows:
+                self._store_unit_shared(a16_addr + (unit % SUBS_PER_STAGE) * self.a16_bytes, unit // SUBS_PER_STAGE,
+                                        loaded[t])
+        # the slots' bytes, written through the generic proxy, before any wgmma reads them
+        ptx.fence_proxy_async_shared()
+        cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
+        self._stamp(phases, cta, tidx, phase_slots.A_READY)
 
     @cute.jit
     def _expand_chunks(self, table: cute.Tensor, first: Int32, helpers: Int32):
@@ -975,11 +1037,17 @@ class Nvfp4GemmSm90:
     @cute.jit
     def _store(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor,
                m: Int32, n: Int32, m0: Int32, nt: Int32):
-        """Write the accumulator tile (Cᵀ rows = n, columns = m from m0 on) to C[m, n], rows < m only."""
-        c_ptr = cute.make_ptr(Float16, table[(group, COL_C)], cute.AddressSpace.gmem, assumed_align=16)
-        ct = cute.make_tensor(c_ptr, cute.make_layout((n, m), stride=(1, n)))
+        """Write the accumulator tile (Cᵀ rows = n, columns = m from m0 on) to C[m, n], rows < m only.
+        The accumulator fragment's values run e + 2h + 4j (wgmma's m64nN f32 layout: column 8j +
+        2(lane % 4) + e, row lane / 4 + 8h of the warp's 16; PTX ISA, wgmma's register fragment of
+        D, and CuTe's tv_layout_C ((4,8,4),(2,2,N/8))), and its row r + 8h holds B row 2r + h
+        (`_decode_b`), so values i and i + 2 (h = 0, 1) are adjacent n at one m: one 32-bit store of
+        two fp16, the 8 lanes of a column writing 32 bytes."""
+        c = Int64(table[(group, COL_C)])
         n0 = nt * TILE_N
-        for i in cutlass.range(cute.size(acc), unroll_full=True):
+        for pair in cutlass.range_constexpr(cute.size(acc) // 2):
+            i = (pair // 2) * 4 + pair % 2  # h = 0; its partner i + 2
             nn, mm = coords[i]
+            row = (nn // 16) * 16 + (nn % 8) * 2  # the pair's first B row
             if m0 + mm < m:
-                ct[(n0 + nn, m0 + mm)] = acc[i].to(Float16)
+                ptx.st_global_f16x2(c + (Int64(m0 + mm) * Int64(n) + Int64(n0 + row)) * Int64(2), acc[i], acc[i + 2])

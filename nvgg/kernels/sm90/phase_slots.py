@@ -17,13 +17,14 @@ from ..phase_slots import SlotLayout
 NAMES = ("START", "DESC_READY", "FIRST_MMA", "MAINLOOP_DONE", "EPILOGUE_DONE", "EXIT", "PHASE0_DONE", "A_READY")
 
 
-def _layout(phase0: str, first_mma_from) -> SlotLayout:
-    """The layout over NAMES, phase 0's span named `phase0`, "to first MMA" from `first_mma_from`."""
+def _layout(phase0: str, a_ready: tuple[str, str], first_mma_from) -> SlotLayout:
+    """The layout over NAMES, phase 0's span named `phase0`, A_READY's span `a_ready` (its name
+    and the slot it runs from), "to first MMA" from `first_mma_from`."""
     return SlotLayout(
         "nvfp4_grouped_gemm_sm90", NAMES,
         (("tensor maps", "START", "DESC_READY"),
          (phase0, "START", "PHASE0_DONE"),
-         ("wait for A rows", "DESC_READY", "A_READY"),
+         (a_ready[0], a_ready[1], "A_READY"),
          ("to first MMA", first_mma_from, "FIRST_MMA"),
          ("mainloops", "FIRST_MMA", "MAINLOOP_DONE"),
          ("last epilogue", "MAINLOOP_DONE", "EPILOGUE_DONE"),
@@ -31,9 +32,10 @@ def _layout(phase0: str, first_mma_from) -> SlotLayout:
         max_switches=56)
 
 
-SM90 = _layout("phase 0", ("A_READY", "PHASE0_DONE"))
-# the "chunks" build (config.READINESS): the same slots, but its MMA warps expand none of A: its
-# helper warps stream A beside the main loops, and PHASE0_DONE is when this CTA's helpers finished
-# (they meet at a barrier of their own), so "to first MMA" runs from A_READY (the first tile's
-# first stage written) alone
-SM90_CHUNKS = _layout("A streamed (beside the MMAs)", "A_READY")
+SM90 = _layout("phase 0", ("wait for A rows", "DESC_READY"), ("A_READY", "PHASE0_DONE"))
+# the "chunks" build (config.READINESS): the same slots, but its helper warps stream A beside the
+# main loops, and PHASE0_DONE is when this CTA's helpers finished (they meet at a barrier of their
+# own); its MMA warps decode only their first tile's first stage of A into its slots, and A_READY
+# is when they have (timed from the CTA's start: it may come before the producer's maps), so "to
+# first MMA" runs from A_READY alone
+SM90_CHUNKS = _layout("A streamed (beside the MMAs)", ("first stage of A, in the CTA", "START"), "A_READY")

@@ -19,7 +19,7 @@ which made its stages longer: lab log, the producer warp's lane reads.)
 
 from __future__ import annotations
 
-from cutlass import Int32, Int64
+from cutlass import Float32, Int32, Int64
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 from ..asm import globaltimer, inline as _asm  # noqa: F401  (globaltimer: the kernels' timer)
@@ -222,6 +222,31 @@ def st_global_v4(addr: Int64, r0: Int32, r1: Int32, r2: Int32, r3: Int32, *, loc
     """16-byte global store of four 32-bit registers."""
     _asm("st.global.v4.b32 [$0], {$1, $2, $3, $4};", "l,r,r,r,r,~{memory}",
          [Int64(addr)] + [Int32(r) for r in (r0, r1, r2, r3)], loc, ip)
+
+
+@dsl_user_op
+def st_global_f16x2(addr: Int64, lo: Float32, hi: Float32, *, loc=None, ip=None) -> None:
+    """Round `lo` and `hi` to fp16 (to nearest even) and store them as one 32-bit word at `addr`,
+    `lo` at the lower address (cvt.rn.f16x2.f32 puts its first source in the upper half)."""
+    _asm("""{
+    .reg .b32 pair;
+    cvt.rn.f16x2.f32 pair, $2, $1;
+    st.global.b32 [$0], pair;
+}""", "l,f,f,~{memory}", [Int64(addr), Float32(lo), Float32(hi)], loc, ip)
+
+
+@dsl_user_op
+def st_shared_v4(addr: Int32, r0: Int32, r1: Int32, r2: Int32, r3: Int32, *, loc=None, ip=None) -> None:
+    """16-byte shared-memory store of four 32-bit registers."""
+    _asm("st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}",
+         [Int32(addr)] + [Int32(r) for r in (r0, r1, r2, r3)], loc, ip)
+
+
+@dsl_user_op
+def fence_proxy_async_shared(*, loc=None, ip=None) -> None:
+    """fence.proxy.async.shared::cta: order this thread's generic-proxy shared-memory stores before
+    the async proxy's reads of them (wgmma's shared-memory operand) that follow a barrier."""
+    _asm("fence.proxy.async.shared::cta;", "~{memory}", [], loc, ip)
 
 
 @dsl_user_op
