@@ -38,8 +38,8 @@ def record(out: Path, cache: Path) -> int:
     for info_path in sorted(cache.glob("*/info.json")):
         info = json.loads(info_path.read_text())
         ptx = info_path.parent / "kernel.ptx"
-        if not ptx.is_file():
-            continue
+        if not ptx.is_file() or "arch" not in info or "config" not in info:
+            continue  # no PTX, or not one of the kernels' builds (the CuTe DSL example's cache entries)
         builds.append({"arch": info["arch"], "name": info["name"], "config": info["config"], "shape": info["shape"],
                        "ptx_sha256": hashlib.sha256(ptx.read_bytes()).hexdigest()})
     builds.sort(key=lambda b: (b["arch"], b["name"], json.dumps(b["config"], sort_keys=True)))
