@@ -289,6 +289,27 @@ def test_sass_keeps_the_wgmma_pipelined(store, config, wgmma, groups):
     assert (sass.count("HGMMA"), sass.count("WARPGROUP.ARRIVE")) == (wgmma, groups)
 
 
+@pytest.mark.parametrize("config, pairs", [
+    (gemm.GemmConfig(tile_m=128, stages=5, persistent=True, tensormaps="host", readiness="chunks"), 32),
+    # the wide tile's 64 more rows: 16 more
+    (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True, tensormaps="host",
+                     readiness="chunks"), 48),
+])
+def test_sass_stores_c_as_pairs_of_fp16(store, config, pairs):
+    """`_store` writes C as 32-bit pairs of fp16 (B's rows permuted in `_decode_b`, so that a
+    thread holds adjacent n): a 128-row tile's 64 accumulators a thread in 32 stores, and no 16-bit
+    global store (one fp16 each, half a sector: the store before the pairs). With host maps the
+    kernel's only other global stores are the helpers' 16-byte stores of the fp16 copy."""
+    tool = _nvdisasm()
+    if not tool:
+        pytest.skip("nvdisasm not found: pip install -e '.[test]' (nvidia-cuda-nvdisasm) or set NVDISASM")
+    entry = host.compile_gemm(config, None, "sm_90a", store=store, need_callable=False)
+    sass = subprocess.run([tool, "-c", str(entry.directory / "kernel.cubin")], capture_output=True, text=True,
+                          check=True).stdout
+    stores = re.findall(r"\bSTG\.E[.A-Z0-9]*", sass)
+    assert stores.count("STG.E") == pairs and set(stores) == {"STG.E", "STG.E.128"}
+
+
 def test_setmaxnreg_moves_no_more_registers_than_the_launch_allocated(store):
     """setmaxnreg.inc waits until the CTA's own decreases have freed the registers it asks for:
     the wide build's warpgroups after it must fit the registers a thread at launch × the
