@@ -246,6 +246,16 @@ def _nvdisasm() -> str | None:
     return tools.find("nvdisasm")
 
 
+def _sass(store, config, shape=None) -> str:
+    """A build's SASS (nvdisasm -c of its cubin); the test is skipped where nvdisasm is missing."""
+    tool = _nvdisasm()
+    if not tool:
+        pytest.skip("nvdisasm not found: pip install -e '.[test]' (nvidia-cuda-nvdisasm) or set NVDISASM")
+    entry = host.compile_gemm(config, shape, "sm_90a", store=store, need_callable=False)
+    return subprocess.run([tool, "-c", str(entry.directory / "kernel.cubin")], capture_output=True, text=True,
+                          check=True).stdout
+
+
 @pytest.mark.parametrize("config, shape", [
     (gemm.GemmConfig(tile_m=32, stages=6), (7, 256, 512)),
     (gemm.GemmConfig(tile_m=64, stages=5), (33, 384, 768)),
@@ -257,12 +267,7 @@ def test_sass_waits_for_the_last_wgmma_before_reading_accumulators(store, config
     """ptxas once hoisted the epilogue's fp32->fp16 conversions above the final wgmma wait (seen in
     nvdisasm, and as a random error in the last 64-k block on an H200); the kernel now ends the
     mainloop with wait_group(0) right after the last wgmma. Needs nvdisasm (NVDISASM=path)."""
-    tool = _nvdisasm()
-    if not tool:
-        pytest.skip("nvdisasm not found: pip install -e '.[test]' (nvidia-cuda-nvdisasm) or set NVDISASM")
-    entry = host.compile_gemm(config, shape, "sm_90a", store=store, need_callable=False)
-    sass = subprocess.run([tool, "-c", str(entry.directory / "kernel.cubin")], capture_output=True, text=True,
-                          check=True).stdout.splitlines()
+    sass = _sass(store, config, shape).splitlines()
     last_mma = max(i for i, line in enumerate(sass) if "HGMMA" in line)
     wait = next(i for i in range(last_mma + 1, len(sass)) if "WARPGROUP.DEPBAR" in sass[i])
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x0" in sass[wait]
@@ -280,12 +285,7 @@ def test_sass_keeps_the_wgmma_pipelined(store, config, wgmma, groups):
     registers (C7511/C7512): the wide-tile build did at 288 threads, capped at 168 registers,
     until its producer warpgroup gave registers away (setmaxnreg). Pipelined, a warpgroup
     arrives once per 64-k subtile: 4 wgmma of k 16 (8 in a wide tile) between arrivals."""
-    tool = _nvdisasm()
-    if not tool:
-        pytest.skip("nvdisasm not found: pip install -e '.[test]' (nvidia-cuda-nvdisasm) or set NVDISASM")
-    entry = host.compile_gemm(config, None, "sm_90a", store=store, need_callable=False)
-    sass = subprocess.run([tool, "-c", str(entry.directory / "kernel.cubin")], capture_output=True, text=True,
-                          check=True).stdout
+    sass = _sass(store, config)
     assert (sass.count("HGMMA"), sass.count("WARPGROUP.ARRIVE")) == (wgmma, groups)
 
 
@@ -300,12 +300,7 @@ def test_sass_stores_c_as_pairs_of_fp16(store, config, pairs):
     thread holds adjacent n): a 128-row tile's 64 accumulators a thread in 32 stores, and no 16-bit
     global store (one fp16 each, half a sector: the store before the pairs). With host maps the
     kernel's only other global stores are the helpers' 16-byte stores of the fp16 copy."""
-    tool = _nvdisasm()
-    if not tool:
-        pytest.skip("nvdisasm not found: pip install -e '.[test]' (nvidia-cuda-nvdisasm) or set NVDISASM")
-    entry = host.compile_gemm(config, None, "sm_90a", store=store, need_callable=False)
-    sass = subprocess.run([tool, "-c", str(entry.directory / "kernel.cubin")], capture_output=True, text=True,
-                          check=True).stdout
+    sass = _sass(store, config)
     stores = re.findall(r"\bSTG\.E[.A-Z0-9]*", sass)
     assert stores.count("STG.E") == pairs and set(stores) == {"STG.E", "STG.E.128"}
 
