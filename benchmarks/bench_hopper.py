@@ -31,10 +31,9 @@ import argparse
 import json
 import os
 import statistics
-import sys
 
 import torch
-from columns import cell, median
+from columns import cell, median, refuse as _refuse
 from tabulate import tabulate
 
 from nvgg import cases, datapath, env, inputs, reference, timing
@@ -68,12 +67,6 @@ def _build_options(strategy: str) -> set[str]:
     if unknown or len(options & {"grid", "rows", "chunks"}) > 1 or {"host", "device"} <= options:
         _refuse(f"{strategy}: the options are host or device, one of grid, rows and chunks, and serial, joined by +")
     return options
-
-
-def _refuse(message: str) -> None:
-    """Bad input or no GPU: one line on stderr, exit 2, before any measurement."""
-    print(f"bench_hopper.py: {message}", file=sys.stderr)
-    raise SystemExit(2)
 
 
 def fp16_peak_tflops() -> float:

@@ -28,12 +28,40 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from columns import refuse  # noqa: E402  (this folder is on the path: the script runs from it)
+from nvgg.atomic import replace_whole  # noqa: E402
+
 
 def _cache_dir(given: str | None) -> Path:
     return Path(given or os.environ.get("NVGG_CACHE_DIR") or Path.home() / ".cache" / "nvgg" / "kernels")
 
 
+def _writable_file(out: Path) -> None:
+    """Refuse an output that is not a plain file to (re)write: a folder, a device such as /dev/null, a
+    FIFO, a link, or a file in a folder that does not exist or cannot be written."""
+    if out.is_symlink() or (out.exists() and not out.is_file()):
+        refuse(f"{out} is a link or not a regular file: give the path of a JSON file to write")
+    if not out.parent.is_dir() or not os.access(out.parent, os.W_OK):
+        refuse(f"{out.parent} does not exist or cannot be written: give a path in a writable folder")
+
+
+def _recorded(path: Path) -> list[dict]:
+    """The builds of a record written by `record`, or a refusal saying what is wrong with the file."""
+    if not path.is_file():
+        refuse(f"{path} is not a file: give a record written by `ptx_identity.py record`")
+    try:
+        builds = json.loads(path.read_text())["builds"]
+        if not builds or not all({"arch", "name", "config", "shape", "ptx_sha256"} <= set(b) for b in builds):
+            raise ValueError
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
+        refuse(f"{path} is not a record of builds (JSON {{\"builds\": [...]}} from `ptx_identity.py record`)")
+    return builds
+
+
 def record(out: Path, cache: Path) -> int:
+    _writable_file(out)
+    if not cache.is_dir():
+        refuse(f"--cache {cache} is not a folder: give the kernel cache a test run filled (NVGG_CACHE_DIR)")
     builds = []
     for info_path in sorted(cache.glob("*/info.json")):
         info = json.loads(info_path.read_text())
@@ -42,8 +70,10 @@ def record(out: Path, cache: Path) -> int:
             continue  # no PTX, or not one of the kernels' builds (the CuTe DSL example's cache entries)
         builds.append({"arch": info["arch"], "name": info["name"], "config": info["config"], "shape": info["shape"],
                        "ptx_sha256": hashlib.sha256(ptx.read_bytes()).hexdigest()})
+    if not builds:
+        refuse(f"{cache} holds no kernel build: fill it with a test run first (NVGG_CACHE_DIR); {out} left as it was")
     builds.sort(key=lambda b: (b["arch"], b["name"], json.dumps(b["config"], sort_keys=True)))
-    out.write_text(json.dumps({"builds": builds}, indent=1) + "\n")
+    replace_whole(out, (json.dumps({"builds": builds}, indent=1) + "\n").encode())
     print(f"recorded {len(builds)} builds from {cache} in {out}")
     return 0
 
@@ -61,11 +91,11 @@ def _config(cls, raw: dict):
 
 
 def check(path: Path) -> int:
+    builds = _recorded(path)
     os.environ["NVGG_CACHE_DIR"] = tempfile.mkdtemp(prefix="nvgg-ptx-identity-")
     from nvgg.kernels.sm90 import config as sm90_config, host as sm90_host
     from nvgg.kernels.sm100 import config as sm100_config, host as sm100_host
 
-    builds = json.loads(path.read_text())["builds"]
     differ, skipped, same = [], [], 0
     for i, b in enumerate(builds, 1):
         if b["arch"] == "sm_90a":
