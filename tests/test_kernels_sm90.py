@@ -16,7 +16,7 @@ from nvgg.backends.cute import CuteBackend  # noqa: E402
 from nvgg.kernels.sm90.family import Sm90Kernels, config_for  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache  # noqa: E402
-from nvgg.kernels import groups as kgroups, schedule, tools  # noqa: E402
+from nvgg.kernels import groups as kgroups, tools  # noqa: E402
 from nvgg.kernels.sm90 import dequant_ref, host, ptx  # noqa: E402
 from nvgg.kernels.sm90 import config as gemm  # noqa: E402
 
@@ -138,7 +138,7 @@ def test_tile_table_counts_m_tiles_times_n_tiles():
     # 256 MMA threads in one round; never past what is resident
     assert gemm.grid_for(120, 132, 1, units=512 * 64) == 128 and gemm.grid_for(120, 132, 1, units=10**6) == 132
     assert gemm.grid_for(120, 132, 1, units=256) == 120
-    assert gemm.ctas_per_sm(117, 210944) == 1
+    assert gemm.ctas_per_sm(117, 210944, 288) == 1
 
 
 # --- compiling without a GPU ------------------------------------------------------------------------

@@ -357,11 +357,8 @@ def chunk_counts(m: int, k: int) -> list[int]:
             for b in range(-(-padded // READY_ROWS)) for _ in range(k // K_STAGE)]
 
 
-THREADS = GemmConfig().threads  # threads per CTA of the default configuration
-
-
 @functools.lru_cache(maxsize=None)  # a prepare asks it for every launch; the profiles are files
-def ctas_per_sm(registers: int, smem_bytes: int, threads: int = THREADS) -> int:
+def ctas_per_sm(registers: int, smem_bytes: int, threads: int) -> int:
     """Resident CTAs per SM for this kernel's registers and shared memory: the occupancy
     calculator's rules (nvgg/occupancy.py) on compute capability 9.0's limits (the same on
     every sm_90 card). The persistent kernel's CTAs wait on each other, so its grid must never

@@ -94,10 +94,9 @@ class Sm90Kernels(KernelFamily):
 
     def __init__(self, readiness: str = "chunks", programmatic: bool = True):
         # how the persistent kernel's fp16 A is written and waited for (gemm.READINESS): "chunks",
-        # streamed by helper warps beside the main loops (4-5% faster than "rows" on benchmarks 1
-        # and 2, within 2% of it on 3 and 4, where two calls do not tell them apart: NOTES.md);
-        # "rows" and "grid", the earlier builds' phase 0 before the first MMA, are there for
-        # benchmarks and tests to compare against
+        # streamed by helper warps beside the main loops, the first tile's first stage decoded in
+        # the CTA (the fastest build measured: NOTES.md, lab log); "rows" and "grid", the earlier
+        # builds' phase 0 before the first MMA, are there for benchmarks and tests to compare against
         self.readiness = readiness
         self._programmatic = programmatic
 

@@ -853,10 +853,7 @@ class Nvfp4GemmSm90:
             stages = k // K_STAGE
             if cutlass.const_expr(self.wide):
                 # 40 registers after setmaxnreg hold one unit's loads, not several
-                if stage < stages:
-                    if row < m:
-                        self._expand_unit(a, sfa, a16, k, row, stage * SUBS_PER_STAGE + sub)
-                    self._count_turn(ready, counters + block * stages + stage)
+                self._one_turn(a, sfa, a16, k, m, row, sub, stage, stages, ready, counters, block)
                 turn += step
             else:
                 if step % per_stage == 0:
@@ -873,11 +870,19 @@ class Nvfp4GemmSm90:
                             self._count_turn(ready, counters + block * stages + stage + later * t)
                     turn += step * TURNS_IN_FLIGHT
                 else:
-                    if stage < stages:
-                        if row < m:
-                            self._expand_unit(a, sfa, a16, k, row, stage * SUBS_PER_STAGE + sub)
-                        self._count_turn(ready, counters + block * stages + stage)
+                    self._one_turn(a, sfa, a16, k, m, row, sub, stage, stages, ready, counters, block)
                     turn += step
+
+    @cute.jit
+    def _one_turn(self, a: Int64, sfa: Int64, a16: Int64, k: Int32, m: Int32, row: Int32, sub: Int32, stage: Int32,
+                  stages: Int32, ready: Int64, counters: Int32, block: Int32):
+        """A helper lane's part of one turn, loaded and stored in one go: block `sub` of stage
+        `stage` of row `row` expanded (nothing past m or past the group's `stages`), the turn
+        counted into its row block's counter for that stage (the group's from `counters` on)."""
+        if stage < stages:
+            if row < m:
+                self._expand_unit(a, sfa, a16, k, row, stage * SUBS_PER_STAGE + sub)
+            self._count_turn(ready, counters + block * stages + stage)
 
     @staticmethod
     def _count_turn(ready: Int64, counter: Int32):
