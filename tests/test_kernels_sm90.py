@@ -597,9 +597,10 @@ def test_backend_check_names_the_gpu_it_refuses(monkeypatch):
 
 
 def test_cubin_resources_reads_registers_and_threads(store):
-    entry = host.compile_gemm(gemm.GemmConfig(tile_m=32, stages=6), (1, 128, 256), "sm_90a", store=store, need_callable=False)
+    config = gemm.GemmConfig(tile_m=32, stages=6)
+    entry = host.compile_gemm(config, (1, 128, 256), "sm_90a", store=store, need_callable=False)
     (name, res), = kcache.cubin_resources((entry.directory / "kernel.cubin").read_bytes()).items()
-    assert name.startswith("kernel_") and res["max_threads"] == [gemm.THREADS, 1, 1] and gemm.THREADS == 288
+    assert name.startswith("kernel_") and res["max_threads"] == [config.threads, 1, 1] and config.threads == 288
 
 
 # --- on a GPU ----------------------------------------------------------------------------------------
