@@ -72,15 +72,6 @@ TABLE_COLS = 32
 # first tile's loads) by the persistent kernel, which therefore takes at most MAX_GROUPS groups
 INFO_COLS = (COL_UNIT_END, COL_UNIT_BEGIN, COL_K, COL_A, COL_SFA, COL_A16, COL_READY_BEGIN)
 MAX_GROUPS = 512
-# the persistent kernel's per-CTA records (the scheduled build): table row FIRST_ROW + c holds CTA
-# c's run of the tile order and its first tile worked out, so that the first tile needs one load
-# after the wait (the record) where the order, the group's row and its columns were a chain of
-# dependent loads, each a trip to DRAM after the timer's L2 clear: the run's first and end
-# positions, the first tile's number and group, the group's m, n and k, the tile's A and B tile
-# indices and rows of A, and the group's packed A and its scales (addresses)
-FIRST_ROW = MAX_GROUPS  # past every group's row
-(REC_BEGIN, REC_END, REC_TILE, REC_GROUP, REC_M, REC_N, REC_K, REC_MT, REC_NT, REC_ROWS, REC_A,
- REC_SFA) = range(12)
 # rows of a group's A one readiness counter covers: one fp16 A box, what one TMA load reads
 READY_ROWS = A16_BOX_ROWS
 # the persistent kernel's tile order entries (int32): tile | group << ORDER_GROUP_SHIFT, so that a
@@ -283,15 +274,6 @@ HALF_TILE_COST = 0.75
 # A wide tile's (a full and a half tile's rows over one B decode), measured the same way on case 2
 # (lab log); a fixed part plus a part in proportion to the rows would have made it 1.25
 WIDE_TILE_COST = 1.32
-
-
-def tile_coords(m: int, tile_m: int, m_tiles: int, local: int) -> tuple[int, int, int]:
-    """(A tile index, B tile index, rows of A) of a group's tile `local` (tiles run m-fastest; the
-    group's last m tile takes the rest of m, at most HALF_ROWS more than tile_m where wide): the
-    kernel's `_tile_coords`, for the per-CTA records."""
-    mt = local % m_tiles
-    rows = m - mt * tile_m if mt + 1 == m_tiles else min(m - mt * tile_m, tile_m)
-    return mt, local // m_tiles, rows
 
 
 def has_half_width(tile_m: int, half_tiles: bool) -> bool:

@@ -198,9 +198,6 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         costs = gemm.tile_costs(ms, ns, tile_m, config.half_tiles, wide)
         bounds, order = schedule.schedule(costs, ctas)
         runs = torch.tensor(bounds + pack_order(order, begins), dtype=torch.int32).to(device)
-        if config.chunked:
-            rows += [[0] * gemm.TABLE_COLS for _ in range(gemm.FIRST_ROW - len(rows))]
-            rows += first_records(groups, bounds, order, begins, m_tiles, tile_m)
         rows[0][gemm.COL_DEAL:gemm.COL_DEAL + 4] = gemm.even_deal(units, ctas)
         rows[0][gemm.COL_RUNS] = runs.data_ptr()
         rows[0][gemm.COL_READY] = ready.data_ptr()
@@ -225,26 +222,6 @@ def encode_pair(g: GroupTensors, a16_ptr: int, out: torch.Tensor) -> None:
     then its packed B, as the device mode's retargeting would make them."""
     out[0] = torch.tensor(encode_tensor_map_f16(a16_ptr, g.m, g.k, gemm.A16_BOX_ROWS))
     out[1] = torch.tensor(encode_tensor_map(g.b.data_ptr(), g.n, g.k // 2, gemm.TILE_N))
-
-
-def first_records(groups: list[GroupTensors], bounds: list[int], order: list[int], begins: list[int],
-                  m_tiles: list[int], tile_m: int) -> list[list[int]]:
-    """The persistent kernel's per-CTA records (table rows FIRST_ROW on, config.REC_ columns): CTA
-    c's run bounds[c] .. bounds[c + 1] of `order` and, where the run holds a tile, its first tile's
-    number, group and coordinates (config.tile_coords) and the group's packed A and scales."""
-    records = []
-    for c in range(len(bounds) - 1):
-        record = [0] * gemm.TABLE_COLS
-        record[gemm.REC_BEGIN], record[gemm.REC_END] = bounds[c], bounds[c + 1]
-        if bounds[c] < bounds[c + 1]:
-            tile = order[bounds[c]]
-            g = bisect.bisect_right(begins, tile) - 1
-            group = groups[g]
-            mt, nt, rows = gemm.tile_coords(group.m, tile_m, m_tiles[g], tile - begins[g])
-            record[gemm.REC_TILE:gemm.REC_SFA + 1] = [tile, g, group.m, group.n, group.k, mt, nt, rows,
-                                                       group.a.data_ptr(), group.sfa.data_ptr()]
-        records.append(record)
-    return records
 
 
 def pack_order(order: list[int], begins: list[int]) -> list[int]:

@@ -84,8 +84,7 @@ from .config import (
     COL_DEAL, COL_MAPS, COL_N, COL_PHASES, COL_READY, COL_READY_BEGIN, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE,
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
-    ORDER_GROUP_SHIFT, FIRST_ROW, READY_ROWS, REC_A, REC_BEGIN, REC_END, REC_GROUP, REC_K, REC_M, REC_MT, REC_N, REC_NT,
-    REC_ROWS, REC_SFA, REC_TILE, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
+    ORDER_GROUP_SHIFT, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
     has_half_width)
 
 
@@ -214,12 +213,11 @@ class Nvfp4GemmSm90:
         all_tiles = total_tiles
         if cutlass.const_expr(self.config.persistent and self.config.chunked):
             # this CTA's list of tiles, from the host's cost-balanced schedule: `tile` walks the
-            # positions runs[c] .. runs[c + 1] of the order (`_order`), which names the tiles; its
-            # record (FIRST_ROW + c) holds the two bounds and the first tile (`_tile_at`)
-            tile = Int32(table[(FIRST_ROW + bidx, REC_BEGIN)])
+            # positions runs[c] .. runs[c + 1] of the order (`_order`), which names the tiles
+            runs = self._runs(table, gdimx, all_tiles)
+            tile = runs[bidx]
             stride = 1
-            total_tiles = Int32(table[(FIRST_ROW + bidx, REC_END)])  # this CTA's end
-        first = tile  # the CTA's first position, whose tile its record describes
+            total_tiles = runs[bidx + 1]  # this CTA's end
         group = Int32(0)
         phases = None
         if cutlass.const_expr(self.config.instrument):
@@ -276,7 +274,7 @@ class Nvfp4GemmSm90:
                     ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
                 mapped = Int32(-1)  # the group the descriptor pair describes
                 if self._more(tile, total_tiles):
-                    _, group, _, _, _, _, _, _ = self._tile_at(table, order, tile, group, first, cta)
+                    _, group = self._locate(table, order, tile, group)
                     desc_a = self._use_maps(table, group, desc_a, maps)
                     mapped = group
                     self._stamp_lane0(phases, cta, phase_slots.DESC_READY)
@@ -292,7 +290,8 @@ class Nvfp4GemmSm90:
                 own = Int32(1)
                 info_free = self.slots - self.config.info_slots  # fills before the staged columns' slots
                 while self._more(tile, total_tiles):
-                    t, group, m, n, k, mt, nt, rows = self._tile_at(table, order, tile, group, first, cta)
+                    t, group = self._locate(table, order, tile, group)
+                    m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
                     if group != mapped:
                         # the maps describe the first tile's group already: this is a switch
                         if cutlass.const_expr(not self.host_maps):
@@ -408,7 +407,7 @@ class Nvfp4GemmSm90:
                 # the staged columns are read for the last time: their slots may fill
                 cute.arch.barrier_arrive(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
             self._mma_role(table, self._order(table, gdimx, all_tiles), total_tiles, tile, stride, group, tidx, ring, a16_pipe, ring_addr,
-                           tiled_mma, tiled_mma_half, storage, a16_layout, phases, cta, first)
+                           tiled_mma, tiled_mma_half, storage, a16_layout, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.EXIT)
 
     def _runs(self, table: cute.Tensor, ctas: Int32, tiles: Int32) -> cute.Tensor:
@@ -509,7 +508,7 @@ class Nvfp4GemmSm90:
     @cute.jit
     def _mma_role(self, table, order, total_tiles: Int32, tile: Int32, stride: Int32, group: Int32, tidx: Int32,
                   ring, a16_pipe, ring_addr: Int32, tiled_mma: cute.TiledMma, tiled_mma_half: cute.TiledMma,
-                  storage, a16_layout: cute.ComposedLayout, phases, cta: Int32, first: Int32):
+                  storage, a16_layout: cute.ComposedLayout, phases, cta: Int32):
         """The two MMA warpgroups: decode B into registers, multiply against the fp16 A slots,
         and store every tile of this CTA. A tile of at most HALF_ROWS rows (half_tiles) runs the
         narrower wgmma over the first HALF_ROWS rows of each slot into the first half of the
@@ -549,11 +548,11 @@ class Nvfp4GemmSm90:
         astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.slots)
         own = Int32(1)  # the chunks build: the first tile's first stage of A is decoded here
         while self._more(tile, total_tiles):
-            t, group, m, n, k, mt, nt, rows = self._tile_at(table, order, tile, group, first, cta)
+            t, group = self._locate(table, order, tile, group)
+            m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
             if cutlass.const_expr(self.chunks):
                 if own == 1:
-                    a, sfa = self._packed_a(table, group, cta)
-                    self._expand_own_stage(a, sfa, k, mt, rows, tidx, storage.a16.data_ptr().toint(), phases, cta)
+                    self._expand_own_stage(table, group, k, mt, rows, tidx, storage.a16.data_ptr().toint(), phases, cta)
                     own = Int32(0)
             acc.fill(0.0)
             if cutlass.const_expr(self.half):
@@ -777,7 +776,7 @@ class Nvfp4GemmSm90:
             ptx.st_shared_v4(dst + ((j ^ (row % 8)) * 16), *regs)
 
     @cute.jit
-    def _expand_own_stage(self, a: Int64, sfa: Int64, k: Int32, mt: Int32, rows: Int32, tidx: Int32,
+    def _expand_own_stage(self, table: cute.Tensor, group: Int32, k: Int32, mt: Int32, rows: Int32, tidx: Int32,
                           a16_addr: Int32, phases, cta: Int32):
         """The chunks build's MMA warps, before their CTA's first tile: the first stage (256 k) of
         that tile's A rows (mt · tile_m on, `rows` of them), decoded from the packed bytes straight
@@ -785,8 +784,9 @@ class Nvfp4GemmSm90:
         from the fp16 copy would have given them. The producer copies nothing into those slots and
         waits for no counter (its loop: `own`), so the first MMA waits for no other CTA. Thread t
         takes units t, t + 256, .. (a row × 64 k; four consecutive threads a row), all loads
-        first; rows past `rows` keep stale values (they feed only columns of Cᵀ never stored). `a`
-        and `sfa`: the group's packed A and its scales."""
+        first; rows past `rows` keep stale values (they feed only columns of Cᵀ never stored)."""
+        a = Int64(table[(group, COL_A)])
+        sfa = Int64(table[(group, COL_SFA)])
         first_row = mt * self.tile_m
         turns = -(-self.slot_rows * SUBS_PER_STAGE // MMA_THREADS)
         loaded = [self._load_unit(a, sfa, k, first_row + cutlass.min((tidx + t * MMA_THREADS) // SUBS_PER_STAGE, rows - 1),
@@ -989,47 +989,6 @@ class Nvfp4GemmSm90:
         else:
             m, n, _ = self.shape
             return tile < (n // TILE_N) * ((m + self.tile_m - 1) // self.tile_m)
-
-    @cute.jit
-    def _tile_at(self, table: cute.Tensor, order, position: Int32, group: Int32, first: Int32, cta: Int32):
-        """(tile, group, m, n, k, A tile index, B tile index, rows of A) at `position` of this CTA's
-        walk (`_locate`, `_tile_coords`); at its first position `first`, in the scheduled persistent
-        kernel, read from the CTA's record (config.FIRST_ROW): one load, where the order and then
-        the group's row were a chain of them."""
-        if cutlass.const_expr(not (self.config.persistent and self.config.chunked)):
-            t, g = self._locate(table, order, position, group)
-            m, n, k, mt, nt, rows = self._tile_coords(table, t, g)
-            return t, g, m, n, k, mt, nt, rows
-        t = Int32(0)
-        g = group
-        m = Int32(0)
-        n = Int32(0)
-        k = Int32(0)
-        mt = Int32(0)
-        nt = Int32(0)
-        rows = Int32(0)
-        if position == first:
-            record = FIRST_ROW + cta
-            t = Int32(table[(record, REC_TILE)])
-            g = Int32(table[(record, REC_GROUP)])
-            m = Int32(table[(record, REC_M)])
-            n = Int32(table[(record, REC_N)])
-            k = Int32(table[(record, REC_K)])
-            mt = Int32(table[(record, REC_MT)])
-            nt = Int32(table[(record, REC_NT)])
-            rows = Int32(table[(record, REC_ROWS)])
-        else:
-            t, g = self._locate(table, order, position, group)
-            m, n, k, mt, nt, rows = self._tile_coords(table, t, g)
-        return t, g, m, n, k, mt, nt, rows
-
-    @cute.jit
-    def _packed_a(self, table: cute.Tensor, group: Int32, cta: Int32):
-        """The addresses of the packed A and its scales of the CTA's first tile's group: from its
-        record in the scheduled persistent kernel, else from the group's row."""
-        if cutlass.const_expr(self.config.persistent and self.config.chunked):
-            return Int64(table[(FIRST_ROW + cta, REC_A)]), Int64(table[(FIRST_ROW + cta, REC_SFA)])
-        return Int64(table[(group, COL_A)]), Int64(table[(group, COL_SFA)])
 
     @cute.jit
     def _locate(self, table: cute.Tensor, order, position: Int32, group: Int32):
