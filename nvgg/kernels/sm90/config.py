@@ -15,6 +15,9 @@ TILE_N = 128  # rows of B per CTA tile: two consumer warpgroups × 64 (wgmma's M
 K_STAGE = 256  # k per pipeline stage: 128 packed bytes a row, the tensor map box width
 K_SUB = 64  # k per fp16 subtile: one 128-byte swizzle atom of fp16
 SUBS_PER_STAGE = K_STAGE // K_SUB
+# bytes a row of C takes where a CTA's last tile is staged in shared memory (`_store_staged`): 128
+# fp16 and 16 bytes of padding
+C_STAGE_ROW = TILE_N * 2 + 16
 A16_SLOTS = 8  # fp16 A buffers the producer loads ahead (64 k each)
 A16_BOX_ROWS = 32  # rows of one fp16 A copy: a slot gets only the boxes that hold rows < m
 EXPAND_THREADS = 256  # threads per CTA of the expand kernel (the per-group launches' phase 0)

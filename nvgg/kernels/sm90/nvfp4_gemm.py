@@ -44,7 +44,8 @@ Warps (`kernel`; a persistent CTA walks the tiles the host's schedule lists for 
   subtile: decode B into one of two register fragments, wait for the A slot, wgmma, commit;
   wait_group(1) retires the previous subtile's wgmma, freeing its A slot and its fragment. Half
   and wide tiles add narrower wgmmas over the same fragments (GemmConfig.half_tiles, wide_tiles).
-  The epilogue stores the accumulators' rows < m as fp16.
+  The epilogue stores the accumulators' rows < m as fp16 pairs; a CTA's last tile, whose fp16 A
+  slots no load refills, goes through them and leaves in 16-byte chunks (`_store_staged`).
 Phase 0 to the producer's A loads (GemmConfig.readiness; the persistent grid is resident at
 once, so its CTAs may wait on each other): counters a row block and stage written by the helpers
 (`chunks`: ptx.ready_add, ptx.ready_probe), per-row-block counters (`rows`: ptx.ready_add,
@@ -84,7 +85,7 @@ from .config import (
     COL_DEAL, COL_MAPS, COL_N, COL_PHASES, COL_READY, COL_READY_BEGIN, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE,
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
-    ORDER_GROUP_SHIFT, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
+    ORDER_GROUP_SHIFT, C_STAGE_ROW, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
     has_half_width)
 
 
@@ -575,10 +576,19 @@ class Nvfp4GemmSm90:
                 rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr, tiled_mma, acc,
                                                 tCrB, frags, words, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.MAINLOOP_DONE)
-            self._store(table, group, acc, coords, m, n, mt * self.tile_m, nt)
-            if cutlass.const_expr(self.wide):
-                if rows > self.tile_m:
-                    self._store(table, group, extra[1], coords_extra, m, n, mt * self.tile_m + self.tile_m, nt)
+            if self._more(tile + stride, total_tiles):
+                self._store(table, group, acc, coords, m, n, mt * self.tile_m, nt)
+                if cutlass.const_expr(self.wide):
+                    if rows > self.tile_m:
+                        self._store(table, group, extra[1], coords_extra, m, n, mt * self.tile_m + self.tile_m, nt)
+            else:
+                # the CTA's last tile: no load follows, and its fp16 A slots stage C (`_store_staged`)
+                a16_addr = storage.a16.data_ptr().toint()
+                self._store_staged(table, group, acc, coords, self.tile_m, m, n, mt * self.tile_m, nt, tidx, a16_addr)
+                if cutlass.const_expr(self.wide):
+                    if rows > self.tile_m:
+                        self._store_staged(table, group, extra[1], coords_extra, HALF_ROWS, m, n,
+                                           mt * self.tile_m + self.tile_m, nt, tidx, a16_addr)
             self._stamp(phases, cta, tidx, phase_slots.EPILOGUE_DONE)
             tile += stride
 
@@ -1039,6 +1049,43 @@ class Nvfp4GemmSm90:
             mt = tile % m_tiles
             return m, n, k, mt, tile // m_tiles, cutlass.min(m - mt * self.tile_m, self.tile_m)
 
+    @staticmethod
+    def _pairs(acc: cute.Tensor, coords: cute.Tensor):
+        """The accumulator pairs `_store` describes: (i, column of Cᵀ, the pair's first B row) for
+        values i and i + 2, which hold adjacent n at one m."""
+        pairs = []
+        for pair in range(cute.size(acc) // 2):  # a plain function: a Python loop, unrolled as traced
+            i = (pair // 2) * 4 + pair % 2  # h = 0; its partner i + 2
+            nn, mm = coords[i]
+            pairs.append((i, mm, (nn // 16) * 16 + (nn % 8) * 2))
+        return pairs
+
+    @cute.jit
+    def _store_staged(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor,
+                      tile_rows: cutlass.Constexpr[int], m: Int32, n: Int32, m0: Int32, nt: Int32, tidx: Int32,
+                      staging: Int32):
+        """`_store` through shared memory, for a CTA's last tile, whose fp16 A slots (at `staging`)
+        nothing loads into any more: the MMA warps write the tile (`tile_rows` rows of C from m0 on,
+        128 n each) as fp16 pairs into rows of C_STAGE_ROW bytes (16 more than a row: the four rows
+        of one store instruction, two apart, fall in different banks), then store it as 16-byte
+        chunks, 16 threads a row of C, rows < m only. A barrier of the MMA warps before (every
+        wgmma that read a slot has retired in both warpgroups) and after the writes."""
+        # the slots' last accesses were the async proxy's (copies, wgmma), now the generic proxy's
+        cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
+        ptx.fence_proxy_async_shared()
+        for i, mm, row in self._pairs(acc, coords):
+            ptx.st_shared_f16x2(staging + mm * C_STAGE_ROW + row * 2, acc[i], acc[i + 2])
+        cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
+        c = Int64(table[(group, COL_C)]) + Int64(nt * TILE_N * 2)
+        chunks = TILE_N * 2 // 16  # 16-byte chunks a row of the tile
+        for turn in cutlass.range_constexpr(tile_rows * chunks // MMA_THREADS):
+            unit = tidx + turn * MMA_THREADS
+            r = unit // chunks
+            j = unit % chunks
+            if m0 + r < m:
+                w0, w1, w2, w3 = ptx.ld_shared_v4(staging + r * C_STAGE_ROW + j * 16)
+                ptx.st_global_v4(c + Int64(m0 + r) * Int64(n) * Int64(2) + Int64(j * 16), w0, w1, w2, w3)
+
     @cute.jit
     def _store(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor,
                m: Int32, n: Int32, m0: Int32, nt: Int32):
@@ -1050,9 +1097,6 @@ class Nvfp4GemmSm90:
         two fp16, the 8 lanes of a column writing 32 bytes."""
         c = Int64(table[(group, COL_C)])
         n0 = nt * TILE_N
-        for pair in cutlass.range_constexpr(cute.size(acc) // 2):
-            i = (pair // 2) * 4 + pair % 2  # h = 0; its partner i + 2
-            nn, mm = coords[i]
-            row = (nn // 16) * 16 + (nn % 8) * 2  # the pair's first B row
+        for i, mm, row in self._pairs(acc, coords):
             if m0 + mm < m:
                 ptx.st_global_f16x2(c + (Int64(m0 + mm) * Int64(n) + Int64(n0 + row)) * Int64(2), acc[i], acc[i + 2])

@@ -236,6 +236,23 @@ def st_global_f16x2(addr: Int64, lo: Float32, hi: Float32, *, loc=None, ip=None)
 
 
 @dsl_user_op
+def st_shared_f16x2(addr: Int32, lo: Float32, hi: Float32, *, loc=None, ip=None) -> None:
+    """`st_global_f16x2` into shared memory: `lo` and `hi` rounded to fp16, one 32-bit word."""
+    _asm("""{
+    .reg .b32 pair;
+    cvt.rn.f16x2.f32 pair, $2, $1;
+    st.shared.b32 [$0], pair;
+}""", "r,f,f,~{memory}", [Int32(addr), Float32(lo), Float32(hi)], loc, ip)
+
+
+@dsl_user_op
+def ld_shared_v4(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+    """16-byte shared-memory load into four 32-bit registers."""
+    return _asm("ld.shared.v4.b32 {$0, $1, $2, $3}, [$4];", "=r,=r,=r,=r,r,~{memory}", [Int32(addr)], loc, ip,
+                results=4)
+
+
+@dsl_user_op
 def st_shared_v4(addr: Int32, r0: Int32, r1: Int32, r2: Int32, r3: Int32, *, loc=None, ip=None) -> None:
     """16-byte shared-memory store of four 32-bit registers."""
     _asm("st.shared.v4.b32 [$0], {$1, $2, $3, $4};", "r,r,r,r,r,~{memory}",
