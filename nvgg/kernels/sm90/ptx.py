@@ -224,25 +224,26 @@ def st_global_v4(addr: Int64, r0: Int32, r1: Int32, r2: Int32, r3: Int32, *, loc
          [Int64(addr)] + [Int32(r) for r in (r0, r1, r2, r3)], loc, ip)
 
 
+# two fp32 rounded to fp16 (to nearest even) and stored as one 32-bit word at $0, $1 at the lower
+# address (cvt.rn.f16x2.f32 puts its first source in the upper half)
+_F16X2_STORE = """{{
+    .reg .b32 pair;
+    cvt.rn.f16x2.f32 pair, $2, $1;
+    st.{space}.b32 [$0], pair;
+}}"""
+
+
 @dsl_user_op
 def st_global_f16x2(addr: Int64, lo: Float32, hi: Float32, *, loc=None, ip=None) -> None:
     """Round `lo` and `hi` to fp16 (to nearest even) and store them as one 32-bit word at `addr`,
     `lo` at the lower address (cvt.rn.f16x2.f32 puts its first source in the upper half)."""
-    _asm("""{
-    .reg .b32 pair;
-    cvt.rn.f16x2.f32 pair, $2, $1;
-    st.global.b32 [$0], pair;
-}""", "l,f,f,~{memory}", [Int64(addr), Float32(lo), Float32(hi)], loc, ip)
+    _asm(_F16X2_STORE.format(space="global"), "l,f,f,~{memory}", [Int64(addr), Float32(lo), Float32(hi)], loc, ip)
 
 
 @dsl_user_op
 def st_shared_f16x2(addr: Int32, lo: Float32, hi: Float32, *, loc=None, ip=None) -> None:
     """`st_global_f16x2` into shared memory: `lo` and `hi` rounded to fp16, one 32-bit word."""
-    _asm("""{
-    .reg .b32 pair;
-    cvt.rn.f16x2.f32 pair, $2, $1;
-    st.shared.b32 [$0], pair;
-}""", "r,f,f,~{memory}", [Int32(addr), Float32(lo), Float32(hi)], loc, ip)
+    _asm(_F16X2_STORE.format(space="shared"), "r,f,f,~{memory}", [Int32(addr), Float32(lo), Float32(hi)], loc, ip)
 
 
 @dsl_user_op
