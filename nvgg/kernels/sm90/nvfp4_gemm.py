@@ -548,12 +548,13 @@ class Nvfp4GemmSm90:
         rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.slots)
         own = Int32(1)  # the chunks build: the first tile's first stage of A is decoded here
+        slots = storage.a16.data_ptr().toint()  # the fp16 A slots: that stage, and the last tile's C
         while self._more(tile, total_tiles):
             t, group = self._locate(table, order, tile, group)
             m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
             if cutlass.const_expr(self.chunks):
                 if own == 1:
-                    self._expand_own_stage(table, group, k, mt, rows, tidx, storage.a16.data_ptr().toint(), phases, cta)
+                    self._expand_own_stage(table, group, k, mt, rows, tidx, slots, phases, cta)
                     own = Int32(0)
             acc.fill(0.0)
             if cutlass.const_expr(self.half):
@@ -583,12 +584,11 @@ class Nvfp4GemmSm90:
                         self._store(table, group, extra[1], coords_extra, m, n, mt * self.tile_m + self.tile_m, nt)
             else:
                 # the CTA's last tile: no load follows, and its fp16 A slots stage C (`_store_staged`)
-                a16_addr = storage.a16.data_ptr().toint()
-                self._store_staged(table, group, acc, coords, self.tile_m, m, n, mt * self.tile_m, nt, tidx, a16_addr)
+                self._store_staged(table, group, acc, coords, self.tile_m, m, n, mt * self.tile_m, nt, tidx, slots)
                 if cutlass.const_expr(self.wide):
                     if rows > self.tile_m:
                         self._store_staged(table, group, extra[1], coords_extra, HALF_ROWS, m, n,
-                                           mt * self.tile_m + self.tile_m, nt, tidx, a16_addr)
+                                           mt * self.tile_m + self.tile_m, nt, tidx, slots)
             self._stamp(phases, cta, tidx, phase_slots.EPILOGUE_DONE)
             tile += stride
 
