@@ -7,7 +7,9 @@ Columns, all µs per call with the leaderboard's timer (15 inputs, L2 flushed ea
   modes, phase 0 first and then each CTA waiting on the readiness counters of a group's rows),
   `persistent[host+chunks]` (A streamed by helper warps beside the main loops, a counter a row
   block and stage: the backend's default), `persistent[grid+device]` (the earlier build's wait and
-  maps: a grid barrier after all of phase 0), `persistent[serial]`
+  maps: a grid barrier after all of phase 0), `persistent[chunks+split]` and
+  `persistent[chunks+nosplit]` (tiles' k always or never split between CTAs, where the backend
+  splits where its model says), `persistent[serial]`
   (launched without programmatic stream serialization, each launch waiting for the previous
   kernel to end, and phase 0 dealt evenly), `persistent` (the backend's default build);
 - the torch backend's graph and sequential strategies (expand in PyTorch, then cuBLAS);
@@ -47,15 +49,17 @@ KNOWN = STRATEGIES + [("persistent", "cute")]
 
 def _column(strategy: str, backend: str) -> dict:
     """datapath.run_one's arguments for a column name: persistent[OPTIONS] takes options joined by
-    "+": host (default) or device maps, rows (default), grid or chunks wait, serial (launched without
-    programmatic stream serialization, the previous launch's way)."""
+    "+": host (default) or device maps, rows (default), grid or chunks wait, split or nosplit (the
+    chunks build's tiles' k always or never split; else where the model says), serial (launched
+    without programmatic stream serialization, the previous launch's way)."""
     if not strategy.startswith("persistent["):
         return {"strategy": strategy, "backend": backend}
     options = _build_options(strategy)
     from nvgg.backends.cute import CuteBackend
     from nvgg.kernels.sm90.family import Sm90Kernels
     wait = ([w for w in ("grid", "chunks") if w in options] or ["rows"])[0]
-    build = Sm90Kernels(readiness=wait, programmatic="serial" not in options)
+    split = True if "split" in options else False if "nosplit" in options else None
+    build = Sm90Kernels(readiness=wait, programmatic="serial" not in options, split=split)
     return {"strategy": "persistent",
             "backend": CuteBackend(tensormaps="device" if "device" in options else "host", family=build)}
 
@@ -63,9 +67,11 @@ def _column(strategy: str, backend: str) -> dict:
 def _build_options(strategy: str) -> set[str]:
     """The options of a persistent[OPTIONS] column, refused in one line where unknown or clashing."""
     options = set(strategy[len("persistent["):-1].split("+"))
-    unknown = options - {"host", "device", "grid", "rows", "chunks", "serial"}
-    if unknown or len(options & {"grid", "rows", "chunks"}) > 1 or {"host", "device"} <= options:
-        _refuse(f"{strategy}: the options are host or device, one of grid, rows and chunks, and serial, joined by +")
+    unknown = options - {"host", "device", "grid", "rows", "chunks", "split", "nosplit", "serial"}
+    if (unknown or len(options & {"grid", "rows", "chunks"}) > 1 or {"host", "device"} <= options
+            or {"split", "nosplit"} <= options or (options & {"split", "nosplit"} and "chunks" not in options)):
+        _refuse(f"{strategy}: the options are host or device, one of grid, rows and chunks, split or nosplit "
+                "(chunks only), and serial, joined by +")
     return options
 
 

@@ -248,7 +248,7 @@ def test_profile_gives_a_config_maps_point_to_every_observer(cli, fake_gpu, fake
                         or [])
     monkeypatch.setattr(device_phases, "run", lambda case, profile=None, tensormaps=None, point=None:
                         seen.append(("phases", case.id, point)) or _Phases(case.id))
-    ours = {"tile_m": 128, "stages": 3, "slots": 8, "half_tiles": True, "wide_tiles": False, "tensormaps": "device"}
+    ours = {"tile_m": 128, "stages": 3, "slots": 8, "half_tiles": True, "wide_tiles": False, "tensormaps": "device", "split_k": False}
     other = dict(ours, stages=5, tensormaps="host")
     cfg = tmp_path / "map.json"
     cfg.write_text(json.dumps({"format": 1, "kind": "config", "target": "persistent/cute", "arch": "sm_90a",

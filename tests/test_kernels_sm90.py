@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 import subprocess
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -121,7 +123,7 @@ def test_phase_0_is_dealt_evenly_over_every_cta(case_id):
     not (its first act is that wait): even shares, which cover every unit on CTAs that exist."""
     from nvgg.kernels.sm90.family import persistent_config
     case = cases.get(case_id)
-    config = persistent_config(case.m, case.n, 132)
+    config = persistent_config(case.m, case.n, case.k, 132, "rows")  # the deal is the rows build's
     costs = gemm.tile_costs(case.m, case.n, config.tile_m, config.half_tiles, config.wide_tiles)
     units = sum(m * (k // gemm.K_SUB) for m, _, k in case.groups)
     ctas = gemm.grid_for(len(costs), 132, 1, units)
@@ -170,6 +172,9 @@ def store():
     (gemm.GemmConfig(tile_m=128, stages=5, persistent=True, readiness="chunks"), None),
     (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True, tensormaps="host",
                      readiness="chunks"), None),
+    (gemm.GemmConfig(tile_m=128, stages=5, persistent=True, tensormaps="host", readiness="chunks", split_k=True), None),
+    (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True, readiness="chunks",
+                     split_k=True), None),
 ])
 def test_compiles_for_sm90a_within_limits(store, config, shape):
     entry = host.compile_gemm(config, shape, "sm_90a", store=store, need_callable=False)
@@ -197,6 +202,8 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
         assert ptx_text.count("fence.proxy.tensormap::generic.acquire.sys") == 4
         assert ptx_text.count("prefetch.tensormap") == 4
     assert "%globaltimer" not in ptx_text  # only the instrumented build reads the timer
+    # the split build's partial sums: written as fp32 quads, read at L2 and added in
+    assert ("st.global.v4.f32" in ptx_text) == ("ld.global.cg.v4.f32" in ptx_text) == config.split_k
     if config.persistent:
         # phase 0 reads packed A and writes the fp16 copy, which TMA then loads
         assert "ld.global.nc.v4.b32" in ptx_text and "st.global.v4.b32" in ptx_text
@@ -279,6 +286,9 @@ def test_sass_waits_for_the_last_wgmma_before_reading_accumulators(store, config
     (gemm.GemmConfig(tile_m=128, stages=5, persistent=True), 64, 16),
     # the wide tile's N = 64 wgmma joins the N = 128 one's group: 8 a subtile
     (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True), 128, 24),
+    (gemm.GemmConfig(tile_m=128, stages=5, persistent=True, tensormaps="host", readiness="chunks", split_k=True), 64, 16),
+    (gemm.GemmConfig(tile_m=128, stages=4, persistent=True, slots=6, wide_tiles=True, readiness="chunks",
+                     split_k=True), 128, 24),
 ])
 def test_sass_keeps_the_wgmma_pipelined(store, config, wgmma, groups):
     """ptxas serialises every wgmma (one WARPGROUP.ARRIVE and DEPBAR each) when it runs short of
@@ -343,7 +353,7 @@ def test_cache_hits_in_memory_and_on_disk(tmp_path):
 
 def test_key_names_every_ingredient():
     key = kcache.CacheKey.make("k", gemm.GemmConfig(), (1, 128, 256), "sm_90a", host.SOURCES)
-    assert key.config == (128, 3, False, False, True, 8, True, False, "device", "rows", True, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
+    assert key.config == (128, 3, False, False, True, 8, True, False, "device", "rows", True, False, False) and key.shape == (1, 128, 256) and key.arch == "sm_90a"
     assert key.dsl and len(key.source) == 16
 
 
@@ -372,7 +382,7 @@ def test_backend_compile_reports_each_distinct_kernel():
     assert wide.extra["setmaxnreg"] == {"inc": gemm.MMA_REGS, "dec": gemm.PRODUCER_REGS} == {"inc": 232, "dec": 40}
     assert "setmaxnreg" not in grouped[0].extra
     assert (be.tiles(cases.get("2"), grouped=True, arch="sm_90a") == [504]
-            and be.tiles(cases.get("1"), grouped=True, arch="sm_90a") == [352])
+            and be.tiles(cases.get("1"), grouped=True, arch="sm_90a") == [288])  # wide tiles, split
 
 
 def test_backend_refuses_other_archs_and_bad_shapes():
@@ -436,6 +446,90 @@ def test_schedule_places_every_tile_once_and_pairs_half_tiles_with_full_ones():
     # fewer tiles than CTAs: one each, the rest idle
     runs, order = gemm.schedule([1.0, 0.6, 1.0], 5)
     assert sorted(order) == [0, 1, 2] and runs[-1] == 3 and all(b - a <= 1 for a, b in zip(runs, runs[1:]))
+
+
+def _split_case(case_id):
+    """(costs, stages) of a case's wide-tile build, or of ragged groups of mixed k ("mixed")."""
+    if case_id == "mixed":
+        ms, ns, ks = [1, 40, 200, 129, 64], [128, 512, 256, 384, 128], [256, 2048, 768, 7168, 512]
+    else:
+        case = cases.get(case_id)
+        ms, ns, ks = case.m, case.n, case.k
+    return gemm.tile_costs(ms, ns, 128, True, True), gemm.tile_stages(ms, ns, ks, 128, True)
+
+
+@pytest.mark.parametrize("case_id", ["1", "2", "3", "4", "test-4", "test-9", "mixed"])
+@pytest.mark.parametrize("ctas", [132, 7, 1])
+def test_split_schedule_covers_every_stage_once_and_puts_writers_first(case_id, ctas):
+    """schedule.split_k: every stage of every tile in exactly one piece; a tile in one piece, or
+    cut once into a writer (its first stages) and a reader, each at least 2 stages, the reader
+    reading the writer's slot; in each CTA's list at most one writer, first, and one reader, last
+    (so no CTA waits for one that waits); on the benchmarks the backend splits, no CTA's work over
+    the unsplit schedule's longest."""
+    from nvgg.kernels import schedule as sch
+    costs, stages = _split_case(case_id)
+    runs, pieces = sch.split_k(costs, stages, ctas, gemm.SPLIT_COST)
+    assert len(runs) == ctas + 1 and runs[0] == 0 and runs[-1] == len(pieces)
+    assert all(a <= b for a, b in zip(runs, runs[1:]))
+    by_tile = {}
+    for p in pieces:
+        by_tile.setdefault(p.tile, []).append(p)
+    assert sorted(by_tile) == list(range(len(costs)))
+    slots = []
+    for t, ps in by_tile.items():
+        ps.sort(key=lambda p: p.kb)
+        assert ps[0].kb == 0 and ps[-1].ke == stages[t] and all(a.ke == b.kb for a, b in zip(ps, ps[1:]))
+        if len(ps) == 1:
+            assert (ps[0].role, ps[0].slot, ps[0].count) == (sch.WHOLE, 0, 0)
+            continue
+        writer, reader = ps
+        assert (writer.role, reader.role, reader.slot, reader.count) == (sch.WRITER, sch.READER, writer.slot, 1)
+        assert min(writer.ke - writer.kb, reader.ke - reader.kb) >= 2
+        slots.append(writer.slot)
+    assert sorted(slots) == list(range(len(slots)))
+    rank = {sch.WRITER: 0, sch.WHOLE: 1, sch.READER: 2}
+    for a, b in zip(runs, runs[1:]):
+        roles = [rank[p.role] for p in pieces[a:b]]
+        assert roles == sorted(roles) and roles.count(0) <= 1 and roles.count(2) <= 1
+    loads = sch.piece_loads(costs, runs, pieces)
+    assert sum(loads) == pytest.approx(sum(c * s for c, s in zip(costs, stages)))
+    if case_id in ("1", "3") and ctas == 132:  # the cases the backend splits
+        unsplit = sch.makespan([c * s for c, s in zip(costs, stages)], *sch.schedule(costs, ctas))
+        assert max(sch.piece_loads(costs, runs, pieces, gemm.SPLIT_COST)) <= unsplit
+    if case_id == "3" and ctas == 132:
+        # wide tiles in two pieces of 8 stages (10.56 of a full tile's + 1 a piece), full tiles 3
+        # CTAs to 2 (11 + 1, 5 + 1 and 5 + 1, 11 + 1): 12 against the unsplit 21.12
+        assert max(sch.piece_loads(costs, runs, pieces, gemm.SPLIT_COST)) == pytest.approx(12.0)
+    if ctas == 1:
+        assert all(p.role == sch.WHOLE for p in pieces)
+
+
+def test_split_pieces_pack_into_four_words_a_piece():
+    from nvgg.kernels import schedule as sch
+    words = host.pack_pieces([sch.Piece(5, 3, 9, sch.READER, 7, 2), sch.Piece(0, 0, 4)], [0, 4])
+    assert words == [5 | 1 << gemm.ORDER_GROUP_SHIFT, 3 | 9 << gemm.SPAN_SHIFT, sch.READER | 2 << gemm.ROLE_SHIFT, 7,
+                     0, 4 << gemm.SPAN_SHIFT, sch.WHOLE, 0]
+    assert "chunks build" in gemm.GemmConfig(persistent=True, split_k=True).problems()
+    assert "chunks build" in gemm.GemmConfig(split_k=True).problems()
+    split = gemm.GemmConfig(persistent=True, readiness="chunks", split_k=True)
+    assert split.problems() is None and "split_k" in host.kernel_name(split, None)
+    assert "stages of 256 k" in split.is_valid(128, 128, 256 * gemm.MAX_STAGES)
+    assert gemm.partial_words(split) == 64 and gemm.partial_words(replace(split, wide_tiles=True, slots=6)) == 96
+
+
+@pytest.mark.parametrize("case_id, wide, split", [("1", True, True), ("2", True, False), ("3", True, True),
+                                                  ("4", False, False)])
+def test_the_backend_splits_where_the_model_shortens_the_longest_cta(case_id, wide, split):
+    """Cases 1 and 3 (modelled at 132 SMs: 65.5 against 77 and 12.4 against 16 stages of a full
+    tile, the split wide build against the unsplit choice); not cases 2 and 4, where the split
+    saves less than SPLIT_MARGIN or nothing (case 4: 128 tiles of 6 stages on 132 CTAs)."""
+    from nvgg.kernels.sm90.family import persistent_config
+    case = cases.get(case_id)
+    config = persistent_config(case.m, case.n, case.k, 132)
+    assert (config.wide_tiles, config.split_k) == (wide, split)
+    assert not persistent_config(case.m, case.n, case.k, 132, split=False).split_k
+    assert persistent_config(case.m, case.n, case.k, 132, split=True).split_k
+    assert not persistent_config(case.m, case.n, case.k, 132, "rows", split=True).split_k
 
 
 def test_schedule_places_any_mix_of_tile_costs():
@@ -613,29 +707,38 @@ def _sm90() -> bool:
 
 
 def _backend(build: str) -> CuteBackend:
-    """"per-group", "default", or a persistent build: maps (host, device) + wait (grid, rows, chunks)."""
+    """"per-group", "default" (the backend's choices), or a persistent build: maps (host, device) +
+    wait (grid, rows, chunks), unsplit, or its tiles' k split between CTAs with "+split"."""
     if build in ("per-group", "default"):
         return CuteBackend()
-    maps, wait = build.split("+")
-    return CuteBackend(tensormaps=maps, family=Sm90Kernels(readiness=wait))
+    maps, wait, *rest = build.split("+")
+    return CuteBackend(tensormaps=maps, family=Sm90Kernels(readiness=wait, split="split" in rest))
 
 
 @pytest.mark.gpu
 @pytest.mark.sm90
-@pytest.mark.parametrize("case_id", ["test-1", "test-4", "test-9", "test-10"])
+@pytest.mark.parametrize("case_id", ["test-1", "test-4", "test-9", "test-10", "ragged"])
 @pytest.mark.parametrize("build", ["per-group", "default", "host+rows", "device+rows", "device+grid", "host+chunks",
-                                   "device+chunks"])
+                                   "device+chunks", "host+chunks+split", "device+chunks+split"])
 def test_matches_reference_on_competition_inputs(case_id, build):
-    """Per-group launches, and the persistent kernel with either map mode and either wait."""
+    """Per-group launches, and the persistent kernel with either map mode and either wait.
+    "ragged": groups of m 1-300 and k 1024-4096, whose tiles the split build cuts (the test
+    cases' k of at most 3 stages are never cut: a piece holds at least 2)."""
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
-    case = cases.get(case_id)
+    if case_id == "ragged":
+        case = cases.make_case("ragged", [1, 33, 64, 65, 129, 200, 256, 300], [128, 256, 128, 384, 256, 128, 512, 256],
+                               [1024, 2048, 4096, 1536, 1024, 3072, 2048, 1024])
+    else:
+        case = cases.get(case_id)
     data = inputs.generate(case, "cuda")
     want = reference.reference(data)
     reference.poison(data)  # every element must be written
     be = _backend(build)
     be.check(case, torch.device("cuda"))
     launches = [be.grouped_launcher(data)] if build != "per-group" else [be.group_launcher(data, g) for g in range(case.g)]
+    if build.endswith("split") and case_id == "ragged":  # its writers and readers ran
+        assert any((w & 3) == 1 for w in launches[0].tables.runs.cpu().tolist()[launches[0].grid[0] + 1:][2::4])
     for launch in launches:
         launch()
     torch.cuda.synchronize()
@@ -645,7 +748,7 @@ def test_matches_reference_on_competition_inputs(case_id, build):
 
 @pytest.mark.gpu
 @pytest.mark.sm90
-@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "host+chunks"])
+@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "host+chunks", "host+chunks+split"])
 def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
@@ -663,8 +766,9 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
     assert result.ok, result.message
     rows = buffer.cpu().tolist()
     worked = [r for r in rows if r[SM90.FIRST_MMA] > 0]
-    assert worked and len(worked) == min(len(rows), host.count_tiles(
-        [kgroups.group_tensors(data, g) for g in range(case.g)], config_for(case.m, persistent=True).tile_m))
+    # the split build: a piece for every CTA (case 3's 1152 stages over 132)
+    assert worked and len(worked) == (len(rows) if build.endswith("split") else min(len(rows), host.count_tiles(
+        [kgroups.group_tensors(data, g) for g in range(case.g)], config_for(case.m, persistent=True).tile_m)))
     for r in worked:
         assert (r[SM90.START] < r[SM90.DESC_READY] <= r[SM90.FIRST_MMA] < r[SM90.MAINLOOP_DONE]
                 <= r[SM90.EPILOGUE_DONE] <= r[SM90.EXIT]), r[:SM90.FIRST_SWITCH]
@@ -672,9 +776,10 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
         # own share of phase 0 and after those rows were seen (the grid barrier: after every share);
         # the chunks build's helpers stream A beside the main loops: their end is after the start
         assert r[SM90.START] < r[SM90.PHASE0_DONE], r[:SM90.FIRST_SWITCH]
-        if not build.endswith("chunks"):
+        chunks = "chunks" in build
+        if not chunks:
             assert r[SM90.PHASE0_DONE] <= r[SM90.FIRST_MMA], r[:SM90.FIRST_SWITCH]
-        if build.endswith("chunks"):
+        if chunks:
             # A_READY: the MMA warps decoded the first tile's first stage themselves, beside the
             # producer's maps, before their first MMA; the maps precede the first B copy
             assert r[SM90.START] <= r[SM90.A_READY] <= r[SM90.FIRST_MMA], r[:SM90.FIRST_SWITCH]
@@ -689,7 +794,7 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
         assert all(r[SM90.DESC_READY] < t < r[SM90.EXIT] for t in stamps)
     for r in rows:
         assert r[SM90.START] > 0 and r[SM90.EXIT] >= r[SM90.START]
-    if build.endswith("chunks"):
+    if "chunks" in build:
         # every CTA's helpers expanded their turns, CTAs without a tile too, and the last of them
         # finished while some CTA still had a stage to load
         assert all(r[SM90.PHASE0_DONE] > r[SM90.START] for r in rows)
@@ -702,7 +807,7 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
 @pytest.mark.sm90
 @pytest.mark.parametrize("case_id", ["3", "test-4", "many"])
 @pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "device+rows", "host+chunks",
-                                   "device+chunks"])
+                                   "device+chunks", "host+chunks+split", "device+chunks+split"])
 def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
     """Neither the launch count nor the row counters are ever reset: each launch must wait for its
     own fp16 copy, not pass on the previous launch's counts. The copy is poisoned (NaN) before
@@ -731,6 +836,11 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
         assert result.ok, result.message
     assert tables.barrier.cpu().tolist() == [launches << 32]  # 2^32 a launch, whatever the grid
     assert tables.ready.cpu().tolist() == [launches * c for c in _counts(build, case)]
+    if build.endswith("split"):  # each writer's slot flagged once a launch (a dummy slot where none)
+        words = tables.runs.cpu().tolist()[launch.grid[0] + 1:]
+        writers = sum((w & 3) == 1 for w in words[2::gemm.ORDER_WORDS])
+        assert tables.flags.cpu().tolist() == ([launches] * writers if writers else [0])
+        assert writers or case_id != "3"
 
 
 def _counts(build: str, case) -> list[int]:
@@ -745,13 +855,14 @@ def _counts(build: str, case) -> list[int]:
 
 @pytest.mark.gpu
 @pytest.mark.sm90
-@pytest.mark.parametrize("build", ["host+rows", "device+grid", "host+rows+wide", "host+chunks", "host+chunks+wide"])
+@pytest.mark.parametrize("build", ["host+rows", "device+grid", "host+rows+wide", "host+chunks", "host+chunks+wide",
+                                   "host+chunks+split", "device+chunks+split+wide"])
 def test_programmatic_launches_back_to_back(build):
     """Programmatic launches (each may start while the one before finishes) with no
     synchronisation between them: ten over the same tables (each launch reads the launch count
     and the row counters only after the one before has ended, so their counts cannot mix), then
     launches over three inputs in turn as the timer makes them, C poisoned once before all.
-    "wide": case 2, which the backend runs with wide tiles on 132 SMs."""
+    "wide": case 2, which the backend runs with wide tiles on 132 SMs; "split": its tiles' k split."""
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
     wide = build.endswith("+wide")
@@ -759,7 +870,7 @@ def test_programmatic_launches_back_to_back(build):
     case = cases.get("2" if wide else "3")
     batch = [inputs.generate(case, "cuda", seed=case.seed + 42 * i) for i in range(3)]
     wants = [reference.reference(d) for d in batch]
-    launches = [CuteBackend(tensormaps=maps, family=Sm90Kernels(readiness=wait)).grouped_launcher(d) for d in batch]
+    launches = [_backend(build.replace("+wide", "")).grouped_launcher(d) for d in batch]
     assert all(x.programmatic for x in launches)
     for d in batch:
         reference.poison(d)

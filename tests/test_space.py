@@ -109,7 +109,7 @@ def test_a_point_is_the_build_the_backend_compiles_and_tiles_by():
     assert default.to_dict()["mma_tile"] == [256, 256, 256]  # no point: the model's choice, as before
     # the point's tiles: 128-row tiles of A cover case 4's groups in more tiles than the model's 256
     assert fixed.tiles(case, grouped=True, arch="sm_100a")[0] > get("cute").tiles(case, grouped=True, arch="sm_100a")[0]
-    sm90_point = {"tile_m": 64, "stages": 4, "slots": 8, "half_tiles": True, "wide_tiles": False, "tensormaps": "host"}
+    sm90_point = {"tile_m": 64, "stages": 4, "slots": 8, "half_tiles": True, "wide_tiles": False, "tensormaps": "host", "split_k": False}
     assert cute.family("sm_90a").with_point(sm90_point).tiles(case, grouped=True)[0] > \
         cute.family("sm_90a").tiles(case, grouped=True)[0]
     refused = dict(sm90_point, wide_tiles=True)

@@ -5,24 +5,26 @@ ones as 32-bit)."""
 
 from __future__ import annotations
 
-from cutlass import Int32, Int64
+from cutlass import Float32, Int32, Int64
 from cutlass._mlir.dialects import llvm
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 
 def inline(text: str, constraints: str, operands, loc, ip, *, results: int = 0, result_type=None,
-           pure: bool = False):
-    """One inline-PTX block over `operands` (DSL integers, in $-order after the results): None, the
-    one `result_type` value (T.i32 or T.i64), or a tuple of `results` Int32. Side-effecting unless
-    `pure`, so the compiler keeps it in program order with the barriers around it."""
+           pure: bool = False, floats: bool = False):
+    """One inline-PTX block over `operands` (DSL values, in $-order after the results): None, the
+    one `result_type` value (T.i32 or T.i64), or a tuple of `results` Int32 (Float32 with
+    `floats`). Side-effecting unless `pure`, so the compiler keeps it in program order with the
+    barriers around it."""
+    element, wrap = (T.f32, Float32) if floats else (T.i32, Int32)
     if results > 1:
-        rtype = llvm.StructType.get_literal([T.i32()] * results)
+        rtype = llvm.StructType.get_literal([element()] * results)
     else:
         rtype = result_type() if results == 1 else None
     res = llvm.inline_asm(rtype, [v.ir_value(loc=loc, ip=ip) for v in operands], text, constraints,
                           has_side_effects=not pure, is_align_stack=False, asm_dialect=llvm.AsmDialect.AD_ATT)
     if results > 1:
-        return tuple(Int32(llvm.extractvalue(T.i32(), res, [i], loc=loc, ip=ip)) for i in range(results))
+        return tuple(wrap(llvm.extractvalue(element(), res, [i], loc=loc, ip=ip)) for i in range(results))
     return res
 
 

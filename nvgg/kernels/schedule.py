@@ -9,10 +9,14 @@ tile's relative time in kernel order. Two makers:
 - `contiguous` (sm_100a): splits the tiles, in kernel order, into one contiguous run per CTA with
   the smallest longest run, then as even as that limit allows; a run of consecutive tiles stays in
   one group for long, so a CTA needs few groups' tensor maps (any number of cost classes).
+- `split_k` (sm_90a, split build): cuts the tiles' k stages, in kernel order, into one contiguous
+  run per CTA of even work, so that a tile may be shared by CTAs (`Piece`).
 """
 
 from __future__ import annotations
 
+import bisect
+from dataclasses import dataclass
 from itertools import product
 
 
@@ -138,6 +142,122 @@ def contiguous(costs: list[float], ctas: int) -> tuple[list[int], list[int]]:
                     key=lambda e: (abs(prefix[e] - prefix[s] - target), e))
         runs.append(s)
     return runs, list(range(n))
+
+
+# a piece's part in its tile: the whole of it, one of the parts whose partial sum another CTA adds
+# in (a writer), or the part that adds them in and stores the tile (the reader)
+WHOLE, WRITER, READER = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class Piece:
+    """Stages kb .. ke - 1 of tile `tile`. A writer leaves its partial sum in slot `slot`; a reader
+    adds in the `count` slots from `slot` on, which its tile's writers fill."""
+
+    tile: int
+    kb: int
+    ke: int
+    role: int = WHOLE
+    slot: int = 0
+    count: int = 0
+
+
+def split_k(costs: list[float], stages: list[int], ctas: int, overhead: float = 0.0,
+            least: int = 2) -> tuple[list[int], list[Piece]]:
+    """Each CTA's list of pieces, as (runs, pieces): CTA c takes pieces[runs[c]:runs[c + 1]].
+
+    Every tile's stages (stages[t] of them, each costing costs[t]) lie end to end, the costliest
+    class of tiles first (kernel order within a class: mixing classes left CTAs short where a
+    cheap tile's tail met a costly tile too large to cut), and CTA after CTA takes them up to a
+    limit L on its work: a tile that does not fit is cut where
+    the limit falls, into a head (its first stages, a writer piece, the CTA's last) and a tail (the
+    next CTA's first piece, its reader), each at least `least` stages and the tail within the
+    limit; otherwise the CTA ends before it. A tile is cut at most once (a tail that does not fit whole makes L too small), so
+    each writer and reader (charged `overhead` more work: the partial sum written or read) has one
+    partner. L is the smallest limit at which every stage finds a CTA (by bisection, then by a
+    scan in steps of a quarter of the cheapest stage from the mean up). In each CTA's list its writer
+    comes first, then its whole tiles, then its reader: a reader waits for its tile's writer, which
+    waits for nothing, so no CTA waits for one that waits (the grid is resident at once)."""
+    if ctas < 1:
+        raise ValueError(f"a schedule needs at least one CTA, got {ctas}")
+    if len(stages) != len(costs) or any(s < 1 for s in stages) or any(c <= 0 for c in costs):
+        raise ValueError("every tile needs a positive cost and at least one stage")
+    eps = 1e-9 * max(1.0, sum(c * s for c, s in zip(costs, stages)))
+
+    walk = sorted(range(len(costs)), key=lambda t: -costs[t])  # by cost class, kernel order within
+
+    def fill(limit: float):
+        """The CTAs' lists of [tile, kb, ke] at this limit, or None where they need more CTAs."""
+        lists, mine, load, i, kb = [], [], 0.0, 0, 0
+        while i < len(walk):
+            t = walk[i]
+            rest = (stages[t] - kb) * costs[t] + (overhead if kb else 0.0)
+            if load + rest <= limit + eps:
+                mine.append([t, kb, stages[t]])
+                load, i, kb = load + rest, i + 1, 0
+                continue
+            if kb:  # a tail that does not fit whole would cut its tile twice
+                return None
+            # the head that fills this CTA, leaving a tail that the next one holds whole
+            q = min(int((limit - load - overhead + eps) // costs[t]), stages[t] - least)
+            if q >= max(least, stages[t] - int((limit - overhead + eps) // costs[t])):
+                mine.append([t, 0, q])
+                kb = q
+            elif not mine:  # an empty CTA cannot take this tile's head either
+                return None
+            lists.append(mine)
+            mine, load = [], 0.0
+            if len(lists) >= ctas:
+                return None
+        lists.append(mine)
+        return lists + [[] for _ in range(ctas - len(lists))]
+
+    total = sum(c * s for c, s in zip(costs, stages))
+    lo, hi = total / ctas, max(total, max(c * s for c, s in zip(costs, stages)))
+    best = fill(hi)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        got = fill(mid)
+        if got is None:
+            lo = mid
+        else:
+            hi, best = mid, got
+        if hi - lo <= eps:
+            break
+    # a limit fits or not by where its cuts fall, not monotonically: the first of a fine scan
+    # from the mean up that fits may lie below the bisection's
+    step, limit = min(costs) / 4, total / ctas
+    while limit < hi - eps:
+        got = fill(limit)
+        if got is not None:
+            best = got
+            break
+        limit += step
+    made, slots = {}, 0
+    cut = {}
+    for mine in best:
+        for p in mine:
+            cut.setdefault(p[0], []).append(p)
+    for t, ps in sorted(cut.items()):
+        if len(ps) == 1:
+            made[id(ps[0])] = Piece(t, ps[0][1], ps[0][2])
+        else:
+            head, tail = sorted(ps, key=lambda p: p[1])
+            made[id(head)] = Piece(t, head[1], head[2], WRITER, slots)
+            made[id(tail)] = Piece(t, tail[1], tail[2], READER, slots, 1)
+            slots += 1
+    runs, pieces = [0], []
+    for mine in best:
+        pieces += sorted((made[id(p)] for p in mine), key=lambda p: (WRITER, WHOLE, READER).index(p.role))
+        runs.append(len(pieces))
+    return runs, pieces
+
+
+def piece_loads(costs: list[float], runs: list[int], pieces: list[Piece], overhead: float = 0.0) -> list[float]:
+    """The work of each CTA's list in a `split_k` schedule, in stages × tile costs, each writer and
+    reader charged `overhead` more (its partial sum written or read)."""
+    return [sum(costs[p.tile] * (p.ke - p.kb) + (overhead if p.role != WHOLE else 0.0)
+                for p in pieces[a:b]) for a, b in zip(runs, runs[1:])]
 
 
 def loads(costs: list[float], runs: list[int], order: list[int]) -> list[float]:

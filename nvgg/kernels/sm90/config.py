@@ -9,7 +9,7 @@ import functools
 from dataclasses import dataclass
 
 from .. import groups, tensormaps
-from ..schedule import makespan, schedule
+from ..schedule import makespan, piece_loads, schedule, split_k
 
 TILE_N = 128  # rows of B per CTA tile: two consumer warpgroups × 64 (wgmma's M per warpgroup)
 K_STAGE = 256  # k per pipeline stage: 128 packed bytes a row, the tensor map box width
@@ -70,7 +70,6 @@ COL_DEAL = 24  # 4 columns: first count, first share, second count, second share
 # the "chunks" build (READINESS): per group, its first and end unit in a stage's worth of units
 # over every group (`chunk_units`); launch-wide, that stage's units and the stages of the deepest k
 COL_CHUNK_BEGIN, COL_CHUNK_END, COL_CHUNK_UNITS, COL_CHUNKS = 28, 29, 30, 31
-TABLE_COLS = 32
 # the columns phase 0 reads per group, staged in shared memory (the fp16 A slots, unused until the
 # first tile's loads) by the persistent kernel, which therefore takes at most MAX_GROUPS groups
 INFO_COLS = (COL_UNIT_END, COL_UNIT_BEGIN, COL_K, COL_A, COL_SFA, COL_A16, COL_READY_BEGIN)
@@ -102,6 +101,22 @@ BAR_HELPERS = 3  # named barrier of the helper warps alone (their end, instrumen
 CHUNK_ROWS = 32 // SUBS_PER_STAGE
 TURNS_IN_FLIGHT = 4
 CHUNK_UNITS = CHUNK_ROWS * SUBS_PER_STAGE
+# the split build (GemmConfig.split_k): launch-wide, the fp32 partial sums of its writer pieces
+# (PARTIAL slots, one a writer: [MMA_THREADS, slot_rows / 2] words, each thread's accumulators) and
+# one u64 flag a slot, to which each launch adds 1 once the slot is written (never reset, as the
+# readiness counters). Its tile order has ORDER_WORDS int32 a position: the order entry, the stages
+# kb | ke << SPAN_SHIFT, the role (schedule.WHOLE, WRITER, READER) | writers read << ROLE_SHIFT,
+# and the slot (a writer's own, a reader's first)
+COL_PARTIALS, COL_FLAGS = 32, 33
+TABLE_COLS = 34
+ORDER_WORDS = 4
+SPAN_SHIFT = 16
+ROLE_SHIFT = 2
+MAX_STAGES = 1 << (31 - SPAN_SHIFT)  # ke << SPAN_SHIFT stays a positive int32
+# a writer's or reader's extra work in the split build's schedule (its partial sum written or
+# added in), in stages of a full tile; the backend splits only where the longest CTA's list
+# shortens by more
+SPLIT_COST = 1.0
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
 TENSORMAP_BYTES = tensormaps.MAP_BYTES
 PAIR_BYTES = 2 * TENSORMAP_BYTES
@@ -145,6 +160,10 @@ class GemmConfig:
     # tile_m + HALF_ROWS rows. Whether a launch merges its tiles is the host's choice
     # (`tile_plan`), told to the kernel through the table's m-tile counts.
     wide_tiles: bool = False
+    # persistent kernel, "chunks" build: its tiles' k may be shared by CTAs (schedule.split_k), each
+    # CTA a run of even work; a tile's writer pieces leave fp32 partial sums, which its reader adds
+    # in before it stores the tile. Whether a launch splits is the host's choice (`split_plan`)
+    split_k: bool = False
 
     @property
     def slot_rows(self) -> int:
@@ -207,6 +226,8 @@ class GemmConfig:
             return "tensormaps and readiness choose between builds of the persistent kernel only"
         if self.wide_tiles and not (self.persistent and has_half_width(self.tile_m, self.half_tiles)):
             return "wide_tiles needs the persistent kernel with tile_m 128 and half tiles"
+        if self.split_k and not (self.persistent and self.readiness == "chunks"):
+            return "split_k needs the persistent kernel's chunks build (readiness='chunks')"
         if self.persistent and self.info_slots >= self.slots:
             return f"slots={self.slots}, tile_m={self.tile_m}: the fp16 A slots cannot stage {MAX_GROUPS} groups' phase-0 columns"
         if self.smem_bytes > SMEM_LIMIT:
@@ -223,6 +244,8 @@ class GemmConfig:
             return f"m={m} must be positive"
         if k % K_STAGE or k < K_STAGE:
             return f"k={k} is not a multiple of {K_STAGE} (the kernel's K stage)"
+        if self.split_k and k // K_STAGE >= MAX_STAGES:
+            return f"k={k}: the split build's pieces hold fewer than {MAX_STAGES} stages of {K_STAGE} k"
         if n % TILE_N or n < TILE_N:
             return f"n={n} is not a multiple of {TILE_N} (the kernel's N tile)"
         if max(m, n) >= TMA_DIM_MAX or k // 2 >= TMA_DIM_MAX:
@@ -314,6 +337,27 @@ def tile_plan(ms, ns, config: GemmConfig, resident: int) -> bool:
         costs = tile_costs(ms, ns, config.tile_m, config.half_tiles, wide)
         spans.append(makespan(costs, *schedule(costs, grid_for(len(costs), resident))))
     return spans[1] < spans[0] - 1e-9
+
+
+def tile_stages(ms, ns, ks, tile_m: int, wide: bool = False) -> list[int]:
+    """Each tile's k stages, in the persistent kernel's tile order."""
+    return [k // K_STAGE for m, n, k in zip(ms, ns, ks) for _ in range(m_tiles_of(m, tile_m, wide) * (n // TILE_N))]
+
+
+def partial_words(config: GemmConfig) -> int:
+    """fp32 words of one thread's accumulators, what a writer piece leaves a thread (split build):
+    TILE_N × slot_rows over the MMA threads."""
+    return TILE_N * config.slot_rows // MMA_THREADS
+
+
+def split_span(ms, ns, ks, config: GemmConfig, ctas: int) -> tuple[float, float]:
+    """The longest CTA's work on `ctas` CTAs, in stages × tile costs: the split schedule's (each
+    writer and reader charged SPLIT_COST), then the unsplit one's."""
+    costs = tile_costs(ms, ns, config.tile_m, config.half_tiles, config.wide_tiles)
+    stages = tile_stages(ms, ns, ks, config.tile_m, config.wide_tiles)
+    split = max(piece_loads(costs, *split_k(costs, stages, ctas, SPLIT_COST), SPLIT_COST), default=0.0)
+    work = [c * s for c, s in zip(costs, stages)]
+    return split, makespan(work, *schedule(costs, grid_for(len(costs), ctas)))
 
 
 def even_deal(units: int, ctas: int) -> tuple[int, int, int, int]:

@@ -50,6 +50,8 @@ WIDE_SLOTS = 6  # fp16 A slots of 192 rows: 4 stages of the packed-B ring still 
 # SMs the persistent kernel's choice assumes where no GPU is present (`nvgg compile`): the H100
 # SXM's and the H200's (profiles/h100.toml, h200.toml)
 NOMINAL_SMS = 132
+# the share by which the split build's longest CTA (modelled) must beat the unsplit one's
+SPLIT_MARGIN = 0.03
 
 
 def wide_config(base: gemm.GemmConfig) -> gemm.GemmConfig | None:
@@ -60,14 +62,25 @@ def wide_config(base: gemm.GemmConfig) -> gemm.GemmConfig | None:
     return replace(base, wide_tiles=True, slots=WIDE_SLOTS, stages=gemm.stages_for(base.tile_m, WIDE_SLOTS, True))
 
 
-def persistent_config(ms, ns, sms: int) -> gemm.GemmConfig:
+def persistent_config(ms, ns, ks, sms: int, readiness: str = "chunks", split: bool | None = None) -> gemm.GemmConfig:
     """The persistent kernel the backend launches for these groups on `sms` SMs (one CTA each):
     the wide-tile build where merging tiles shortens the longest CTA's list (gemm.tile_plan),
     else the plain one, whose eight fp16 A slots beat the wide build's six where nothing merges
-    (case 1: lab log)."""
+    (case 1: lab log). Then, in the chunks build, the split build (GemmConfig.split_k) of the
+    plain or the wide one, whichever has the shorter longest CTA (gemm.split_span), where it is
+    shorter than the unsplit choice's by more than SPLIT_MARGIN; `split` True or False forces it."""
     base = config_for(ms, persistent=True)
     wide = wide_config(base)
-    return wide if wide is not None and gemm.tile_plan(ms, ns, wide, sms) else base
+    chosen = wide if wide is not None and gemm.tile_plan(ms, ns, wide, sms) else base
+    if split is False or readiness != "chunks":
+        return chosen
+    options = [replace(c, readiness="chunks", split_k=True) for c in (base, wide) if c is not None]
+    spans = [gemm.split_span(ms, ns, ks, c, sms)[0] for c in options]
+    best = min(range(len(options)), key=lambda i: spans[i])
+    unsplit = gemm.split_span(ms, ns, ks, chosen, sms)[1]
+    if split or spans[best] < unsplit * (1 - SPLIT_MARGIN):
+        return replace(options[best], readiness=chosen.readiness)
+    return chosen
 
 
 def _shape_problem(case: Case, config: gemm.GemmConfig) -> str | None:
@@ -92,13 +105,16 @@ class Sm90Kernels(KernelFamily):
     # the kernel, and no map written in the kernel (NOTES.md, Persistent sm_90a kernel; lab log)
     default_mode = "host"
 
-    def __init__(self, readiness: str = "chunks", programmatic: bool = True):
+    def __init__(self, readiness: str = "chunks", programmatic: bool = True, split: bool | None = None):
         # how the persistent kernel's fp16 A is written and waited for (gemm.READINESS): "chunks",
         # streamed by helper warps beside the main loops, the first tile's first stage decoded in
         # the CTA (the fastest build measured: NOTES.md, lab log); "rows" and "grid", the earlier
         # builds' phase 0 before the first MMA, are there for benchmarks and tests to compare against
         self.readiness = readiness
         self._programmatic = programmatic
+        # whether the chunks build splits tiles' k between CTAs (GemmConfig.split_k): None, where
+        # the model says it shortens the longest CTA (`persistent_config`); True or False, always
+        self.split = split
 
     @property
     def programmatic(self) -> bool:
@@ -117,7 +133,7 @@ class Sm90Kernels(KernelFamily):
     def compile(self, case: Case, arch: str, *, grouped: bool = False, sms: int | None = None,
                 tensormaps: str | None = None) -> list[KernelInfo]:
         if grouped:
-            builds = [(self._grouped_config(case.m, case.n, sms or NOMINAL_SMS, tensormaps), None)]
+            builds = [(self._grouped_config(case.m, case.n, case.k, sms or NOMINAL_SMS, tensormaps), None)]
         else:  # every per-group launch runs the expand kernel first
             builds = [(config_for([m], persistent=False), (m, n, k)) for m, n, k in dict.fromkeys(case.groups)]
             builds.append((host.EXPAND_CONFIG, None))
@@ -126,20 +142,21 @@ class Sm90Kernels(KernelFamily):
             infos[0].extra["launch"] = "programmatic" if self.programmatic else "stream order"
         return infos
 
-    def _grouped_config(self, ms, ns, sms: int, tensormaps: str | None = None,
+    def _grouped_config(self, ms, ns, ks, sms: int, tensormaps: str | None = None,
                         instrument: bool = False) -> gemm.GemmConfig:
         """The persistent build: the point's where the family has one (with_point), else the
         backend's choice for these groups on `sms` SMs, in the tensor-map mode asked for."""
         if self.point:
             return gemm.GemmConfig(persistent=True, readiness=self.readiness, instrument=instrument, **self.point)
-        return replace(persistent_config(ms, ns, sms), tensormaps=self.mode(tensormaps), readiness=self.readiness,
+        return replace(persistent_config(ms, ns, ks, sms, self.readiness, self.split), tensormaps=self.mode(tensormaps),
+                       readiness=self.readiness,
                        instrument=instrument)
 
     def knobs(self) -> tuple[Knob, ...]:
         """tile_m 32 holds no benchmark's m (40 and up); stages up to what fits (stages_for stops at 6)."""
         return (Knob("tile_m", (64, 128)), Knob("stages", (2, 3, 4, 5, 6)), Knob("slots", (WIDE_SLOTS, gemm.A16_SLOTS)),
                 Knob("half_tiles", (True, False)), Knob("wide_tiles", (False, True)),
-                Knob("tensormaps", TENSORMAP_MODES))
+                Knob("tensormaps", TENSORMAP_MODES), Knob("split_k", (False, True)))
 
     def point_build(self, case: Case, point: dict, sms: int | None = None):
         config = gemm.GemmConfig(persistent=True, readiness=self.readiness, **point)
@@ -150,9 +167,9 @@ class Sm90Kernels(KernelFamily):
         return (None, why) if why else (config, None)
 
     def default_point(self, case: Case, sms: int | None = None) -> dict:
-        c = persistent_config(case.m, case.n, sms or NOMINAL_SMS)
+        c = persistent_config(case.m, case.n, case.k, sms or NOMINAL_SMS, self.readiness, self.split)
         return {"tile_m": c.tile_m, "stages": c.stages, "slots": c.slots, "half_tiles": c.half_tiles,
-                "wide_tiles": c.wide_tiles, "tensormaps": self.default_mode}
+                "wide_tiles": c.wide_tiles, "tensormaps": self.default_mode, "split_k": c.split_k}
 
     def _compile_config(self, config, arch: str) -> list[KernelInfo]:
         return [self._info(host.compile_gemm(config, None, arch, need_callable=False))]
@@ -169,7 +186,7 @@ class Sm90Kernels(KernelFamily):
 
     def tiles(self, case: Case, *, grouped: bool = False, sms: int | None = None) -> list[int]:
         if grouped:
-            config = self._grouped_config(case.m, case.n, sms or NOMINAL_SMS)
+            config = self._grouped_config(case.m, case.n, case.k, sms or NOMINAL_SMS)
             return [gemm.table_tiles(case.m, case.n, config.tile_m, config.wide_tiles)[2]]
         return [gemm.table_tiles([m], [n], config_for([m], persistent=False).tile_m)[2] for m, n, _ in case.groups]
 
@@ -216,7 +233,8 @@ class Sm90Kernels(KernelFamily):
                             "use the graph or multistream strategy")
         groups = [self._group(data, g) for g in range(len(data[3]))]
         sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
-        config = self._grouped_config([t.m for t in groups], [t.n for t in groups], sms, tensormaps, instrument)
+        config = self._grouped_config([t.m for t in groups], [t.n for t in groups], [t.k for t in groups], sms,
+                                      tensormaps, instrument)
         # the launches go through the driver on the cubin (launch.DirectLaunch): a compiled entry on
         # disk serves a new process without rebuilding the DSL's callable (seconds a kernel)
         timed = host.compile_gemm(replace(config, instrument=False), None, ARCH, need_callable=False)

@@ -48,6 +48,7 @@ def kernel_name(config: gemm.GemmConfig, shape) -> str:
         suffix += ",wide_tiles" if config.wide_tiles else ""
         suffix += f",tensormaps={config.tensormaps}"  # named as the sm_100a kernel names it
         suffix += "" if config.readiness == "rows" else f",{config.readiness}_wait"
+        suffix += ",split_k" if config.split_k else ""
         return f"nvfp4_grouped_gemm_sm90[tile_m={config.tile_m},stages={config.stages}{suffix}]"
     m, n, k = shape
     return f"nvfp4_gemm_sm90[m={m},n={n},k={k},tile_m={config.tile_m},stages={config.stages}]"
@@ -80,7 +81,8 @@ def compile_gemm(config: gemm.GemmConfig, shape=None, arch: str = "sm_90a", *, n
                            "instrument": config.instrument, "chunked": config.chunked,
                            "slots": config.slots, "l2_hints": config.l2_hints, "half_tiles": config.half_tiles,
                            "expand_only": config.expand_only, "wide_tiles": config.wide_tiles,
-                           "tensormaps": config.tensormaps, "readiness": config.readiness},
+                           "tensormaps": config.tensormaps, "readiness": config.readiness,
+                           "split_k": config.split_k},
                 "shape": list(shape) if shape else None, "wgmma": "wgmma.mma_async" in ptx,
                 # read from the PTX once here, not at every launcher built from the entry
                 "params": launch.entry_params(ptx), "setmaxnreg": setmaxnreg(ptx)}
@@ -129,6 +131,10 @@ class Tables:
     ready: torch.Tensor | None = None
     maps: torch.Tensor | None = None  # `host` maps: int64 [G, 2, 16], each group's fp16 A and packed B maps
     encode_us: list[float] | None = None  # `host` maps: the host's time for each group's pair
+    # the split build: fp32 partial sums, one slot a writer piece, and each slot's u64 flag
+    # (config.COL_PARTIALS, COL_FLAGS)
+    partials: torch.Tensor | None = None
+    flags: torch.Tensor | None = None
 
 
 def count_tiles(groups: list[GroupTensors], tile_m: int, wide: bool = False) -> int:
@@ -193,11 +199,22 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         rows[0][gemm.COL_WORKSPACE] = workspace.data_ptr()
     if phases is not None:
         rows[0][gemm.COL_PHASES] = phases.data_ptr()
-    runs = maps = None
+    runs = maps = partials = flags = None
     if config.persistent:
         costs = gemm.tile_costs(ms, ns, tile_m, config.half_tiles, wide)
-        bounds, order = schedule.schedule(costs, ctas)
-        runs = torch.tensor(bounds + pack_order(order, begins), dtype=torch.int32).to(device)
+        if config.split_k:
+            bounds, pieces = schedule.split_k(costs, gemm.tile_stages(ms, ns, [g.k for g in groups], tile_m, wide), ctas,
+                                              gemm.SPLIT_COST)
+            slots = max(1, sum(p.role == schedule.WRITER for p in pieces))
+            partials = torch.empty(slots * gemm.MMA_THREADS * gemm.partial_words(config), dtype=torch.float32,
+                                   device=device)
+            flags = torch.zeros(slots, dtype=torch.int64, device=device)
+            rows[0][gemm.COL_PARTIALS] = partials.data_ptr()
+            rows[0][gemm.COL_FLAGS] = flags.data_ptr()
+            runs = torch.tensor(bounds + pack_pieces(pieces, begins), dtype=torch.int32).to(device)
+        else:
+            bounds, order = schedule.schedule(costs, ctas)
+            runs = torch.tensor(bounds + pack_order(order, begins), dtype=torch.int32).to(device)
         rows[0][gemm.COL_DEAL:gemm.COL_DEAL + 4] = gemm.even_deal(units, ctas)
         rows[0][gemm.COL_RUNS] = runs.data_ptr()
         rows[0][gemm.COL_READY] = ready.data_ptr()
@@ -214,7 +231,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         rows[0][gemm.COL_BARRIER] = barrier.data_ptr()
     table = torch.tensor(rows, dtype=torch.int64).to(device)
     return Tables(table, template, workspace, total, phases, a16, barrier, units, runs, ready,
-                  maps.table if maps else None, maps.encode_us if maps else None)
+                  maps.table if maps else None, maps.encode_us if maps else None, partials, flags)
 
 
 def encode_pair(g: GroupTensors, a16_ptr: int, out: torch.Tensor) -> None:
@@ -228,6 +245,16 @@ def pack_order(order: list[int], begins: list[int]) -> list[int]:
     """The persistent kernel's tile order with each tile's group in its high bits
     (tile | group << ORDER_GROUP_SHIFT; `begins`: each group's first tile)."""
     return [t | (bisect.bisect_right(begins, t) - 1) << gemm.ORDER_GROUP_SHIFT for t in order]
+
+
+def pack_pieces(pieces: list[schedule.Piece], begins: list[int]) -> list[int]:
+    """The split build's tile order: gemm.ORDER_WORDS int32 a piece (the order entry as
+    `pack_order` makes it, kb | ke << SPAN_SHIFT, role | writers read << ROLE_SHIFT, slot)."""
+    entries = pack_order([p.tile for p in pieces], begins)
+    words = []
+    for entry, p in zip(entries, pieces):
+        words += [entry, p.kb | p.ke << gemm.SPAN_SHIFT, p.role | p.count << gemm.ROLE_SHIFT, p.slot]
+    return words
 
 
 class Launch:
@@ -259,6 +286,8 @@ def persistent_grid(groups: list[GroupTensors], config: gemm.GemmConfig, entry: 
     (`config.grid_for`)."""
     res = resources(entry)
     sms = torch.cuda.get_device_properties(groups[0].c.device).multi_processor_count
+    if config.split_k:  # pieces for every CTA that fits
+        return sms * gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads)
     units = sum(group_units(g) for g in groups)
     return gemm.grid_for(count_tiles(groups, config.tile_m, config.wide_tiles), sms,
                          gemm.ctas_per_sm(res["registers"], res["smem_bytes"], config.threads), units)

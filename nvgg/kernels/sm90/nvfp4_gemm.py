@@ -86,7 +86,8 @@ from .config import (
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
     ORDER_GROUP_SHIFT, C_STAGE_ROW, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
-    has_half_width)
+    COL_FLAGS, COL_PARTIALS, ORDER_WORDS, ROLE_SHIFT, SPAN_SHIFT, has_half_width, partial_words)
+from ..schedule import READER, WRITER
 
 
 class Nvfp4GemmSm90:
@@ -126,6 +127,9 @@ class Nvfp4GemmSm90:
         self.chunks = config.persistent and config.readiness == "chunks"
         self.counted = config.persistent and config.readiness in ("rows", "chunks")  # not the grid barrier
         self.phase0_first = config.persistent and not self.chunks
+        # the split build: a position of the tile order is a piece of a tile (schedule.split_k)
+        self.split = config.split_k
+        self.partial_bytes = MMA_THREADS * partial_words(config) * 4  # one writer's slot
 
     @cute.jit
     def __call__(self, table_ptr: cute.Pointer, total_tiles: Int32, grid_ctas: Int32, stream):
@@ -154,7 +158,8 @@ class Nvfp4GemmSm90:
         @cute.struct
         class SharedStorage:
             barriers: cute.struct.MemRange[cutlass.Int64, 2 * self.stages]
-            a16_barriers: cute.struct.MemRange[cutlass.Int64, 2 * self.slots]
+            # the split build: one more word, this launch's number (E + 1) for the MMA warps
+            a16_barriers: cute.struct.MemRange[cutlass.Int64, 2 * self.slots + int(self.split)]
             ring: cute.struct.Align[cute.struct.MemRange[cutlass.Uint8, self.stages * self.stage_bytes], 1024]
             a16: cute.struct.Align[cute.struct.MemRange[Float16, cute.cosize(a16_layout)], 1024]
 
@@ -201,6 +206,7 @@ class Nvfp4GemmSm90:
         a16_pipe = self._tma_pipeline(storage.a16_barriers, self.slots, self.a16_bytes)
         ring_addr = storage.ring.data_ptr().toint()
         a16_addr = storage.a16.data_ptr().toint()
+        launch_at = storage.a16_barriers.data_ptr().toint() + 2 * self.slots * 8  # the split build's word
 
         # first tile of this CTA; the per-group grid is (n tiles, m tiles), the persistent one 1-D
         tile = bidx
@@ -258,6 +264,10 @@ class Nvfp4GemmSm90:
                 if cutlass.const_expr(self.counted):
                     # read here, after setmaxnreg: a value live across it is spilled
                     target = Int64(ptx.count_launch(Int64(table[(0, COL_BARRIER)]), gdimx, bidx))
+                    if cutlass.const_expr(self.split):
+                        # for the MMA warps' readers, which see it after a wait on a stage this
+                        # warp fills later (the mbarrier's arrive releases, its wait acquires)
+                        ptx.st_shared_b32(launch_at, Int32(target))
                     # a programmatic launch of the next kernel may start its CTAs from here on
                     # (see the module docstring: programmatic launches)
                     ptx.launch_dependents()
@@ -293,6 +303,9 @@ class Nvfp4GemmSm90:
                 while self._more(tile, total_tiles):
                     t, group = self._locate(table, order, tile, group)
                     m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
+                    kb, ke = 0, k // K_STAGE  # the stages this CTA runs of the tile
+                    if cutlass.const_expr(self.split):
+                        kb, ke, _, _ = self._span(order, tile)
                     if group != mapped:
                         # the maps describe the first tile's group already: this is a switch
                         if cutlass.const_expr(not self.host_maps):
@@ -313,14 +326,14 @@ class Nvfp4GemmSm90:
                     boxes = (rows + A16_BOX_ROWS - 1) // A16_BOX_ROWS
                     sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)  # the B tile's scales
                     desc_b = desc_a + Int64(TENSORMAP_BYTES)
-                    for kt in cutlass.range(k // K_STAGE, unroll=1):
+                    for kt in cutlass.range(kb, ke, unroll=1):
                         state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
                         copied = boxes  # the fp16 A boxes this stage's slots get
                         if cutlass.const_expr(self.chunks):
                             if group != waited:
                                 waited = group
                                 known = Int32(0)
-                            if kt == 0 and own == 1:
+                            if kt == kb and own == 1:
                                 copied = Int32(0)
                             else:
                                 if kt >= known:
@@ -360,6 +373,10 @@ class Nvfp4GemmSm90:
                             # stage 0 of this group was not waited for: the next tile (other rows of
                             # it, maybe) waits from stage 0 on
                             own = Int32(0)
+                            waited = Int32(-1)
+                        if cutlass.const_expr(self.split):
+                            # `known` counts the stages seen written from 0 on; a piece may start
+                            # past them, so each piece waits from its own first stage on
                             waited = Int32(-1)
                     tile += stride
                 if cutlass.const_expr(self.phase0_first):
@@ -423,6 +440,8 @@ class Nvfp4GemmSm90:
         if cutlass.const_expr(not (self.config.persistent and self.config.chunked)):
             return None
         runs = self._runs(table, ctas, tiles)
+        if cutlass.const_expr(self.split):  # ORDER_WORDS a piece, at most a piece more than tiles a CTA
+            return cute.make_tensor(runs.iterator + (ctas + 1), cute.make_layout((tiles + ctas) * ORDER_WORDS))
         return cute.make_tensor(runs.iterator + (ctas + 1), cute.make_layout(tiles))
 
     @cute.jit
@@ -539,6 +558,7 @@ class Nvfp4GemmSm90:
             tiled_mma_half.set(cute.nvgpu.warpgroup.Field.ACCUMULATE, True)
             half = (tiled_mma_half, acc_half, tCrB_half)
         extra = None
+        coords_extra = None
         if cutlass.const_expr(self.wide):
             sA16_extra = cute.local_tile(sA16, (HALF_ROWS, K_SUB), (self.tile_m // HALF_ROWS, 0, None))
             tCrB_extra = tiled_mma_half.make_fragment_B(thr_half.partition_B(sA16_extra))
@@ -549,74 +569,83 @@ class Nvfp4GemmSm90:
         astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.slots)
         own = Int32(1)  # the chunks build: the first tile's first stage of A is decoded here
         slots = storage.a16.data_ptr().toint()  # the fp16 A slots: that stage, and the last tile's C
+        launch_at = storage.a16_barriers.data_ptr().toint() + 2 * self.slots * 8  # the split build's word
         while self._more(tile, total_tiles):
             t, group = self._locate(table, order, tile, group)
             m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
+            kb, ke = 0, k // K_STAGE  # the stages this CTA runs of the tile
+            role, slot = Int32(0), Int32(0)
+            if cutlass.const_expr(self.split):
+                kb, ke, role, slot = self._span(order, tile)
             if cutlass.const_expr(self.chunks):
                 if own == 1:
-                    self._expand_own_stage(table, group, k, mt, rows, tidx, slots, phases, cta)
+                    self._expand_own_stage(table, group, k, mt, rows, kb, tidx, slots, phases, cta)
                     own = Int32(0)
             acc.fill(0.0)
             if cutlass.const_expr(self.half):
                 if rows <= HALF_ROWS:
-                    rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr, *half,
+                    rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr, *half,
                                                     frags, words, phases, cta)
                 else:
                     if cutlass.const_expr(self.wide):
                         if rows > self.tile_m:
                             extra[1].fill(0.0)
-                            rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr,
+                            rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr,
                                                             tiled_mma, acc, tCrB, frags, words, phases, cta, extra)
                         else:
-                            rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr,
+                            rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr,
                                                             tiled_mma, acc, tCrB, frags, words, phases, cta)
                     else:
-                        rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr,
+                        rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr,
                                                         tiled_mma, acc, tCrB, frags, words, phases, cta)
             else:
-                rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, k, tidx, ring_addr, tiled_mma, acc,
+                rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr, tiled_mma, acc,
                                                 tCrB, frags, words, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.MAINLOOP_DONE)
-            if self._more(tile + stride, total_tiles):
-                self._store(table, group, acc, coords, m, n, mt * self.tile_m, nt)
-                if cutlass.const_expr(self.wide):
-                    if rows > self.tile_m:
-                        self._store(table, group, extra[1], coords_extra, m, n, mt * self.tile_m + self.tile_m, nt)
+            wide_acc = None  # a wide tile's other accumulators
+            if cutlass.const_expr(self.wide):
+                wide_acc = extra[1]
+            if cutlass.const_expr(self.split):
+                kind = role & Int32((1 << ROLE_SHIFT) - 1)
+                if kind == WRITER:
+                    self._write_partial(table, slot, acc, wide_acc, rows, tidx)
+                else:
+                    if kind == READER:
+                        self._add_partials(table, slot, role >> ROLE_SHIFT, acc, wide_acc, rows, tidx, launch_at)
+                    self._epilogue(table, group, acc, coords, wide_acc, coords_extra, rows, m, n, mt, nt, tidx,
+                                   slots, self._more(tile + stride, total_tiles))
             else:
-                # the CTA's last tile: no load follows, and its fp16 A slots stage C (`_store_staged`)
-                self._store_staged(table, group, acc, coords, self.tile_m, m, n, mt * self.tile_m, nt, tidx, slots)
-                if cutlass.const_expr(self.wide):
-                    if rows > self.tile_m:
-                        self._store_staged(table, group, extra[1], coords_extra, HALF_ROWS, m, n,
-                                           mt * self.tile_m + self.tile_m, nt, tidx, slots)
+                self._epilogue(table, group, acc, coords, wide_acc, coords_extra, rows, m, n, mt, nt, tidx, slots,
+                               self._more(tile + stride, total_tiles))
             self._stamp(phases, cta, tidx, phase_slots.EPILOGUE_DONE)
             tile += stride
 
     @cute.jit
-    def _mma_tile(self, ring, a16_pipe, rstate, astate, k: Int32, tidx: Int32, ring_addr: Int32,
+    def _mma_tile(self, ring, a16_pipe, rstate, astate, kb, ke, tidx: Int32, ring_addr: Int32,
                   tiled_mma: cute.TiledMma, acc: cute.Tensor, tCrB: cute.Tensor, frags, words, phases, cta: Int32,
                   extra=None):
-        """The main loop of one tile: every stage of its k, through `tiled_mma` into `acc` (and,
-        for a wide tile, through `extra` = (MMA, accumulators, A operand) as well)."""
+        """The main loop of one tile: its stages kb .. ke - 1 (every stage but in the split build),
+        through `tiled_mma` into `acc` (and, for a wide tile, through `extra` = (MMA, accumulators,
+        A operand) as well)."""
         # the last stage is peeled so that its last wgmma is followed directly by
         # wait_group(0): with a wait_group(1) in between, ptxas was seen (nvdisasm of the
         # per-group kernel; lab log) hoisting the epilogue's reads of the accumulators
         # above the final WARPGROUP.DEPBAR, losing part of the last 64-k block at random
-        for kt in cutlass.range(k // K_STAGE - 1, unroll=1):
-            rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, kt, tidx, ring_addr, tiled_mma,
+        for kt in cutlass.range(kb, ke - 1, unroll=1):
+            rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, kt, kb, tidx, ring_addr, tiled_mma,
                                              acc, frags, words, tCrB, False, phases, cta, extra)
-        rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, k // K_STAGE - 1, tidx, ring_addr,
+        rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, ke - 1, kb, tidx, ring_addr,
                                          tiled_mma, acc, frags, words, tCrB, True, phases, cta, extra)
         return rstate, astate
 
     @cute.jit
-    def _mma_stage(self, ring, a16_pipe, rstate, astate, kt: Int32, tidx: Int32, ring_addr: Int32,
+    def _mma_stage(self, ring, a16_pipe, rstate, astate, kt: Int32, kb, tidx: Int32, ring_addr: Int32,
                    tiled_mma: cute.TiledMma, acc: cute.Tensor, frags, words, tCrB: cute.Tensor,
                    last: cutlass.Constexpr[bool], phases, cta: Int32, extra=None):
-        """Decode and multiply stage `kt` of a tile (4 subtiles of 64 k). An fp16 A buffer goes back
-        to the producer once the wgmma that read it has retired: slot q - 1 after the
-        wait_group(1) that follows wgmma q, and, after the tile's last wgmma and its wait_group(0),
-        the last two. `last` marks the tile's last stage."""
+        """Decode and multiply stage `kt` of a tile (4 subtiles of 64 k) whose main loop began at
+        stage `kb`. An fp16 A buffer goes back to the producer once the wgmma that read it has
+        retired: slot q - 1 after the wait_group(1) that follows wgmma q, and, after the tile's last
+        wgmma and its wait_group(0), the last two. `last` marks the tile's last stage."""
         ring.consumer_wait(rstate)
         base = ring_addr + rstate.index * self.stage_bytes
         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
@@ -635,7 +664,7 @@ class Nvfp4GemmSm90:
                 if cutlass.const_expr(sub > 0):
                     self._release_previous(a16_pipe, astate)
                 else:
-                    if kt > 0:
+                    if kt > kb:
                         self._release_previous(a16_pipe, astate)
             astate.advance()
         # B was decoded into registers: nothing reads this stage any more
@@ -786,10 +815,10 @@ class Nvfp4GemmSm90:
             ptx.st_shared_v4(dst + ((j ^ (row % 8)) * 16), *regs)
 
     @cute.jit
-    def _expand_own_stage(self, table: cute.Tensor, group: Int32, k: Int32, mt: Int32, rows: Int32, tidx: Int32,
-                          a16_addr: Int32, phases, cta: Int32):
-        """The chunks build's MMA warps, before their CTA's first tile: the first stage (256 k) of
-        that tile's A rows (mt · tile_m on, `rows` of them), decoded from the packed bytes straight
+    def _expand_own_stage(self, table: cute.Tensor, group: Int32, k: Int32, mt: Int32, rows: Int32, kb,
+                          tidx: Int32, a16_addr: Int32, phases, cta: Int32):
+        """The chunks build's MMA warps, before their CTA's first tile: the first stage (256 k) it
+        runs (`kb`: 0 but in the split build) of that tile's A rows (mt · tile_m on, `rows` of them), decoded from the packed bytes straight
         into the fp16 A slots of the tile's first four subtiles (slots 0-3), in the layout a copy
         from the fp16 copy would have given them. The producer copies nothing into those slots and
         waits for no counter (its loop: `own`), so the first MMA waits for no other CTA. Thread t
@@ -799,8 +828,11 @@ class Nvfp4GemmSm90:
         sfa = Int64(table[(group, COL_SFA)])
         first_row = mt * self.tile_m
         turns = -(-self.slot_rows * SUBS_PER_STAGE // MMA_THREADS)
+        first_block = 0  # the stage's first 64-k block
+        if cutlass.const_expr(self.split):
+            first_block = kb * SUBS_PER_STAGE
         loaded = [self._load_unit(a, sfa, k, first_row + cutlass.min((tidx + t * MMA_THREADS) // SUBS_PER_STAGE, rows - 1),
-                                  (tidx + t * MMA_THREADS) % SUBS_PER_STAGE) for t in range(turns)]
+                                  first_block + (tidx + t * MMA_THREADS) % SUBS_PER_STAGE) for t in range(turns)]
         for t in cutlass.range_constexpr(turns):
             unit = tidx + t * MMA_THREADS
             if unit // SUBS_PER_STAGE < rows:
@@ -1009,10 +1041,22 @@ class Nvfp4GemmSm90:
         if cutlass.const_expr(order is None):
             found = self._find_group(table, tile, group)
         else:
-            entry = Int32(order[position])
+            if cutlass.const_expr(self.split):
+                entry = Int32(order[position * ORDER_WORDS])
+            else:
+                entry = Int32(order[position])
             tile = entry & Int32((1 << ORDER_GROUP_SHIFT) - 1)
             found = entry >> ORDER_GROUP_SHIFT
         return tile, found
+
+    @cute.jit
+    def _span(self, order, position: Int32):
+        """The split build's piece at `position` of this CTA's walk: its first and end stage, its
+        role word (schedule.WHOLE, WRITER or READER | writers read << ROLE_SHIFT) and its slot (a
+        writer's own, a reader's first): config.ORDER_WORDS."""
+        span = Int32(order[position * ORDER_WORDS + 1])
+        return (span & Int32((1 << SPAN_SHIFT) - 1), span >> SPAN_SHIFT, Int32(order[position * ORDER_WORDS + 2]),
+                Int32(order[position * ORDER_WORDS + 3]))
 
     @cute.jit
     def _find_group(self, table: cute.Tensor, tile: Int32, group: Int32) -> Int32:
@@ -1059,6 +1103,87 @@ class Nvfp4GemmSm90:
             nn, mm = coords[i]
             pairs.append((i, mm, (nn // 16) * 16 + (nn % 8) * 2))
         return pairs
+
+    @cute.jit
+    def _epilogue(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor, wide_acc, coords_extra,
+                  rows: Int32, m: Int32, n: Int32, mt: Int32, nt: Int32, tidx: Int32, slots: Int32, more):
+        """Store a tile's C: directly (`_store`) where the CTA has tiles left (`more`), else through
+        its fp16 A slots at `slots`, which no load refills after its last tile (`_store_staged`); a
+        wide tile's other rows (`wide_acc`) after the first tile_m."""
+        if more:
+            self._store(table, group, acc, coords, m, n, mt * self.tile_m, nt)
+            if cutlass.const_expr(self.wide):
+                if rows > self.tile_m:
+                    self._store(table, group, wide_acc, coords_extra, m, n, mt * self.tile_m + self.tile_m, nt)
+        else:
+            self._store_staged(table, group, acc, coords, self.tile_m, m, n, mt * self.tile_m, nt, tidx, slots)
+            if cutlass.const_expr(self.wide):
+                if rows > self.tile_m:
+                    self._store_staged(table, group, wide_acc, coords_extra, HALF_ROWS, m, n,
+                                       mt * self.tile_m + self.tile_m, nt, tidx, slots)
+
+    def _partial_words(self, acc: cute.Tensor, wide_acc):
+        """(offset in 16-byte words of a slot's thread-major layout, the accumulators, their
+        first value) of every 4 accumulators a thread keeps in a partial sum: `acc`, then a
+        wide tile's `wide_acc` (a plain function: a Python loop, unrolled as traced)."""
+        quads = [(j, acc, 4 * j) for j in range(cute.size(acc) // 4)]
+        if wide_acc is not None:
+            quads += [(len(quads) + j, wide_acc, 4 * j) for j in range(cute.size(wide_acc) // 4)]
+        return quads
+
+    @cute.jit
+    def _write_partial(self, table: cute.Tensor, slot: Int32, acc: cute.Tensor, wide_acc, rows: Int32, tidx: Int32):
+        """The split build's writer piece: the MMA threads store their accumulators into partial-sum
+        slot `slot` (word quad j of thread t at (j · MMA_THREADS + t) · 16 bytes, so that a warp
+        writes 512 contiguous bytes), then one thread, after a barrier over them, adds 1 to the
+        slot's flag (release; ptx.ready_add). A wide tile's other accumulators only where it has
+        those rows."""
+        base = Int64(table[(0, COL_PARTIALS)]) + Int64(slot) * Int64(self.partial_bytes)
+        for j, vals, i in self._partial_words(acc, None):
+            ptx.st_global_v4_f32(base + Int64((j * MMA_THREADS + tidx) * 16), vals[i], vals[i + 1], vals[i + 2],
+                                 vals[i + 3])
+        if cutlass.const_expr(self.wide):
+            if rows > self.tile_m:
+                for j, vals, i in self._partial_words(acc, wide_acc)[cute.size(acc) // 4:]:
+                    ptx.st_global_v4_f32(base + Int64((j * MMA_THREADS + tidx) * 16), vals[i], vals[i + 1],
+                                         vals[i + 2], vals[i + 3])
+        cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
+        if tidx == 0:
+            ptx.ready_add(Int64(table[(0, COL_FLAGS)]) + Int64(slot) * Int64(8), 1)
+
+    @cute.jit
+    def _add_partials(self, table: cute.Tensor, first: Int32, count: Int32, acc: cute.Tensor, wide_acc, rows: Int32,
+                      tidx: Int32, launch_at: Int32):
+        """The split build's reader piece: once the flags of its tile's `count` writer slots (from
+        `first` on) say this launch wrote them, add their partial sums into the accumulators, slot
+        by slot in k order. The first MMA warp waits (lane l for slots l, l + 32, ..., as
+        `_wait_rows`), then a barrier of the MMA warps orders its acquires before every thread's
+        loads."""
+        launches = Int64(ptx.ld_shared_b32(launch_at))
+        flags = Int64(table[(0, COL_FLAGS)])
+        if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == 0:
+            lane = cute.arch.lane_idx()
+            base = Int32(0)
+            while base < count:
+                i = base + lane
+                units = Int32(1)
+                if i >= count:
+                    units = Int32(0)
+                ptx.ready_wait(flags + Int64(first + cutlass.min(i, count - 1)) * Int64(8), units, launches)
+                base += 32
+        cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
+        partials = Int64(table[(0, COL_PARTIALS)])
+        for w in cutlass.range(count, unroll=1):
+            base = partials + Int64(first + w) * Int64(self.partial_bytes)
+            for j, vals, i in self._partial_words(acc, None):
+                vals[i], vals[i + 1], vals[i + 2], vals[i + 3] = ptx.add_global_v4_f32(
+                    base + Int64((j * MMA_THREADS + tidx) * 16), vals[i], vals[i + 1], vals[i + 2], vals[i + 3])
+            if cutlass.const_expr(self.wide):
+                if rows > self.tile_m:
+                    for j, vals, i in self._partial_words(acc, wide_acc)[cute.size(acc) // 4:]:
+                        vals[i], vals[i + 1], vals[i + 2], vals[i + 3] = ptx.add_global_v4_f32(
+                            base + Int64((j * MMA_THREADS + tidx) * 16), vals[i], vals[i + 1], vals[i + 2],
+                            vals[i + 3])
 
     @cute.jit
     def _store_staged(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor,

@@ -260,6 +260,45 @@ def st_shared_v4(addr: Int32, r0: Int32, r1: Int32, r2: Int32, r3: Int32, *, loc
          [Int32(addr)] + [Int32(r) for r in (r0, r1, r2, r3)], loc, ip)
 
 
+# The split build's partial sums (nvfp4_gemm.py, `_write_partial`, `_add_partials`): a writer
+# stores its accumulators, a reader adds them to its own once the writer's flag says so. The
+# reader's loads bypass L1 (.cg): the words were written by another SM in this launch.
+
+@dsl_user_op
+def st_global_v4_f32(addr: Int64, a: Float32, b: Float32, c: Float32, d: Float32, *, loc=None, ip=None) -> None:
+    """16-byte global store of four fp32."""
+    _asm("st.global.v4.f32 [$0], {$1, $2, $3, $4};", "l,f,f,f,f,~{memory}",
+         [Int64(addr)] + [Float32(x) for x in (a, b, c, d)], loc, ip)
+
+
+@dsl_user_op
+def add_global_v4_f32(addr: Int64, a: Float32, b: Float32, c: Float32, d: Float32, *, loc=None,
+                      ip=None) -> tuple[Float32, Float32, Float32, Float32]:
+    """(a, b, c, d) plus the four fp32 at `addr`, read at L2 (ld.global.cg)."""
+    return _asm("""{
+    .reg .f32 x, y, z, w;
+    ld.global.cg.v4.f32 {x, y, z, w}, [$4];
+    add.f32 $0, $5, x;
+    add.f32 $1, $6, y;
+    add.f32 $2, $7, z;
+    add.f32 $3, $8, w;
+}""", "=f,=f,=f,=f,l,f,f,f,f,~{memory}", [Int64(addr)] + [Float32(x) for x in (a, b, c, d)], loc, ip,
+        results=4, floats=True)
+
+
+@dsl_user_op
+def st_shared_b32(addr: Int32, value: Int32, *, loc=None, ip=None) -> None:
+    """One 32-bit shared-memory store."""
+    _asm("st.shared.b32 [$0], $1;", "r,r,~{memory}", [Int32(addr), Int32(value)], loc, ip)
+
+
+@dsl_user_op
+def ld_shared_b32(addr: Int32, *, loc=None, ip=None) -> Int32:
+    """One 32-bit shared-memory load."""
+    return Int32(_asm("ld.shared.b32 $0, [$1];", "=r,r,~{memory}", [Int32(addr)], loc, ip, results=1,
+                      result_type=T.i32))
+
+
 @dsl_user_op
 def fence_proxy_async_shared(*, loc=None, ip=None) -> None:
     """fence.proxy.async.shared::cta: order this thread's generic-proxy shared-memory stores before
