@@ -19,6 +19,7 @@ from nvgg.kernels.sm90.family import Sm90Kernels, config_for  # noqa: E402
 from nvgg.errors import NvggError  # noqa: E402
 from nvgg.kernels import cache as kcache  # noqa: E402
 from nvgg.kernels import groups as kgroups, tools  # noqa: E402
+from nvgg.kernels.schedule import WRITER  # noqa: E402
 from nvgg.kernels.sm90 import dequant_ref, host, ptx  # noqa: E402
 from nvgg.kernels.sm90 import config as gemm  # noqa: E402
 
@@ -480,10 +481,10 @@ def test_split_schedule_covers_every_stage_once_and_puts_writers_first(case_id, 
         ps.sort(key=lambda p: p.kb)
         assert ps[0].kb == 0 and ps[-1].ke == stages[t] and all(a.ke == b.kb for a, b in zip(ps, ps[1:]))
         if len(ps) == 1:
-            assert (ps[0].role, ps[0].slot, ps[0].count) == (sch.WHOLE, 0, 0)
+            assert (ps[0].role, ps[0].slot) == (sch.WHOLE, 0)
             continue
         writer, reader = ps
-        assert (writer.role, reader.role, reader.slot, reader.count) == (sch.WRITER, sch.READER, writer.slot, 1)
+        assert (writer.role, reader.role, reader.slot) == (sch.WRITER, sch.READER, writer.slot)
         assert min(writer.ke - writer.kb, reader.ke - reader.kb) >= 2
         slots.append(writer.slot)
     assert sorted(slots) == list(range(len(slots)))
@@ -506,8 +507,8 @@ def test_split_schedule_covers_every_stage_once_and_puts_writers_first(case_id, 
 
 def test_split_pieces_pack_into_four_words_a_piece():
     from nvgg.kernels import schedule as sch
-    words = host.pack_pieces([sch.Piece(5, 3, 9, sch.READER, 7, 2), sch.Piece(0, 0, 4)], [0, 4])
-    assert words == [5 | 1 << gemm.ORDER_GROUP_SHIFT, 3 | 9 << gemm.SPAN_SHIFT, sch.READER | 2 << gemm.ROLE_SHIFT, 7,
+    words = host.pack_pieces([sch.Piece(5, 3, 9, sch.READER, 7), sch.Piece(0, 0, 4)], [0, 4])
+    assert words == [5 | 1 << gemm.ORDER_GROUP_SHIFT, 3 | 9 << gemm.SPAN_SHIFT, sch.READER, 7,
                      0, 4 << gemm.SPAN_SHIFT, sch.WHOLE, 0]
     assert "chunks build" in gemm.GemmConfig(persistent=True, split_k=True).problems()
     assert "chunks build" in gemm.GemmConfig(split_k=True).problems()
@@ -738,7 +739,8 @@ def test_matches_reference_on_competition_inputs(case_id, build):
     be.check(case, torch.device("cuda"))
     launches = [be.grouped_launcher(data)] if build != "per-group" else [be.group_launcher(data, g) for g in range(case.g)]
     if build.endswith("split") and case_id == "ragged":  # its writers and readers ran
-        assert any((w & 3) == 1 for w in launches[0].tables.runs.cpu().tolist()[launches[0].grid[0] + 1:][2::4])
+        words = launches[0].tables.runs.cpu().tolist()[launches[0].grid[0] + 1:]
+        assert WRITER in words[2::gemm.ORDER_WORDS]
     for launch in launches:
         launch()
     torch.cuda.synchronize()
@@ -838,7 +840,7 @@ def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
     assert tables.ready.cpu().tolist() == [launches * c for c in _counts(build, case)]
     if build.endswith("split"):  # each writer's slot flagged once a launch (a dummy slot where none)
         words = tables.runs.cpu().tolist()[launch.grid[0] + 1:]
-        writers = sum((w & 3) == 1 for w in words[2::gemm.ORDER_WORDS])
+        writers = words[2::gemm.ORDER_WORDS].count(WRITER)
         assert tables.flags.cpu().tolist() == ([launches] * writers if writers else [0])
         assert writers or case_id != "3"
 

@@ -151,15 +151,14 @@ WHOLE, WRITER, READER = 0, 1, 2
 
 @dataclass(frozen=True)
 class Piece:
-    """Stages kb .. ke - 1 of tile `tile`. A writer leaves its partial sum in slot `slot`; a reader
-    adds in the `count` slots from `slot` on, which its tile's writers fill."""
+    """Stages kb .. ke - 1 of tile `tile`. A writer leaves its partial sum in slot `slot`, which
+    its tile's reader (the same `slot`) adds in."""
 
     tile: int
     kb: int
     ke: int
     role: int = WHOLE
     slot: int = 0
-    count: int = 0
 
 
 def split_k(costs: list[float], stages: list[int], ctas: int, overhead: float = 0.0,
@@ -244,7 +243,7 @@ def split_k(costs: list[float], stages: list[int], ctas: int, overhead: float = 
         else:
             head, tail = sorted(ps, key=lambda p: p[1])
             made[id(head)] = Piece(t, head[1], head[2], WRITER, slots)
-            made[id(tail)] = Piece(t, tail[1], tail[2], READER, slots, 1)
+            made[id(tail)] = Piece(t, tail[1], tail[2], READER, slots)
             slots += 1
     runs, pieces = [0], []
     for mine in best:

@@ -105,13 +105,12 @@ CHUNK_UNITS = CHUNK_ROWS * SUBS_PER_STAGE
 # (PARTIAL slots, one a writer: [MMA_THREADS, slot_rows / 2] words, each thread's accumulators) and
 # one u64 flag a slot, to which each launch adds 1 once the slot is written (never reset, as the
 # readiness counters). Its tile order has ORDER_WORDS int32 a position: the order entry, the stages
-# kb | ke << SPAN_SHIFT, the role (schedule.WHOLE, WRITER, READER) | writers read << ROLE_SHIFT,
-# and the slot (a writer's own, a reader's first)
+# kb | ke << SPAN_SHIFT, the role (schedule.WHOLE, WRITER, READER) and the slot (a writer's, which
+# its tile's reader adds in)
 COL_PARTIALS, COL_FLAGS = 32, 33
 TABLE_COLS = 34
 ORDER_WORDS = 4
 SPAN_SHIFT = 16
-ROLE_SHIFT = 2
 MAX_STAGES = 1 << (31 - SPAN_SHIFT)  # ke << SPAN_SHIFT stays a positive int32
 # a writer's or reader's extra work in the split build's schedule (its partial sum written or
 # added in), in stages of a full tile; the backend splits only where the longest CTA's list

@@ -19,6 +19,7 @@ takes at most 512 groups (gemm.MAX_GROUPS).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 import torch
@@ -68,7 +69,13 @@ def persistent_config(ms, ns, ks, sms: int, readiness: str = "chunks", split: bo
     else the plain one, whose eight fp16 A slots beat the wide build's six where nothing merges
     (case 1: lab log). Then, in the chunks build, the split build (GemmConfig.split_k) of the
     plain or the wide one, whichever has the shorter longest CTA (gemm.split_span), where it is
-    shorter than the unsplit choice's by more than SPLIT_MARGIN; `split` True or False forces it."""
+    shorter than the unsplit choice's by more than SPLIT_MARGIN; `split` True or False forces it.
+    Cached: each prepare asks, and the schedules behind the answer take tens of milliseconds."""
+    return _persistent_config(tuple(ms), tuple(ns), tuple(ks), sms, readiness, split)
+
+
+@functools.lru_cache(maxsize=256)
+def _persistent_config(ms, ns, ks, sms: int, readiness: str, split: bool | None) -> gemm.GemmConfig:
     base = config_for(ms, persistent=True)
     wide = wide_config(base)
     chosen = wide if wide is not None and gemm.tile_plan(ms, ns, wide, sms) else base
@@ -77,9 +84,8 @@ def persistent_config(ms, ns, ks, sms: int, readiness: str = "chunks", split: bo
     options = [replace(c, readiness="chunks", split_k=True) for c in (base, wide) if c is not None]
     spans = [gemm.split_span(ms, ns, ks, c, sms)[0] for c in options]
     best = min(range(len(options)), key=lambda i: spans[i])
-    unsplit = gemm.split_span(ms, ns, ks, chosen, sms)[1]
-    if split or spans[best] < unsplit * (1 - SPLIT_MARGIN):
-        return replace(options[best], readiness=chosen.readiness)
+    if split or spans[best] < gemm.split_span(ms, ns, ks, chosen, sms)[1] * (1 - SPLIT_MARGIN):
+        return options[best]
     return chosen
 
 

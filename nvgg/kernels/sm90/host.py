@@ -249,11 +249,11 @@ def pack_order(order: list[int], begins: list[int]) -> list[int]:
 
 def pack_pieces(pieces: list[schedule.Piece], begins: list[int]) -> list[int]:
     """The split build's tile order: gemm.ORDER_WORDS int32 a piece (the order entry as
-    `pack_order` makes it, kb | ke << SPAN_SHIFT, role | writers read << ROLE_SHIFT, slot)."""
+    `pack_order` makes it, kb | ke << SPAN_SHIFT, role, slot)."""
     entries = pack_order([p.tile for p in pieces], begins)
     words = []
     for entry, p in zip(entries, pieces):
-        words += [entry, p.kb | p.ke << gemm.SPAN_SHIFT, p.role | p.count << gemm.ROLE_SHIFT, p.slot]
+        words += [entry, p.kb | p.ke << gemm.SPAN_SHIFT, p.role, p.slot]
     return words
 
 

@@ -86,7 +86,7 @@ from .config import (
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
     ORDER_GROUP_SHIFT, C_STAGE_ROW, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
-    COL_FLAGS, COL_PARTIALS, ORDER_WORDS, ROLE_SHIFT, SPAN_SHIFT, has_half_width, partial_words)
+    COL_FLAGS, COL_PARTIALS, ORDER_WORDS, SPAN_SHIFT, has_half_width, partial_words)
 from ..schedule import READER, WRITER
 
 
@@ -206,7 +206,7 @@ class Nvfp4GemmSm90:
         a16_pipe = self._tma_pipeline(storage.a16_barriers, self.slots, self.a16_bytes)
         ring_addr = storage.ring.data_ptr().toint()
         a16_addr = storage.a16.data_ptr().toint()
-        launch_at = storage.a16_barriers.data_ptr().toint() + 2 * self.slots * 8  # the split build's word
+        launch_at = self._launch_word(storage)
 
         # first tile of this CTA; the per-group grid is (n tiles, m tiles), the persistent one 1-D
         tile = bidx
@@ -428,6 +428,11 @@ class Nvfp4GemmSm90:
                            tiled_mma, tiled_mma_half, storage, a16_layout, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.EXIT)
 
+    def _launch_word(self, storage) -> Int32:
+        """The split build's shared word after the fp16 A slots' mbarriers: this launch's number
+        (E + 1), which the producer stores for the MMA warps' readers."""
+        return storage.a16_barriers.data_ptr().toint() + 2 * self.slots * 8
+
     def _runs(self, table: cute.Tensor, ctas: Int32, tiles: Int32) -> cute.Tensor:
         """The schedule's int32 array (table row 0, COL_RUNS): ctas + 1 run bounds, then the order."""
         return cute.make_tensor(cute.make_ptr(Int32, table[(0, COL_RUNS)], cute.AddressSpace.gmem, assumed_align=4),
@@ -569,7 +574,7 @@ class Nvfp4GemmSm90:
         astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.slots)
         own = Int32(1)  # the chunks build: the first tile's first stage of A is decoded here
         slots = storage.a16.data_ptr().toint()  # the fp16 A slots: that stage, and the last tile's C
-        launch_at = storage.a16_barriers.data_ptr().toint() + 2 * self.slots * 8  # the split build's word
+        launch_at = self._launch_word(storage)  # made again here: a value live across setmaxnreg is spilled
         while self._more(tile, total_tiles):
             t, group = self._locate(table, order, tile, group)
             m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
@@ -606,12 +611,11 @@ class Nvfp4GemmSm90:
             if cutlass.const_expr(self.wide):
                 wide_acc = extra[1]
             if cutlass.const_expr(self.split):
-                kind = role & Int32((1 << ROLE_SHIFT) - 1)
-                if kind == WRITER:
+                if role == WRITER:
                     self._write_partial(table, slot, acc, wide_acc, rows, tidx)
                 else:
-                    if kind == READER:
-                        self._add_partials(table, slot, role >> ROLE_SHIFT, acc, wide_acc, rows, tidx, launch_at)
+                    if role == READER:
+                        self._add_partial(table, slot, acc, wide_acc, rows, tidx, launch_at)
                     self._epilogue(table, group, acc, coords, wide_acc, coords_extra, rows, m, n, mt, nt, tidx,
                                    slots, self._more(tile + stride, total_tiles))
             else:
@@ -1052,8 +1056,7 @@ class Nvfp4GemmSm90:
     @cute.jit
     def _span(self, order, position: Int32):
         """The split build's piece at `position` of this CTA's walk: its first and end stage, its
-        role word (schedule.WHOLE, WRITER or READER | writers read << ROLE_SHIFT) and its slot (a
-        writer's own, a reader's first): config.ORDER_WORDS."""
+        role (schedule.WHOLE, WRITER or READER) and its slot: config.ORDER_WORDS."""
         span = Int32(order[position * ORDER_WORDS + 1])
         return (span & Int32((1 << SPAN_SHIFT) - 1), span >> SPAN_SHIFT, Int32(order[position * ORDER_WORDS + 2]),
                 Int32(order[position * ORDER_WORDS + 3]))
@@ -1122,68 +1125,50 @@ class Nvfp4GemmSm90:
                     self._store_staged(table, group, wide_acc, coords_extra, HALF_ROWS, m, n,
                                        mt * self.tile_m + self.tile_m, nt, tidx, slots)
 
-    def _partial_words(self, acc: cute.Tensor, wide_acc):
-        """(offset in 16-byte words of a slot's thread-major layout, the accumulators, their
-        first value) of every 4 accumulators a thread keeps in a partial sum: `acc`, then a
-        wide tile's `wide_acc` (a plain function: a Python loop, unrolled as traced)."""
-        quads = [(j, acc, 4 * j) for j in range(cute.size(acc) // 4)]
-        if wide_acc is not None:
-            quads += [(len(quads) + j, wide_acc, 4 * j) for j in range(cute.size(wide_acc) // 4)]
-        return quads
+    @staticmethod
+    def _quads(base: Int64, vals: cute.Tensor, first: int, tidx: Int32):
+        """(address, index of its first value) of each 4 of `vals` a thread keeps in the partial-sum
+        slot at `base`: quad j of thread t at 16-byte word (first + j) · MMA_THREADS + t, so that a
+        warp's quad fills 512 contiguous bytes (a plain function: unrolled as traced)."""
+        return [(base + Int64(((first + j) * MMA_THREADS + tidx) * 16), 4 * j) for j in range(cute.size(vals) // 4)]
 
     @cute.jit
     def _write_partial(self, table: cute.Tensor, slot: Int32, acc: cute.Tensor, wide_acc, rows: Int32, tidx: Int32):
         """The split build's writer piece: the MMA threads store their accumulators into partial-sum
-        slot `slot` (word quad j of thread t at (j · MMA_THREADS + t) · 16 bytes, so that a warp
-        writes 512 contiguous bytes), then one thread, after a barrier over them, adds 1 to the
-        slot's flag (release; ptx.ready_add). A wide tile's other accumulators only where it has
-        those rows."""
+        slot `slot` (`_quads`; a wide tile's other accumulators after them, where it has those
+        rows), then one thread, after a barrier over them, adds 1 to the slot's flag (release;
+        ptx.ready_add)."""
         base = Int64(table[(0, COL_PARTIALS)]) + Int64(slot) * Int64(self.partial_bytes)
-        for j, vals, i in self._partial_words(acc, None):
-            ptx.st_global_v4_f32(base + Int64((j * MMA_THREADS + tidx) * 16), vals[i], vals[i + 1], vals[i + 2],
-                                 vals[i + 3])
+        for at, i in self._quads(base, acc, 0, tidx):
+            ptx.st_global_v4_f32(at, acc[i], acc[i + 1], acc[i + 2], acc[i + 3])
         if cutlass.const_expr(self.wide):
             if rows > self.tile_m:
-                for j, vals, i in self._partial_words(acc, wide_acc)[cute.size(acc) // 4:]:
-                    ptx.st_global_v4_f32(base + Int64((j * MMA_THREADS + tidx) * 16), vals[i], vals[i + 1],
-                                         vals[i + 2], vals[i + 3])
+                for at, i in self._quads(base, wide_acc, cute.size(acc) // 4, tidx):
+                    ptx.st_global_v4_f32(at, wide_acc[i], wide_acc[i + 1], wide_acc[i + 2], wide_acc[i + 3])
         cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
         if tidx == 0:
             ptx.ready_add(Int64(table[(0, COL_FLAGS)]) + Int64(slot) * Int64(8), 1)
 
     @cute.jit
-    def _add_partials(self, table: cute.Tensor, first: Int32, count: Int32, acc: cute.Tensor, wide_acc, rows: Int32,
-                      tidx: Int32, launch_at: Int32):
-        """The split build's reader piece: once the flags of its tile's `count` writer slots (from
-        `first` on) say this launch wrote them, add their partial sums into the accumulators, slot
-        by slot in k order. The first MMA warp waits (lane l for slots l, l + 32, ..., as
-        `_wait_rows`), then a barrier of the MMA warps orders its acquires before every thread's
-        loads."""
-        launches = Int64(ptx.ld_shared_b32(launch_at))
-        flags = Int64(table[(0, COL_FLAGS)])
+    def _add_partial(self, table: cute.Tensor, slot: Int32, acc: cute.Tensor, wide_acc, rows: Int32, tidx: Int32,
+                     launch_at: Int32):
+        """The split build's reader piece: once the flag of its tile's writer slot `slot` says this
+        launch wrote it (the launch's number at `launch_at`, shared memory), add the partial sum
+        into the accumulators. The first MMA warp waits (ptx.ready_wait), then a barrier of the MMA
+        warps orders its acquire before every thread's loads."""
         if cute.arch.make_warp_uniform(cute.arch.warp_idx()) == 0:
-            lane = cute.arch.lane_idx()
-            base = Int32(0)
-            while base < count:
-                i = base + lane
-                units = Int32(1)
-                if i >= count:
-                    units = Int32(0)
-                ptx.ready_wait(flags + Int64(first + cutlass.min(i, count - 1)) * Int64(8), units, launches)
-                base += 32
+            ptx.ready_wait(Int64(table[(0, COL_FLAGS)]) + Int64(slot) * Int64(8), 1,
+                           Int64(ptx.ld_shared_b32(launch_at)))
         cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
-        partials = Int64(table[(0, COL_PARTIALS)])
-        for w in cutlass.range(count, unroll=1):
-            base = partials + Int64(first + w) * Int64(self.partial_bytes)
-            for j, vals, i in self._partial_words(acc, None):
-                vals[i], vals[i + 1], vals[i + 2], vals[i + 3] = ptx.add_global_v4_f32(
-                    base + Int64((j * MMA_THREADS + tidx) * 16), vals[i], vals[i + 1], vals[i + 2], vals[i + 3])
-            if cutlass.const_expr(self.wide):
-                if rows > self.tile_m:
-                    for j, vals, i in self._partial_words(acc, wide_acc)[cute.size(acc) // 4:]:
-                        vals[i], vals[i + 1], vals[i + 2], vals[i + 3] = ptx.add_global_v4_f32(
-                            base + Int64((j * MMA_THREADS + tidx) * 16), vals[i], vals[i + 1], vals[i + 2],
-                            vals[i + 3])
+        base = Int64(table[(0, COL_PARTIALS)]) + Int64(slot) * Int64(self.partial_bytes)
+        for at, i in self._quads(base, acc, 0, tidx):
+            acc[i], acc[i + 1], acc[i + 2], acc[i + 3] = ptx.add_global_v4_f32(at, acc[i], acc[i + 1], acc[i + 2],
+                                                                               acc[i + 3])
+        if cutlass.const_expr(self.wide):
+            if rows > self.tile_m:
+                for at, i in self._quads(base, wide_acc, cute.size(acc) // 4, tidx):
+                    wide_acc[i], wide_acc[i + 1], wide_acc[i + 2], wide_acc[i + 3] = ptx.add_global_v4_f32(
+                        at, wide_acc[i], wide_acc[i + 1], wide_acc[i + 2], wide_acc[i + 3])
 
     @cute.jit
     def _store_staged(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor,
