@@ -1,6 +1,7 @@
 """Parsing Nsight Compute's raw CSV, on output recorded from a real run: `nvgg profile --ncu
 --case test-3 --backend torch --strategy sequential` on an NVIDIA H200 (ncu 2025.3)."""
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,44 @@ def test_the_profile_runs_its_target_under_ncu_with_the_gpus_metric_set(monkeypa
     metrics = seen["cmd"][seen["cmd"].index("--metrics") + 1].split(",")
     assert metrics == list(ncu.arch_metrics(10).requested())
     assert "sm__pipe_tc_cycles_active.avg.pct_of_peak_sustained_elapsed" in metrics
+
+
+def test_the_warp_states_come_from_the_first_family_ncu_reported_largest_first():
+    latency = {"smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio": 2.0,
+               "smsp__average_warp_latency_issue_stalled_selected.ratio": 1.0,
+               "smsp__average_warp_latency_issue_stalled_no_instruction.ratio": 3.0,
+               "smsp__average_warp_latency_issue_stalled_sleeping.ratio": 0.0,
+               "smsp__average_warps_issue_stalled_wait_per_issue_active.ratio": 9.0}
+    (k,) = ncu.parse_raw_csv(_row(9, latency))
+    # the latency family is read whole; the per-issue-active one beside it is not mixed in
+    assert list(k.stalls.items()) == [("no_instruction", 3.0), ("long_scoreboard", 2.0), ("selected", 1.0),
+                                      ("sleeping", 0.0)]
+    # shares of all 6 warp cycles per issued instruction; the issue itself and empty states left out
+    assert k.top_stalls() == [("no_instruction", 0.5), ("long_scoreboard", pytest.approx(1 / 3))]
+    (w,) = ncu.parse_raw_csv(_row(9, {"smsp__average_warps_issue_stalled_wait_per_issue_active.ratio": 4.0,
+                                      "smsp__average_warps_issue_stalled_gmma_per_issue_active.ratio": 1.0}))
+    assert w.stalls == {"wait": 4.0, "gmma": 1.0} and w.top_stalls(1) == [("wait", 0.8)]
+    from nvgg.report.profile import ncu_table
+
+    table = ncu_table({"9": ncu.NcuReport([k, w])})
+    assert "warps waited on" in table and "no_instruction 50%, long_scoreboard 33%" in table and "wait 80%, gmma 20%" in table
+    # a recording without the section: no states, a dash in the table
+    (old,) = ncu.parse_raw_csv(FIXTURE.read_text())[:1]
+    assert old.stalls == {} and old.top_stalls() == [] and ncu_table(ncu.NcuReport([old])).splitlines()[2].split("|")[-2].strip() == "—"
+
+
+def test_the_profile_asks_ncu_for_the_warp_states():
+    assert "WarpStateStats" in ncu.SECTIONS
+
+
+def test_a_recorded_hopper_kernel_s_warp_states_add_up_to_ncus_cycles_per_issue():
+    """`nvgg profile --ncu --case 4 --strategy persistent --backend cute` on an NVIDIA H200 (ncu
+    2025.3.1, WarpStateStats among the sections): the per-issue-active family, 19 states."""
+    text = (Path(__file__).parent / "fixtures" / "ncu_raw_h200_persistent_case-4.csv").read_text()
+    (k,) = ncu.parse_raw_csv(text)
+    assert (k.arch, k.grid, k.block, k.registers) == ("sm_90", 128, 384, 149)
+    assert len(k.stalls) == 19 and k.stalls["selected"] == 1.0
+    header, _, row = [r for r in csv.reader(text.splitlines()) if r][:3]
+    total = float(dict(zip(header, row))["smsp__average_warp_latency_per_inst_issued.ratio"])
+    assert sum(k.stalls.values()) == pytest.approx(total, abs=0.05)  # 9.05 against 9.07: rounding
+    assert [why for why, _ in k.top_stalls()] == ["long_scoreboard", "no_instruction", "wait"]

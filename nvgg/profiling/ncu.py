@@ -21,7 +21,7 @@ from ..kernels.family import NcuCounters
 from ..cases import Case
 from ..errors import NvggError
 from .target import RANGE, one_call
-SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis")
+SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis", "WarpStateStats")
 
 # raw metric names every architecture has, first found wins
 DURATION = ("gpu__time_duration.sum",)
@@ -37,6 +37,12 @@ SMEM_DYNAMIC = ("launch__shared_mem_per_block_dynamic",)
 GRID = ("launch__grid_size",)
 BLOCK = ("launch__block_size",)
 CC_MAJOR = "device__attribute_compute_capability_major"  # a column of every raw row
+# the warp states (WarpStateStats): per reason, the warp cycles spent in it per issued instruction
+# (its sum the section's "Warp Cycles Per Issued Instruction"), under either name ncu gives them;
+# `selected` is the issue itself
+STALLED = (("smsp__average_warp_latency_issue_stalled_", ""),
+           ("smsp__average_warps_issue_stalled_", "_per_issue_active"))
+ISSUING = ("selected",)
 BUSY = ".avg.pct_of_peak_sustained_elapsed"  # a counter's share of its peak over the kernel
 
 
@@ -101,6 +107,16 @@ class KernelMetrics:
     tensor_label: str | None = None  # what that counter measures, in words ("TC pipe (tcgen05)")
     tmem_pct: float | None = None  # sm_100: tensor memory active, % of the elapsed cycles
     tmem_pipe_pct: float | None = None  # sm_100: the tensor-memory pipe's instructions, % of its peak rate
+    # warp cycles per issued instruction in each state (the reason a warp did not issue), largest
+    # first; empty where ncu reported none
+    stalls: dict = field(default_factory=dict)
+
+    def top_stalls(self, n: int = 3) -> list[tuple[str, float]]:
+        """The `n` states warps waited in longest (the issue itself left out), with their share of
+        every warp cycle per issued instruction."""
+        total = sum(self.stalls.values())
+        waits = [(why, c) for why, c in self.stalls.items() if why not in ISSUING and c > 0]
+        return [(why, c / total) for why, c in waits[:n]] if total > 0 else []
 
 
 @dataclass
@@ -176,8 +192,25 @@ def parse_raw_csv(text: str) -> list[KernelMetrics]:
             tensor_label=arch.tensor_label if arch else None,
             tmem_pct=_pick(row, (arch.tmem_pct,)) if arch and arch.tmem_pct else None,
             tmem_pipe_pct=_pick(row, (arch.tmem_pipe_pct,)) if arch and arch.tmem_pipe_pct else None,
+            stalls=_stalls(row),
         ))
     return out
+
+
+def _stalls(row: dict) -> dict:
+    """{state: warp cycles per issued instruction} from the row's first STALLED family present (a
+    suffix such as `.ratio` dropped), largest first."""
+    for prefix, tail in STALLED:
+        found = {}
+        for name, text in row.items():
+            base = name.split(".")[0]
+            if base.startswith(prefix) and base.endswith(tail):
+                value = _number(text)
+                if value is not None:
+                    found[base[len(prefix):len(base) - len(tail)]] = value
+        if found:
+            return dict(sorted(found.items(), key=lambda kv: -kv[1]))
+    return {}
 
 
 def _dram_bytes(row: dict, duration_us: float) -> float:

@@ -18,6 +18,12 @@ def _tmem(k) -> str:
     return "—" if pipe is None and active is None else f"{_pct(pipe)} / {_pct(active)}"
 
 
+def _stalls(k) -> str:
+    """The states the kernel's warps waited in longest, with their share of its warp cycles."""
+    top = k.top_stalls() if hasattr(k, "top_stalls") else []
+    return ", ".join(f"{why} {share:.0%}" for why, share in top) or "—"
+
+
 def ncu_table(reports) -> str:
     """Nsight Compute's kernels of one call: one table across cases ({case: NcuReport}), or one
     report's; a total line a case."""
@@ -28,7 +34,7 @@ def ncu_table(reports) -> str:
             rows.append(([cid] if cid else []) + [
                 k.name[:60], fmt_us(k.duration_us), f"{k.dram_bytes / 1e6:.2f}", _pct(k.dram_pct), _pct(k.tensor_pct),
                 _tmem(k), _pct(k.achieved_occupancy_pct), _pct(k.theoretical_occupancy_pct), k.registers, k.smem_bytes, k.grid,
-                k.block])
+                k.block, _stalls(k)])
         total = (f"{'case ' + cid + ': ' if cid else ''}total {report.duration_us:.2f} µs over {len(report.kernels)} "
                  f"kernels, DRAM {report.dram_bytes / 1e6:.2f} MB")
         if report.sol_bytes:
@@ -38,7 +44,7 @@ def ncu_table(reports) -> str:
         totals.append(f"{total}; report {report.report_file}")
     headers = (["case"] if "" not in by_case else []) + [
         "kernel", "µs", "DRAM MB", "DRAM % peak", "MMA pipe", "TMEM pipe / active", "achieved occ.", "theor. occ.", "regs", "smem B",
-        "grid", "block"]
+        "grid", "block", "warps waited on (share of warp cycles)"]
     table = tabulate(rows, headers=headers, tablefmt="github")
     return "\n".join([table] + totals)
 
