@@ -20,8 +20,7 @@ def _tmem(k) -> str:
 
 def _stalls(k) -> str:
     """The states the kernel's warps waited in longest, with their share of its warp cycles."""
-    top = k.top_stalls() if hasattr(k, "top_stalls") else []
-    return ", ".join(f"{why} {share:.0%}" for why, share in top) or "—"
+    return ", ".join(f"{why} {share:.0%}" for why, share in k.top_stalls()) or "—"
 
 
 def ncu_table(reports) -> str:
