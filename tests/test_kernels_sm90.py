@@ -216,19 +216,12 @@ def test_compiles_for_sm90a_within_limits(store, config, shape):
         adds = ptx_text.count("red.release.gpu.global.add.u64")
         assert "ld.acquire.gpu.global.u64" in ptx_text
         # a programmatic launch: the next kernel's CTAs may start once this CTA read the launch
-        # count (counted builds: the producer, right after counting itself in, where a wait first
-        # needs the count or after its loop, a flag making it once a path; grid: every thread,
-        # after the CTA barrier that follows the count's read); every thread waits for the
-        # kernel before ahead of anything else (tests/test_grid_dependency.py checks every path)
-        triggers = ptx_text.count("griddepcontrol.launch_dependents;")
-        assert triggers == (2 if config.readiness in ("rows", "chunks") else 1)
+        # count (rows: the producer, right after counting itself in; grid: every thread, after
+        # the CTA barrier that follows the count's read); every thread waits for the kernel
+        # before ahead of anything else (tests/test_grid_dependency.py checks every path)
+        assert ptx_text.count("griddepcontrol.launch_dependents;") == 1
         assert ptx_text.count("griddepcontrol.wait;") == 1
         trigger = ptx_text.index("griddepcontrol.launch_dependents;")
-        if config.readiness in ("rows", "chunks"):
-            # each trigger right after its own count: the relaxed arrival, then the trigger, in turn
-            marks = sorted([(i.start(), "count") for i in re.finditer(r"red\.relaxed\.gpu\.global\.add\.u64", ptx_text)]
-                           + [(i.start(), "trigger") for i in re.finditer(r"griddepcontrol\.launch_dependents;", ptx_text)])
-            assert [what for _, what in marks] == ["count", "trigger"] * triggers
         if config.readiness in ("rows", "chunks"):
             # the row counters (phase 0's writers add, the producer's lanes spin until theirs
             # are full, then meet at a warp barrier), and the launch count (one relaxed arrival a
@@ -569,7 +562,7 @@ def test_persistent_tables_count_rows_pack_groups_and_encode_maps_per_group(monk
     ctas = 132
     config = gemm.GemmConfig(tile_m=128, stages=3, persistent=True, tensormaps="host")
     tables = host.build_tables(groups, config, ctas)
-    table = tables.table.tolist()[:len(groups)]
+    table = tables.table.tolist()
     # one readiness counter a 32 rows of A, zero before the first launch
     assert [r[gemm.COL_READY_BEGIN] for r in table] == [0, 2, 4, 16] and tables.ready.tolist() == [0] * 32
     assert table[0][gemm.COL_READY] == tables.ready.data_ptr()
@@ -597,99 +590,6 @@ def test_persistent_tables_count_rows_pack_groups_and_encode_maps_per_group(monk
         host.build_tables(groups, config, ctas)
 
 
-@pytest.mark.parametrize("case_id, tile_m, wide, split, maps", [
-    ("test-9", 128, False, False, "host"), ("3", 128, True, True, "host"), ("1", 128, True, True, "device"),
-    ("2", 128, True, False, "host"), ("test-5", 64, False, False, "device"), ("4", 128, False, False, "host")])
-def test_persistent_tables_hold_each_ctas_first_tile_and_its_helpers_first_turns_in_records(
-        monkeypatch, case_id, tile_m, wide, split, maps):
-    """Row FIRST_ROW + 2c holds CTA c's run and its first tile (or piece) as the kernel would find
-    them through the order and the group's row (`_locate`, `_tile_coords`, `_span`), worked out
-    here from the table's columns; row FIRST_ROW + 2c + 1 holds row 0's columns the helper warps
-    read and, for each of the CTA's helper warps with a turn, the group its first turn's unit
-    falls in (`_chunk_group`: the groups ending at or below it) and that group's columns."""
-    groups = kgroups.all_groups(inputs.generate(cases.get(case_id), "cpu"))
-    for name in ("encode_tensor_map_f16", "encode_tensor_map"):
-        monkeypatch.setattr(host, name, lambda *args: [0] * 16)
-    ctas = 132
-    config = gemm.GemmConfig(tile_m=tile_m, stages=2, persistent=True, tensormaps=maps, readiness="chunks",
-                             wide_tiles=wide, slots=6 if wide else gemm.A16_SLOTS, split_k=split)
-    assert config.problems() is None
-    tables = host.build_tables(groups, config, ctas)
-    table = tables.table.tolist()
-    assert len(table) == gemm.FIRST_ROW + 2 * ctas and not any(any(r) for r in table[len(groups):gemm.FIRST_ROW])
-    runs = tables.runs.tolist()
-    words = gemm.ORDER_WORDS if split else 1
-    order = runs[ctas + 1:]
-    empty = 0
-    for c in range(ctas):
-        record = table[gemm.FIRST_ROW + 2 * c]
-        assert (record[gemm.REC_BEGIN], record[gemm.REC_END]) == (runs[c], runs[c + 1])
-        if runs[c] == runs[c + 1]:
-            empty += 1
-            assert not any(record[gemm.REC_TILE:])
-            continue
-        entry = order[runs[c] * words]
-        tile, g = entry & (gemm.MAX_TILES - 1), entry >> gemm.ORDER_GROUP_SHIFT
-        row = table[g]
-        local = tile - row[gemm.COL_TILE_BEGIN]
-        m, k, m_tiles = row[gemm.COL_M], row[gemm.COL_K], row[gemm.COL_M_TILES]
-        mt, nt = local % m_tiles, local // m_tiles
-        rows = m - mt * tile_m if mt + 1 == m_tiles else min(m - mt * tile_m, tile_m)
-        assert record[gemm.REC_TILE:gemm.REC_SFB + 1] == [
-            tile, g, m, row[gemm.COL_N], k, mt, nt, rows, row[gemm.COL_A], row[gemm.COL_SFA], row[gemm.COL_C],
-            row[gemm.COL_SFB] + nt * (k // 64) * gemm.SCALE_CHUNK]
-        assert 0 < rows <= tile_m + (gemm.HALF_ROWS if wide else 0)
-        pair = table[0][gemm.COL_MAPS] + g * gemm.PAIR_BYTES if maps == "host" else 0
-        assert record[gemm.REC_MAPS] == pair
-        if split:
-            span, role, slot = order[runs[c] * words + 1:runs[c] * words + 4]
-            assert record[gemm.REC_SPAN:gemm.REC_SLOT + 1] == [span, role, slot]
-        else:
-            assert not any(record[gemm.REC_SPAN:gemm.REC_SLOT + 1])
-        assert record[gemm.REC_COUNTERS] == row[gemm.COL_READY_BEGIN]
-        assert not any(record[gemm.REC_COUNTERS + 1:])
-    # every position in one CTA's run: the tiles, or the split build's pieces (a cut tile two)
-    assert runs[ctas] == len(order) // words >= tables.total_tiles and empty >= max(ctas - runs[ctas], 0)
-    # the helpers' records
-    per_stage = table[0][gemm.COL_CHUNK_UNITS] // gemm.CHUNK_UNITS
-    turns = table[0][gemm.COL_CHUNKS] * per_stage
-    helpers = gemm.HELPER_WARPS * ctas
-    step = helpers - helpers % per_stage if per_stage <= helpers else helpers
-    with_turn = 0
-    for c in range(ctas):
-        record = table[gemm.FIRST_ROW + 2 * c + 1]
-        assert record[:gemm.HREC_WARP] == [per_stage, turns, len(groups), table[0][gemm.COL_READY]]
-        for w in range(gemm.HELPER_WARPS):
-            first = c * gemm.HELPER_WARPS + w
-            at = gemm.HREC_WARP + w * gemm.HREC_WARP_COLS
-            mine = record[at:at + gemm.HREC_WARP_COLS]
-            if first >= min(step, turns):
-                assert not any(mine)
-                continue
-            with_turn += 1
-            unit = first % per_stage * gemm.CHUNK_UNITS
-            g = sum(row[gemm.COL_CHUNK_END] <= unit for row in table[:len(groups)])
-            row = table[g]
-            assert row[gemm.COL_CHUNK_BEGIN] <= unit < row[gemm.COL_CHUNK_END]
-            assert mine == [g] + [row[col] for col in (
-                gemm.COL_CHUNK_BEGIN, gemm.COL_CHUNK_END, gemm.COL_M, gemm.COL_K, gemm.COL_READY_BEGIN, gemm.COL_A,
-                gemm.COL_SFA, gemm.COL_A16)]
-    assert with_turn == min(step, turns, helpers) > 0
-    assert gemm.REC_COUNTERS < gemm.TABLE_COLS and gemm.HREC_WARP + gemm.HELPER_WARPS * gemm.HREC_WARP_COLS <= gemm.TABLE_COLS
-
-
-def test_records_are_only_in_the_scheduled_persistent_kernels_table(monkeypatch):
-    groups = kgroups.all_groups(inputs.generate(cases.get("test-4"), "cpu"))
-    for name in ("encode_tensor_map_f16", "encode_tensor_map"):
-        monkeypatch.setattr(host, name, lambda *args: [0] * 16)
-    rows_build = host.build_tables(groups, gemm.GemmConfig(tile_m=128, stages=3, persistent=True), 132).table
-    # a counted build without helpers: start records, zero helpers' records
-    assert rows_build.shape == (gemm.FIRST_ROW + 2 * 132, gemm.TABLE_COLS)
-    assert not rows_build[gemm.FIRST_ROW + 1::2].any() and rows_build[gemm.FIRST_ROW::2, gemm.REC_END].max() > 0
-    per_group = host.build_tables(groups[:1], gemm.GemmConfig(tile_m=128, stages=3), 6).table
-    assert per_group.shape == (1, gemm.TABLE_COLS)
-
-
 def test_chunks_tables_lay_out_a_stage_of_every_group_and_a_counter_a_row_block_and_stage(monkeypatch):
     groups = kgroups.all_groups(inputs.generate(cases.get("test-4"), "cpu"))  # m 80, 128, 256; k 256, 512, 256
     for name in ("encode_tensor_map_f16", "encode_tensor_map"):  # the template pair needs no driver here
@@ -697,7 +597,7 @@ def test_chunks_tables_lay_out_a_stage_of_every_group_and_a_counter_a_row_block_
     config = gemm.GemmConfig(tile_m=128, stages=5, persistent=True, tensormaps="device", readiness="chunks")
     assert config.threads == 384 and config.problems() is None
     tables = host.build_tables(groups, config, 132)
-    table = tables.table.tolist()[:len(groups)]
+    table = tables.table.tolist()
     # units of a stage: each group's rows (rounded up to 8) × 4 blocks of 64 k
     assert [(r[gemm.COL_CHUNK_BEGIN], r[gemm.COL_CHUNK_END]) for r in table] == [(0, 320), (320, 832), (832, 1856)]
     assert (table[0][gemm.COL_CHUNK_UNITS], table[0][gemm.COL_CHUNKS]) == (1856, 2)

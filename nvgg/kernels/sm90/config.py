@@ -74,25 +74,6 @@ COL_CHUNK_BEGIN, COL_CHUNK_END, COL_CHUNK_UNITS, COL_CHUNKS = 28, 29, 30, 31
 # first tile's loads) by the persistent kernel, which therefore takes at most MAX_GROUPS groups
 INFO_COLS = (COL_UNIT_END, COL_UNIT_BEGIN, COL_K, COL_A, COL_SFA, COL_A16, COL_READY_BEGIN)
 MAX_GROUPS = 512
-# the scheduled persistent kernel's per-CTA records, past every group's row: row FIRST_ROW + 2c,
-# CTA c's start record, and row FIRST_ROW + 2c + 1, its helper warps' record (the chunks build).
-# After the L2 clear each load the kernel makes is a trip to DRAM, and a CTA's first tile was a
-# chain of them: the schedule's run bounds, then the order, then the group's row, then A or B. A
-# record, worked out by the host, holds what the first tile needs in one load. The start record:
-# the run's first and end position; the first tile's number and group, the group's m, n and k,
-# the tile's A and B tile indices and rows of A; the group's packed A, its scales and C
-# (addresses), the B tile's scales (its first stage's); host maps: the group's map pair; the
-# split build: the first piece's stages (kb | ke << SPAN_SHIFT), role and slot; the group's first
-# readiness counter.
-FIRST_ROW = MAX_GROUPS
-(REC_BEGIN, REC_END, REC_TILE, REC_GROUP, REC_M, REC_N, REC_K, REC_MT, REC_NT, REC_ROWS, REC_A, REC_SFA, REC_C,
- REC_SFB, REC_MAPS, REC_SPAN, REC_ROLE, REC_SLOT, REC_COUNTERS) = range(19)
-# The helper warps' record: the launch's turns a stage and turns, the group count and the readiness
-# counters (row 0's), then per helper warp of the CTA (HREC_WARP + w · HREC_WARP_COLS) the group
-# of its first turn and that group's columns it reads (`_expand_chunks`)
-HREC_PER_STAGE, HREC_TURNS, HREC_GROUPS, HREC_READY, HREC_WARP = range(5)
-(HW_GROUP, HW_BEGIN, HW_END, HW_M, HW_K, HW_COUNTERS, HW_A, HW_SFA, HW_A16) = range(9)
-HREC_WARP_COLS = 9
 # rows of a group's A one readiness counter covers: one fp16 A box, what one TMA load reads
 READY_ROWS = A16_BOX_ROWS
 # the persistent kernel's tile order entries (int32): tile | group << ORDER_GROUP_SHIFT, so that a
@@ -318,15 +299,6 @@ HALF_TILE_COST = 0.75
 # A wide tile's (a full and a half tile's rows over one B decode), measured the same way on case 2
 # (lab log); a fixed part plus a part in proportion to the rows would have made it 1.25
 WIDE_TILE_COST = 1.32
-
-
-def tile_coords(m: int, tile_m: int, m_tiles: int, local: int) -> tuple[int, int, int]:
-    """(A tile index, B tile index, rows of A) of a group's tile `local`: the kernel's `_tile_coords`
-    (tiles run m-fastest; the group's last m tile takes the rest of m, at most HALF_ROWS more than
-    tile_m where the table merged it into a wide tile)."""
-    mt = local % m_tiles
-    rows = m - mt * tile_m if mt + 1 == m_tiles else min(m - mt * tile_m, tile_m)
-    return mt, local // m_tiles, rows
 
 
 def has_half_width(tile_m: int, half_tiles: bool) -> bool:

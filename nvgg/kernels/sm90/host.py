@@ -200,7 +200,6 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     if phases is not None:
         rows[0][gemm.COL_PHASES] = phases.data_ptr()
     runs = maps = partials = flags = None
-    positions = spans = None  # the tile at each position of the order, and the split build's pieces
     if config.persistent:
         costs = gemm.tile_costs(ms, ns, tile_m, config.half_tiles, wide)
         if config.split_k:
@@ -213,11 +212,9 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
             rows[0][gemm.COL_PARTIALS] = partials.data_ptr()
             rows[0][gemm.COL_FLAGS] = flags.data_ptr()
             runs = torch.tensor(bounds + pack_pieces(pieces, begins), dtype=torch.int32).to(device)
-            positions, spans = [p.tile for p in pieces], pieces
         else:
             bounds, order = schedule.schedule(costs, ctas)
             runs = torch.tensor(bounds + pack_order(order, begins), dtype=torch.int32).to(device)
-            positions = order
         rows[0][gemm.COL_DEAL:gemm.COL_DEAL + 4] = gemm.even_deal(units, ctas)
         rows[0][gemm.COL_RUNS] = runs.data_ptr()
         rows[0][gemm.COL_READY] = ready.data_ptr()
@@ -232,16 +229,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     rows[0][gemm.COL_GROUPS] = len(groups)
     if barrier is not None:
         rows[0][gemm.COL_BARRIER] = barrier.data_ptr()
-    if config.persistent and config.chunked:
-        records = start_records(groups, rows, bounds, positions, spans, tile_m, maps.table if maps else None)
-        helpers = helper_records(rows, ctas) if chunks else [[0] * gemm.TABLE_COLS] * ctas
-        host_table = torch.zeros((gemm.FIRST_ROW + 2 * ctas, gemm.TABLE_COLS), dtype=torch.int64)
-        host_table[:len(rows)] = torch.tensor(rows, dtype=torch.int64)
-        host_table[gemm.FIRST_ROW::2] = torch.tensor(records, dtype=torch.int64)
-        host_table[gemm.FIRST_ROW + 1::2] = torch.tensor(helpers, dtype=torch.int64)
-        table = host_table.to(device)
-    else:
-        table = torch.tensor(rows, dtype=torch.int64).to(device)
+    table = torch.tensor(rows, dtype=torch.int64).to(device)
     return Tables(table, template, workspace, total, phases, a16, barrier, units, runs, ready,
                   maps.table if maps else None, maps.encode_us if maps else None, partials, flags)
 
@@ -251,67 +239,6 @@ def encode_pair(g: GroupTensors, a16_ptr: int, out: torch.Tensor) -> None:
     then its packed B, as the device mode's retargeting would make them."""
     out[0] = torch.tensor(encode_tensor_map_f16(a16_ptr, g.m, g.k, gemm.A16_BOX_ROWS))
     out[1] = torch.tensor(encode_tensor_map(g.b.data_ptr(), g.n, g.k // 2, gemm.TILE_N))
-
-
-def start_records(groups: list[GroupTensors], rows: list[list[int]], bounds: list[int], positions: list[int],
-                  pieces: list[schedule.Piece] | None, tile_m: int, maps: torch.Tensor | None) -> list[list[int]]:
-    """The persistent kernel's start records (table rows FIRST_ROW + 2c, config.REC_ columns): CTA
-    c's run bounds[c] .. bounds[c + 1] of the order (`positions`: the tile at each) and, where
-    the run holds a tile, its first tile as the kernel would find it through the order and the
-    group's row (`rows`: the groups' table rows), its group's packed A, scales and C, its B
-    tile's scales, the group's host map pair (`maps`, host mode), in the split build (`pieces`)
-    the first piece's stages, role and slot, and the group's first readiness counter."""
-    tile_begins = [row[gemm.COL_TILE_BEGIN] for row in rows]
-    records = []
-    for c in range(len(bounds) - 1):
-        record = [0] * gemm.TABLE_COLS
-        record[gemm.REC_BEGIN], record[gemm.REC_END] = bounds[c], bounds[c + 1]
-        if bounds[c] < bounds[c + 1]:
-            tile = positions[bounds[c]]
-            g = bisect.bisect_right(tile_begins, tile) - 1
-            row = rows[g]
-            m, n, k = groups[g].m, groups[g].n, groups[g].k
-            mt, nt, tile_rows = gemm.tile_coords(m, tile_m, row[gemm.COL_M_TILES], tile - tile_begins[g])
-            record[gemm.REC_TILE:gemm.REC_SFB + 1] = [
-                tile, g, m, n, k, mt, nt, tile_rows, row[gemm.COL_A], row[gemm.COL_SFA], row[gemm.COL_C],
-                row[gemm.COL_SFB] + nt * (k // 64) * gemm.SCALE_CHUNK]
-            if maps is not None:
-                record[gemm.REC_MAPS] = maps.data_ptr() + g * gemm.PAIR_BYTES
-            if pieces is not None:
-                p = pieces[bounds[c]]
-                record[gemm.REC_SPAN:gemm.REC_SLOT + 1] = [p.kb | p.ke << gemm.SPAN_SHIFT, p.role, p.slot]
-            record[gemm.REC_COUNTERS] = row[gemm.COL_READY_BEGIN]
-        records.append(record)
-    return records
-
-
-def helper_records(rows: list[list[int]], ctas: int) -> list[list[int]]:
-    """The "chunks" build's helper records (table rows FIRST_ROW + 2c + 1, config.HREC_ columns):
-    row 0's columns the helper warps read, and for each helper warp of CTA c the group of its
-    first turn and that group's columns, as `_expand_chunks` would look them up (`rows`: the
-    groups' table rows, row 0 filled in)."""
-    per_stage = rows[0][gemm.COL_CHUNK_UNITS] // gemm.CHUNK_UNITS
-    turns = rows[0][gemm.COL_CHUNKS] * per_stage
-    helpers = ctas * gemm.HELPER_WARPS
-    step = helpers - helpers % per_stage if per_stage <= helpers else helpers
-    ends = [row[gemm.COL_CHUNK_END] for row in rows]
-    cols = (gemm.COL_CHUNK_BEGIN, gemm.COL_CHUNK_END, gemm.COL_M, gemm.COL_K, gemm.COL_READY_BEGIN, gemm.COL_A,
-            gemm.COL_SFA, gemm.COL_A16)
-    records = []
-    for c in range(ctas):
-        record = [0] * gemm.TABLE_COLS
-        record[gemm.HREC_PER_STAGE:gemm.HREC_READY + 1] = [per_stage, turns, rows[0][gemm.COL_GROUPS],
-                                                          rows[0][gemm.COL_READY]]
-        for w in range(gemm.HELPER_WARPS):
-            first = c * gemm.HELPER_WARPS + w
-            if first < min(step, turns):
-                unit = first % per_stage * gemm.CHUNK_UNITS
-                g = bisect.bisect_right(ends, unit)  # the groups ending at or below the unit
-                at = gemm.HREC_WARP + w * gemm.HREC_WARP_COLS
-                record[at + gemm.HW_GROUP] = g
-                record[at + gemm.HW_BEGIN:at + gemm.HW_A16 + 1] = [rows[g][col] for col in cols]
-        records.append(record)
-    return records
 
 
 def pack_order(order: list[int], begins: list[int]) -> list[int]:

@@ -86,10 +86,7 @@ from .config import (
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
     ORDER_GROUP_SHIFT, C_STAGE_ROW, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
-    COL_FLAGS, COL_PARTIALS, ORDER_WORDS, SPAN_SHIFT, has_half_width, partial_words, FIRST_ROW, REC_BEGIN, REC_END,
-    REC_TILE, REC_GROUP, REC_M, REC_N, REC_K, REC_MT, REC_NT, REC_ROWS, REC_A, REC_SFA, REC_C, REC_SFB, REC_MAPS, REC_SPAN,
-    REC_ROLE, REC_SLOT, REC_COUNTERS, HREC_PER_STAGE, HREC_TURNS, HREC_GROUPS, HREC_READY, HREC_WARP, HREC_WARP_COLS, HW_GROUP,
-    HW_BEGIN, HW_END, HW_M, HW_K, HW_COUNTERS, HW_A, HW_SFA, HW_A16)
+    COL_FLAGS, COL_PARTIALS, ORDER_WORDS, SPAN_SHIFT, has_half_width, partial_words)
 from ..schedule import READER, WRITER
 
 
@@ -130,8 +127,6 @@ class Nvfp4GemmSm90:
         self.chunks = config.persistent and config.readiness == "chunks"
         self.counted = config.persistent and config.readiness in ("rows", "chunks")  # not the grid barrier
         self.phase0_first = config.persistent and not self.chunks
-        # the scheduled persistent kernel reads its first tile from its CTA's records (config.FIRST_ROW)
-        self.records = config.persistent and config.chunked
         # the split build: a position of the tile order is a piece of a tile (schedule.split_k)
         self.split = config.split_k
         self.partial_bytes = MMA_THREADS * partial_words(config) * 4  # one writer's slot
@@ -225,12 +220,11 @@ class Nvfp4GemmSm90:
         all_tiles = total_tiles
         if cutlass.const_expr(self.config.persistent and self.config.chunked):
             # this CTA's list of tiles, from the host's cost-balanced schedule: `tile` walks the
-            # positions runs[c] .. runs[c + 1] of the order (`_order`), which names the tiles; the
-            # CTA's start record holds the two bounds and its first tile (`_tile_at`)
-            tile = Int32(table[(self._record(bidx), REC_BEGIN)])
+            # positions runs[c] .. runs[c + 1] of the order (`_order`), which names the tiles
+            runs = self._runs(table, gdimx, all_tiles)
+            tile = runs[bidx]
             stride = 1
-            total_tiles = Int32(table[(self._record(bidx), REC_END)])  # this CTA's end
-        first = tile  # the CTA's first position, whose tile its start record describes
+            total_tiles = runs[bidx + 1]  # this CTA's end
         group = Int32(0)
         phases = None
         if cutlass.const_expr(self.config.instrument):
@@ -267,13 +261,16 @@ class Nvfp4GemmSm90:
                 cute.arch.setmaxregister_decrease(PRODUCER_REGS)
             if warp_idx == self.config.producer_warp:
                 order = self._order(table, gdimx, all_tiles)
-                # the counted builds count this CTA into the launch count (`_count_in`) once the
-                # first tile's first B copy is issued: that copy waits for no more than the start
-                # record; a CTA without a tile counts itself in after its loop
-                counted_in = Int32(0)
-                ready = Int64(0)  # the readiness counters
                 if cutlass.const_expr(self.counted):
-                    ready = Int64(table[(0, COL_READY)])
+                    # read here, after setmaxnreg: a value live across it is spilled
+                    target = Int64(ptx.count_launch(Int64(table[(0, COL_BARRIER)]), gdimx, bidx))
+                    if cutlass.const_expr(self.split):
+                        # for the MMA warps' readers, which see it after a wait on a stage this
+                        # warp fills later (the mbarrier's arrive releases, its wait acquires)
+                        ptx.st_shared_b32(launch_at, Int32(target))
+                    # a programmatic launch of the next kernel may start its CTAs from here on
+                    # (see the module docstring: programmatic launches)
+                    ptx.launch_dependents()
                 state = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.stages)
                 astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
                 # device maps: this CTA's own descriptor pair, initialised from the template and
@@ -288,14 +285,8 @@ class Nvfp4GemmSm90:
                     ptx.copy_tensormaps(desc_a, Int64(table[(0, COL_TEMPLATE)]))
                 mapped = Int32(-1)  # the group the descriptor pair describes
                 if self._more(tile, total_tiles):
-                    if cutlass.const_expr(self.records and self.host_maps):
-                        # the first tile's group and its pair, from the start record
-                        group = Int32(table[(self._record(cta), REC_GROUP)])
-                        desc_a = Int64(table[(self._record(cta), REC_MAPS)])
-                        ptx.use_host_tensormaps(desc_a)
-                    else:
-                        _, group, _, _, _, _, _, _, _ = self._tile_at(table, order, tile, group, first, cta)
-                        desc_a = self._use_maps(table, group, desc_a, maps)
+                    _, group = self._locate(table, order, tile, group)
+                    desc_a = self._use_maps(table, group, desc_a, maps)
                     mapped = group
                     self._stamp_lane0(phases, cta, phase_slots.DESC_READY)
                 if cutlass.const_expr(self.config.persistent and not self.counted):
@@ -310,10 +301,11 @@ class Nvfp4GemmSm90:
                 own = Int32(1)
                 info_free = self.slots - self.config.info_slots  # fills before the staged columns' slots
                 while self._more(tile, total_tiles):
-                    t, group, m, n, k, mt, nt, rows, _ = self._tile_at(table, order, tile, group, first, cta)
+                    t, group = self._locate(table, order, tile, group)
+                    m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
                     kb, ke = 0, k // K_STAGE  # the stages this CTA runs of the tile
                     if cutlass.const_expr(self.split):
-                        kb, ke, _, _ = self._span_at(table, order, tile, first, cta)
+                        kb, ke, _, _ = self._span(order, tile)
                     if group != mapped:
                         # the maps describe the first tile's group already: this is a switch
                         if cutlass.const_expr(not self.host_maps):
@@ -332,16 +324,10 @@ class Nvfp4GemmSm90:
                     # columns of Cᵀ past m, which are never stored; zero-filling them was measured slower
                     # than loading real rows)
                     boxes = (rows + A16_BOX_ROWS - 1) // A16_BOX_ROWS
-                    sfb = self._b_scales(table, group, nt, k, tile, first, cta)
+                    sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)  # the B tile's scales
                     desc_b = desc_a + Int64(TENSORMAP_BYTES)
-                    counters = self._counters(table, group, tile, first, cta)  # the group's first readiness counter
                     for kt in cutlass.range(kb, ke, unroll=1):
                         state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
-                        if cutlass.const_expr(self.counted):
-                            if counted_in == 0:
-                                # the first B copy is on its way: count this CTA in
-                                target = self._count_in(table, gdimx, bidx, launch_at)
-                                counted_in = Int32(1)
                         copied = boxes  # the fp16 A boxes this stage's slots get
                         if cutlass.const_expr(self.chunks):
                             if group != waited:
@@ -354,7 +340,7 @@ class Nvfp4GemmSm90:
                                     # this stage of the group's fp16 A rows, expanded by the helper
                                     # warps of the grid in this launch, and whichever stages after
                                     # it one round trip also finds written; once a group visit a stage
-                                    known = self._wait_chunk(counters, m, k, kt, ready, target)
+                                    known = self._wait_chunk(table, group, m, k, kt, Int64(table[(0, COL_READY)]), target)
                                     ptx.fence_proxy_async_global()
                         if cutlass.const_expr(self.counted and not self.chunks):
                             if kt == 0:
@@ -362,7 +348,7 @@ class Nvfp4GemmSm90:
                                     # the group's fp16 A rows, written by phase 0 in this launch
                                     # (the tile's first B stage is on its way meanwhile); once a
                                     # group visit, not once a tile: a poll is a round trip to L2
-                                    self._wait_rows(table, group, m, k, ready, target)
+                                    self._wait_rows(table, group, m, k, Int64(table[(0, COL_READY)]), target)
                                     if waited < 0:  # the first tile's
                                         self._stamp_lane0(phases, cta, phase_slots.A_READY)
                                     waited = group
@@ -393,15 +379,12 @@ class Nvfp4GemmSm90:
                             # past them, so each piece waits from its own first stage on
                             waited = Int32(-1)
                     tile += stride
-                if cutlass.const_expr(self.counted):
-                    if counted_in == 0:  # no wait needed the count: every CTA counts itself in all the same
-                        target = self._count_in(table, gdimx, bidx, launch_at)
                 if cutlass.const_expr(self.phase0_first):
                     if astate.count <= info_free:  # never filled those slots: meet the MMA warps once all the same
                         cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
             if cutlass.const_expr(self.chunks):
                 if warp_idx >= HELPER_FIRST:
-                    self._expand_chunks(table, cta, warp_idx - HELPER_FIRST, gdimx * HELPER_WARPS)
+                    self._expand_chunks(table, bidx * HELPER_WARPS + warp_idx - HELPER_FIRST, gdimx * HELPER_WARPS)
                     if cutlass.const_expr(self.config.instrument):
                         cute.arch.barrier(barrier_id=BAR_HELPERS, number_of_threads=HELPER_WARPS * 32)
                         if warp_idx == HELPER_FIRST:
@@ -442,7 +425,7 @@ class Nvfp4GemmSm90:
                 # the staged columns are read for the last time: their slots may fill
                 cute.arch.barrier_arrive(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
             self._mma_role(table, self._order(table, gdimx, all_tiles), total_tiles, tile, stride, group, tidx, ring, a16_pipe, ring_addr,
-                           tiled_mma, tiled_mma_half, storage, a16_layout, phases, cta, first)
+                           tiled_mma, tiled_mma_half, storage, a16_layout, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.EXIT)
 
     def _launch_word(self, storage) -> Int32:
@@ -550,7 +533,7 @@ class Nvfp4GemmSm90:
     @cute.jit
     def _mma_role(self, table, order, total_tiles: Int32, tile: Int32, stride: Int32, group: Int32, tidx: Int32,
                   ring, a16_pipe, ring_addr: Int32, tiled_mma: cute.TiledMma, tiled_mma_half: cute.TiledMma,
-                  storage, a16_layout: cute.ComposedLayout, phases, cta: Int32, first: Int32):
+                  storage, a16_layout: cute.ComposedLayout, phases, cta: Int32):
         """The two MMA warpgroups: decode B into registers, multiply against the fp16 A slots,
         and store every tile of this CTA. A tile of at most HALF_ROWS rows (half_tiles) runs the
         narrower wgmma over the first HALF_ROWS rows of each slot into the first half of the
@@ -593,15 +576,15 @@ class Nvfp4GemmSm90:
         slots = storage.a16.data_ptr().toint()  # the fp16 A slots: that stage, and the last tile's C
         launch_at = self._launch_word(storage)  # made again here: a value live across setmaxnreg is spilled
         while self._more(tile, total_tiles):
-            t, group, m, n, k, mt, nt, rows, c = self._tile_at(table, order, tile, group, first, cta)
+            t, group = self._locate(table, order, tile, group)
+            m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
             kb, ke = 0, k // K_STAGE  # the stages this CTA runs of the tile
             role, slot = Int32(0), Int32(0)
             if cutlass.const_expr(self.split):
-                kb, ke, role, slot = self._span_at(table, order, tile, first, cta)
+                kb, ke, role, slot = self._span(order, tile)
             if cutlass.const_expr(self.chunks):
                 if own == 1:
-                    a, sfa = self._packed_a(table, group, cta)
-                    self._expand_own_stage(a, sfa, k, mt, rows, kb, tidx, slots, phases, cta)
+                    self._expand_own_stage(table, group, k, mt, rows, kb, tidx, slots, phases, cta)
                     own = Int32(0)
             acc.fill(0.0)
             if cutlass.const_expr(self.half):
@@ -633,10 +616,10 @@ class Nvfp4GemmSm90:
                 else:
                     if role == READER:
                         self._add_partial(table, slot, acc, wide_acc, rows, tidx, launch_at)
-                    self._epilogue(c, acc, coords, wide_acc, coords_extra, rows, m, n, mt, nt, tidx,
+                    self._epilogue(table, group, acc, coords, wide_acc, coords_extra, rows, m, n, mt, nt, tidx,
                                    slots, self._more(tile + stride, total_tiles))
             else:
-                self._epilogue(c, acc, coords, wide_acc, coords_extra, rows, m, n, mt, nt, tidx, slots,
+                self._epilogue(table, group, acc, coords, wide_acc, coords_extra, rows, m, n, mt, nt, tidx, slots,
                                self._more(tile + stride, total_tiles))
             self._stamp(phases, cta, tidx, phase_slots.EPILOGUE_DONE)
             tile += stride
@@ -836,7 +819,7 @@ class Nvfp4GemmSm90:
             ptx.st_shared_v4(dst + ((j ^ (row % 8)) * 16), *regs)
 
     @cute.jit
-    def _expand_own_stage(self, a: Int64, sfa: Int64, k: Int32, mt: Int32, rows: Int32, kb,
+    def _expand_own_stage(self, table: cute.Tensor, group: Int32, k: Int32, mt: Int32, rows: Int32, kb,
                           tidx: Int32, a16_addr: Int32, phases, cta: Int32):
         """The chunks build's MMA warps, before their CTA's first tile: the first stage (256 k) it
         runs (`kb`: 0 but in the split build) of that tile's A rows (mt · tile_m on, `rows` of them), decoded from the packed bytes straight
@@ -844,8 +827,9 @@ class Nvfp4GemmSm90:
         from the fp16 copy would have given them. The producer copies nothing into those slots and
         waits for no counter (its loop: `own`), so the first MMA waits for no other CTA. Thread t
         takes units t, t + 256, .. (a row × 64 k; four consecutive threads a row), all loads
-        first; rows past `rows` keep stale values (they feed only columns of Cᵀ never stored). `a`
-        and `sfa`: the group's packed A and its scales."""
+        first; rows past `rows` keep stale values (they feed only columns of Cᵀ never stored)."""
+        a = Int64(table[(group, COL_A)])
+        sfa = Int64(table[(group, COL_SFA)])
         first_row = mt * self.tile_m
         turns = -(-self.slot_rows * SUBS_PER_STAGE // MMA_THREADS)
         first_block = 0  # the stage's first 64-k block
@@ -864,9 +848,8 @@ class Nvfp4GemmSm90:
         self._stamp(phases, cta, tidx, phase_slots.A_READY)
 
     @cute.jit
-    def _expand_chunks(self, table: cute.Tensor, cta: Int32, warp: Int32, helpers: Int32):
-        """A helper warp of the "chunks" build (`helpers` of them in the grid, this one helper warp
-        `warp` of CTA `cta`, so number first = cta · HELPER_WARPS + warp):
+    def _expand_chunks(self, table: cute.Tensor, first: Int32, helpers: Int32):
+        """A helper warp of the "chunks" build (`helpers` of them in the grid, this one `first`):
         the launch's turns, stage-major (every group's rows of a stage before the next stage:
         config.chunk_units), each CHUNK_ROWS rows × one stage of a group's A (lane l: row l / 4,
         64-k block l % 4 of the stage) expanded, then counted into its row block's counter for
@@ -875,11 +858,15 @@ class Nvfp4GemmSm90:
         rows (one group lookup) stage after stage, and (but in the wide-tile build, whose
         producer warpgroup has too few registers) loads TURNS_IN_FLIGHT turns at once. Turns of a
         group whose k ends before the stage are skipped. Never waits on another CTA, so the
-        grid's helpers always progress. In the scheduled persistent kernel the CTA's helpers'
-        record (config.HREC_*) holds row 0's columns and the group of each warp's first turn with
-        its columns: the first turn's loads wait for that one load alone."""
+        grid's helpers always progress."""
         lane = cute.arch.lane_idx()
-        first = cta * HELPER_WARPS + warp
+        per_stage = Int32(table[(0, COL_CHUNK_UNITS)]) // CHUNK_UNITS
+        turns = Int32(table[(0, COL_CHUNKS)]) * per_stage
+        groups = Int32(table[(0, COL_GROUPS)])
+        ready = Int64(table[(0, COL_READY)])
+        step = helpers
+        if per_stage <= helpers:
+            step = helpers - helpers % per_stage
         # the group of the last turn and its columns, kept while the turns stay in it
         g = Int32(-1)
         begin = Int32(0)
@@ -890,31 +877,6 @@ class Nvfp4GemmSm90:
         a = Int64(0)
         sfa = Int64(0)
         a16 = Int64(0)
-        per_stage, turns, groups, ready = Int32(0), Int32(0), Int32(0), Int64(0)
-        if cutlass.const_expr(self.records):
-            record = self._record(cta) + 1
-            per_stage = Int32(table[(record, HREC_PER_STAGE)])
-            turns = Int32(table[(record, HREC_TURNS)])
-            groups = Int32(table[(record, HREC_GROUPS)])
-            ready = Int64(table[(record, HREC_READY)])
-            mine = HREC_WARP + warp * HREC_WARP_COLS
-            g = Int32(table[(record, mine + HW_GROUP)])
-            begin = Int32(table[(record, mine + HW_BEGIN)])
-            end = Int32(table[(record, mine + HW_END)])
-            m = Int32(table[(record, mine + HW_M)])
-            k = Int32(table[(record, mine + HW_K)])
-            counters = Int32(table[(record, mine + HW_COUNTERS)])
-            a = Int64(table[(record, mine + HW_A)])
-            sfa = Int64(table[(record, mine + HW_SFA)])
-            a16 = Int64(table[(record, mine + HW_A16)])
-        else:
-            per_stage = Int32(table[(0, COL_CHUNK_UNITS)]) // CHUNK_UNITS
-            turns = Int32(table[(0, COL_CHUNKS)]) * per_stage
-            groups = Int32(table[(0, COL_GROUPS)])
-            ready = Int64(table[(0, COL_READY)])
-        step = helpers
-        if per_stage <= helpers:
-            step = helpers - helpers % per_stage
         turn = first
         if first >= step:
             turn = turns
@@ -1001,13 +963,15 @@ class Nvfp4GemmSm90:
         return cutlass.max(cutlass.min(rows - block * READY_ROWS, READY_ROWS), 0)
 
     @cute.jit
-    def _wait_chunk(self, begin: Int32, m: Int32, k: Int32, stage: Int32, ready: Int64, launches: Int64) -> Int32:
+    def _wait_chunk(self, table: cute.Tensor, group: Int32, m: Int32, k: Int32, stage: Int32, ready: Int64,
+                    launches: Int64) -> Int32:
         """The producer warp of the "chunks" build waits until the helper warps of this launch
         have expanded stage `stage` of every fp16 A row of `group`, and returns the first stage
         after it not yet seen written. Up to 32 row blocks, one round trip reads that stage's
         counters and, in the lanes left over, those of the stages after it (lane l: block l %
         blocks, stage + l / blocks); more blocks, lane l watches blocks l, l + 32, .. of the one
         stage (as `_wait_rows`, whose rules these follow: the lanes poll and leave together)."""
+        begin = Int32(table[(group, COL_READY_BEGIN)])
         padded = padded_rows(m)
         blocks = (padded + READY_ROWS - 1) // READY_ROWS
         stages = k // K_STAGE
@@ -1071,98 +1035,6 @@ class Nvfp4GemmSm90:
         else:
             m, n, _ = self.shape
             return tile < (n // TILE_N) * ((m + self.tile_m - 1) // self.tile_m)
-
-    @staticmethod
-    def _record(cta: Int32) -> Int32:
-        """The table row of CTA `cta`'s start record (config.FIRST_ROW); its helpers' record is the next."""
-        return FIRST_ROW + 2 * cta
-
-    def _count_in(self, table: cute.Tensor, ctas: Int32, cta: Int32, launch_at: Int32) -> Int64:
-        """The producer warp of a counted build counts its CTA into the launch count (its grid
-        state's word, row 0) and returns this launch's number E + 1, which the split build also
-        stores at `launch_at` for its MMA warps' readers: they read it after waiting for a stage
-        this warp fills later (the mbarrier's arrive releases, its wait acquires). The next launch
-        may start its CTAs from here on (module docstring: programmatic launches)."""
-        target = Int64(ptx.count_launch(Int64(table[(0, COL_BARRIER)]), ctas, cta))
-        if self.split:
-            ptx.st_shared_b32(launch_at, Int32(target))
-        ptx.launch_dependents()
-        return target
-
-    @cute.jit
-    def _tile_at(self, table: cute.Tensor, order, position: Int32, group: Int32, first: Int32, cta: Int32):
-        """(tile, group, m, n, k, A tile index, B tile index, rows of A, the group's C) at
-        `position` of this CTA's walk (`_locate`, `_tile_coords`); at its first position `first`,
-        in the scheduled persistent kernel, from the CTA's start record: one load where the order,
-        then the group's row, were a chain of them."""
-        if cutlass.const_expr(not self.records):
-            t, g = self._locate(table, order, position, group)
-            m, n, k, mt, nt, rows = self._tile_coords(table, t, g)
-            return t, g, m, n, k, mt, nt, rows, Int64(table[(g, COL_C)])
-        t, g, c = Int32(0), group, Int64(0)
-        m, n, k, mt, nt, rows = Int32(0), Int32(0), Int32(0), Int32(0), Int32(0), Int32(0)
-        if position == first:
-            record = self._record(cta)
-            t, g = Int32(table[(record, REC_TILE)]), Int32(table[(record, REC_GROUP)])
-            m, n, k = Int32(table[(record, REC_M)]), Int32(table[(record, REC_N)]), Int32(table[(record, REC_K)])
-            mt, nt = Int32(table[(record, REC_MT)]), Int32(table[(record, REC_NT)])
-            rows = Int32(table[(record, REC_ROWS)])
-            c = Int64(table[(record, REC_C)])
-        else:
-            t, g = self._locate(table, order, position, group)
-            m, n, k, mt, nt, rows = self._tile_coords(table, t, g)
-            c = Int64(table[(g, COL_C)])
-        return t, g, m, n, k, mt, nt, rows, c
-
-    @cute.jit
-    def _span_at(self, table: cute.Tensor, order, position: Int32, first: Int32, cta: Int32):
-        """`_span` at `position`; at the CTA's first, from its start record."""
-        kb, ke, role, slot = Int32(0), Int32(0), Int32(0), Int32(0)
-        if position == first:
-            record = self._record(cta)
-            span = Int32(table[(record, REC_SPAN)])
-            kb, ke = span & Int32((1 << SPAN_SHIFT) - 1), span >> SPAN_SHIFT
-            role, slot = Int32(table[(record, REC_ROLE)]), Int32(table[(record, REC_SLOT)])
-        else:
-            kb, ke, role, slot = self._span(order, position)
-        return kb, ke, role, slot
-
-    @cute.jit
-    def _b_scales(self, table: cute.Tensor, group: Int32, nt: Int32, k: Int32, position: Int32, first: Int32,
-                  cta: Int32) -> Int64:
-        """The scales of B tile `nt` of `group` (their first stage); at the CTA's first position,
-        in the scheduled persistent kernel, from its start record."""
-        sfb = Int64(0)
-        if cutlass.const_expr(self.records):
-            if position == first:
-                sfb = Int64(table[(self._record(cta), REC_SFB)])
-            else:
-                sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)
-        else:
-            sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)
-        return sfb
-
-    @cute.jit
-    def _counters(self, table: cute.Tensor, group: Int32, position: Int32, first: Int32, cta: Int32) -> Int32:
-        """The group's first readiness counter; at the CTA's first position, in the scheduled
-        persistent kernel, from its start record."""
-        begin = Int32(0)
-        if cutlass.const_expr(self.records):
-            if position == first:
-                begin = Int32(table[(self._record(cta), REC_COUNTERS)])
-            else:
-                begin = Int32(table[(group, COL_READY_BEGIN)])
-        else:
-            begin = Int32(table[(group, COL_READY_BEGIN)])
-        return begin
-
-    @cute.jit
-    def _packed_a(self, table: cute.Tensor, group: Int32, cta: Int32):
-        """The packed A and its scales (addresses) of the CTA's first tile's group: from its start
-        record in the scheduled persistent kernel, else from the group's row."""
-        if cutlass.const_expr(self.records):
-            return Int64(table[(self._record(cta), REC_A)]), Int64(table[(self._record(cta), REC_SFA)])
-        return Int64(table[(group, COL_A)]), Int64(table[(group, COL_SFA)])
 
     @cute.jit
     def _locate(self, table: cute.Tensor, order, position: Int32, group: Int32):
@@ -1236,21 +1108,21 @@ class Nvfp4GemmSm90:
         return pairs
 
     @cute.jit
-    def _epilogue(self, c: Int64, acc: cute.Tensor, coords: cute.Tensor, wide_acc, coords_extra,
+    def _epilogue(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor, wide_acc, coords_extra,
                   rows: Int32, m: Int32, n: Int32, mt: Int32, nt: Int32, tidx: Int32, slots: Int32, more):
-        """Store a tile's C (the group's, at `c`): directly (`_store`) where the CTA has tiles left (`more`), else through
+        """Store a tile's C: directly (`_store`) where the CTA has tiles left (`more`), else through
         its fp16 A slots at `slots`, which no load refills after its last tile (`_store_staged`); a
         wide tile's other rows (`wide_acc`) after the first tile_m."""
         if more:
-            self._store(c, acc, coords, m, n, mt * self.tile_m, nt)
+            self._store(table, group, acc, coords, m, n, mt * self.tile_m, nt)
             if cutlass.const_expr(self.wide):
                 if rows > self.tile_m:
-                    self._store(c, wide_acc, coords_extra, m, n, mt * self.tile_m + self.tile_m, nt)
+                    self._store(table, group, wide_acc, coords_extra, m, n, mt * self.tile_m + self.tile_m, nt)
         else:
-            self._store_staged(c, acc, coords, self.tile_m, m, n, mt * self.tile_m, nt, tidx, slots)
+            self._store_staged(table, group, acc, coords, self.tile_m, m, n, mt * self.tile_m, nt, tidx, slots)
             if cutlass.const_expr(self.wide):
                 if rows > self.tile_m:
-                    self._store_staged(c, wide_acc, coords_extra, HALF_ROWS, m, n,
+                    self._store_staged(table, group, wide_acc, coords_extra, HALF_ROWS, m, n,
                                        mt * self.tile_m + self.tile_m, nt, tidx, slots)
 
     @staticmethod
@@ -1299,7 +1171,7 @@ class Nvfp4GemmSm90:
                         at, wide_acc[i], wide_acc[i + 1], wide_acc[i + 2], wide_acc[i + 3])
 
     @cute.jit
-    def _store_staged(self, c_group: Int64, acc: cute.Tensor, coords: cute.Tensor,
+    def _store_staged(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor,
                       tile_rows: cutlass.Constexpr[int], m: Int32, n: Int32, m0: Int32, nt: Int32, tidx: Int32,
                       staging: Int32):
         """`_store` through shared memory, for a CTA's last tile, whose fp16 A slots (at `staging`)
@@ -1314,7 +1186,7 @@ class Nvfp4GemmSm90:
         for i, mm, row in self._pairs(acc, coords):
             ptx.st_shared_f16x2(staging + mm * C_STAGE_ROW + row * 2, acc[i], acc[i + 2])
         cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
-        c = c_group + Int64(nt * TILE_N * 2)
+        c = Int64(table[(group, COL_C)]) + Int64(nt * TILE_N * 2)
         chunks = TILE_N * 2 // 16  # 16-byte chunks a row of the tile
         for turn in cutlass.range_constexpr(tile_rows * chunks // MMA_THREADS):
             unit = tidx + turn * MMA_THREADS
@@ -1325,13 +1197,15 @@ class Nvfp4GemmSm90:
                 ptx.st_global_v4(c + Int64(m0 + r) * Int64(n) * Int64(2) + Int64(j * 16), w0, w1, w2, w3)
 
     @cute.jit
-    def _store(self, c: Int64, acc: cute.Tensor, coords: cute.Tensor, m: Int32, n: Int32, m0: Int32, nt: Int32):
+    def _store(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor,
+               m: Int32, n: Int32, m0: Int32, nt: Int32):
         """Write the accumulator tile (Cᵀ rows = n, columns = m from m0 on) to C[m, n], rows < m only.
         The accumulator fragment's values run e + 2h + 4j (wgmma's m64nN f32 layout: column 8j +
         2(lane % 4) + e, row lane / 4 + 8h of the warp's 16; PTX ISA, wgmma's register fragment of
         D, and CuTe's tv_layout_C ((4,8,4),(2,2,N/8))), and its row r + 8h holds B row 2r + h
         (`_decode_b`), so values i and i + 2 (h = 0, 1) are adjacent n at one m: one 32-bit store of
-        two fp16, the 8 lanes of a column writing 32 bytes. `c`: the group's C."""
+        two fp16, the 8 lanes of a column writing 32 bytes."""
+        c = Int64(table[(group, COL_C)])
         n0 = nt * TILE_N
         for i, mm, row in self._pairs(acc, coords):
             if m0 + mm < m:
