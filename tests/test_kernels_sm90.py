@@ -609,24 +609,16 @@ def test_chunks_tables_lay_out_a_stage_of_every_group_and_a_counter_a_row_block_
     assert "persistent kernel only" in gemm.GemmConfig(tile_m=128, readiness="chunks").problems()
 
 
-@pytest.mark.parametrize("ordered", [False, True])
 @pytest.mark.parametrize("helpers", [396, 5])
 @pytest.mark.parametrize("ms, ks", [([80, 128, 256], [256, 512, 256]), ([1, 7, 9, 200, 33], [1024, 256, 768, 256, 512]),
                                     ([40, 76, 168, 72], [2048] * 4)])
-def test_chunks_helper_turns_cover_every_unit_once_and_fill_every_counter(ms, ks, helpers, ordered):
+def test_chunks_helper_turns_cover_every_unit_once_and_fill_every_counter(ms, ks, helpers):
     """The helper warps' turn arithmetic (nvfp4_gemm._expand_chunks, _chunk_group, and the
     producer's _wait_chunk), replayed on the host for `helpers` warps: every row × 64-k block of
     every group is expanded exactly once, each counter receives exactly what the producer waits
-    for, each warp takes its turns position after position, and where a stage has no more turns
-    than there are warps, each warp keeps to one group. `ordered`: the wide build's stages in
-    the host's order (config.stage_order; here for a CTA whose first piece starts halfway in k
-    and one that starts at 0), else stage-major."""
+    for, each warp takes its turns stage after stage, and where a stage has no more turns than
+    there are warps, each warp keeps to one group."""
     begins, per_stage_units, stages, counters = gemm.chunk_units(ms, ks)
-    order = list(range(stages))
-    if ordered:
-        deep = max(range(len(ks)), key=lambda g: ks[g])
-        order = gemm.stage_order(ks, [[(deep, stages // 2, stages)], [(0, 0, ks[0] // gemm.K_STAGE)]])
-        assert sorted(order) == list(range(stages)) and (stages < 4 or order != list(range(stages)))
     ends = [b + -(-m // gemm.CHUNK_ROWS) * gemm.CHUNK_ROWS * gemm.SUBS_PER_STAGE for b, m in zip(begins, ms)]
     assert per_stage_units % gemm.CHUNK_UNITS == 0 and all(b % gemm.CHUNK_UNITS == 0 for b in begins)
     per_stage = per_stage_units // gemm.CHUNK_UNITS
@@ -635,12 +627,11 @@ def test_chunks_helper_turns_cover_every_unit_once_and_fill_every_counter(ms, ks
     for warp in range(helpers):
         seen_groups, last_stage = set(), -1
         for turn in range(warp if warp < step else stages * per_stage, stages * per_stage, step):
-            position, unit = turn // per_stage, (turn % per_stage) * gemm.CHUNK_UNITS
-            stage = order[position]
+            stage, unit = turn // per_stage, (turn % per_stage) * gemm.CHUNK_UNITS
             g = sum(1 for e in ends if e <= unit)  # the vote: groups ending at or below the unit
             assert begins[g] <= unit < ends[g]
-            assert position > last_stage if per_stage <= helpers else position >= last_stage
-            last_stage = position
+            assert stage > last_stage if per_stage <= helpers else stage >= last_stage
+            last_stage = stage
             seen_groups.add(g)
             if stage * gemm.K_STAGE >= ks[g]:
                 continue
@@ -665,36 +656,6 @@ def test_chunks_helper_turns_cover_every_unit_once_and_fill_every_counter(ms, ks
             for stage in range(k // gemm.K_STAGE):
                 want = max(min(padded - block * gemm.READY_ROWS, gemm.READY_ROWS), 0) * gemm.SUBS_PER_STAGE
                 assert added[counters[g] + block * (k // gemm.K_STAGE) + stage] == want
-
-
-def test_stage_order_is_earliest_deadline_first():
-    """config.stage_order: a CTA needs stage s of a piece (kb, ke) at its clock + s - kb (the
-    first piece's first stage it decodes itself); the stages sorted by the earliest need over
-    the CTAs, then by stage; a stage nobody waits for comes last."""
-    ks = [4096, 2048]  # 16 and 8 stages
-    runs = [[(0, 0, 8), (1, 0, 8)], [(0, 8, 16)], [(1, 2, 8)], []]
-    # needs: stage 1 at 1 (CTA 0), 9 at 1 (CTA 1), 3 at 1 (CTA 2); 2, 10, 4 at 2; ...; stage 0
-    # at 8 (CTA 0's second piece); stage 8 nobody waits for (CTA 1 decodes it)
-    order = gemm.stage_order(ks, runs)
-    need = {1: 1, 3: 1, 9: 1, 2: 2, 4: 2, 10: 2, 5: 3, 11: 3, 6: 4, 12: 4, 7: 5, 13: 5, 14: 6, 15: 7, 0: 8}
-    assert order == sorted(need, key=lambda s: (need[s], s)) + [8]
-    assert gemm.stage_order([1024], [[(0, 0, 4)]] * 3) == [1, 2, 3, 0]  # every CTA decodes stage 0 itself
-
-
-def test_wide_chunks_tables_carry_the_stage_order(monkeypatch):
-    groups = kgroups.all_groups(inputs.generate(cases.get("3"), "cpu"))
-    for name in ("encode_tensor_map_f16", "encode_tensor_map"):
-        monkeypatch.setattr(host, name, lambda *args: [0] * 16)
-    wide = gemm.GemmConfig(tile_m=128, stages=4, slots=6, persistent=True, tensormaps="host", readiness="chunks",
-                           wide_tiles=True, split_k=True)
-    tables = host.build_tables(groups, wide, 132)
-    order = tables.stage_order.tolist()
-    assert tables.table[0, gemm.COL_STAGE_ORDER].item() == tables.stage_order.data_ptr()
-    # case 3's split schedule starts CTAs at stages 0, 5 and 8: stages 1, 6 and 9 first, stage 0 last
-    assert sorted(order) == list(range(16)) and order[:3] == [1, 6, 9] and order[-1] == 0
-    plain = host.build_tables(groups, gemm.GemmConfig(tile_m=128, stages=5, persistent=True, readiness="chunks",
-                                                      tensormaps="host"), 132)
-    assert plain.stage_order is None and plain.table[0, gemm.COL_STAGE_ORDER].item() == 0
 
 
 def test_persistent_only_options_are_refused_elsewhere():

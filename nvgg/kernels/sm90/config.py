@@ -108,10 +108,7 @@ CHUNK_UNITS = CHUNK_ROWS * SUBS_PER_STAGE
 # kb | ke << SPAN_SHIFT, the role (schedule.WHOLE, WRITER, READER) and the slot (a writer's, which
 # its tile's reader adds in)
 COL_PARTIALS, COL_FLAGS = 32, 33
-# the wide-tile chunks build: launch-wide, the order in which its helper warps expand the stages
-# (`stage_order`; int32, the stage at each position)
-COL_STAGE_ORDER = 34
-TABLE_COLS = 35
+TABLE_COLS = 34
 ORDER_WORDS = 4
 SPAN_SHIFT = 16
 MAX_STAGES = 1 << (31 - SPAN_SHIFT)  # ke << SPAN_SHIFT stays a positive int32
@@ -396,27 +393,6 @@ def chunk_units(ms, ks) -> tuple[list[int], int, int, list[int]]:
         units += padded * SUBS_PER_STAGE
         counters.append(counters[-1] + -(-padded // READY_ROWS) * (k // K_STAGE))
     return begins, units, max(k // K_STAGE for k in ks), counters
-
-
-def stage_order(ks, runs: list[list[tuple[int, int, int]]]) -> list[int]:
-    """The order in which the helper warps expand the stages (`chunk_units`: a turn is CHUNK_ROWS rows
-    of one stage), the stage at each position: earliest deadline first. `runs`: each CTA's pieces
-    in run order as (group, first stage, end stage). A CTA is taken to run a stage a unit of time,
-    from 0, and to need a stage when it starts it (the first stage of its first piece it decodes
-    itself); a stage is needed at the earliest of those times over the CTAs and groups, and the
-    stages are sorted by that time, then by stage (never needed: last). In stage-major order the
-    CTAs whose first piece starts deep in k (the split build's tails) waited for the helpers'
-    later rounds. Whole stages are reordered, not turns, so that a helper keeps the same rows
-    turn after turn (`_expand_chunks`)."""
-    stages = max(k // K_STAGE for k in ks)
-    need = [float("inf")] * stages
-    for pieces in runs:
-        clock = 0
-        for i, (_, kb, ke) in enumerate(pieces):
-            for s in range(kb + (i == 0), ke):
-                need[s] = min(need[s], clock + s - kb)
-            clock += ke - kb
-    return sorted(range(stages), key=lambda s: (need[s], s))
 
 
 def chunk_counts(m: int, k: int) -> list[int]:

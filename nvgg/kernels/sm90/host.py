@@ -135,9 +135,6 @@ class Tables:
     # (config.COL_PARTIALS, COL_FLAGS)
     partials: torch.Tensor | None = None
     flags: torch.Tensor | None = None
-    # the wide-tile chunks build: int32, the order of the stages its helper warps expand
-    # (gemm.stage_order, COL_STAGE_ORDER)
-    stage_order: torch.Tensor | None = None
 
 
 def count_tiles(groups: list[GroupTensors], tile_m: int, wide: bool = False) -> int:
@@ -202,7 +199,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         rows[0][gemm.COL_WORKSPACE] = workspace.data_ptr()
     if phases is not None:
         rows[0][gemm.COL_PHASES] = phases.data_ptr()
-    runs = maps = partials = flags = stage_order = None
+    runs = maps = partials = flags = None
     if config.persistent:
         costs = gemm.tile_costs(ms, ns, tile_m, config.half_tiles, wide)
         if config.split_k:
@@ -215,19 +212,9 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
             rows[0][gemm.COL_PARTIALS] = partials.data_ptr()
             rows[0][gemm.COL_FLAGS] = flags.data_ptr()
             runs = torch.tensor(bounds + pack_pieces(pieces, begins), dtype=torch.int32).to(device)
-            spans = [(p.tile, p.kb, p.ke) for p in pieces]
         else:
             bounds, order = schedule.schedule(costs, ctas)
             runs = torch.tensor(bounds + pack_order(order, begins), dtype=torch.int32).to(device)
-            spans = [(t, 0, None) for t in order]
-        if chunks and wide:
-            # each CTA's pieces as (group, first stage, end stage), for the helpers' order
-            ks = [g.k for g in groups]
-            pieces_of = [[(g, kb, ks[g] // gemm.K_STAGE if ke is None else ke)
-                          for t, kb, ke in spans[bounds[c]:bounds[c + 1]] for g in [bisect.bisect_right(begins, t) - 1]]
-                         for c in range(ctas)]
-            stage_order = torch.tensor(gemm.stage_order(ks, pieces_of), dtype=torch.int32).to(device)
-            rows[0][gemm.COL_STAGE_ORDER] = stage_order.data_ptr()
         rows[0][gemm.COL_DEAL:gemm.COL_DEAL + 4] = gemm.even_deal(units, ctas)
         rows[0][gemm.COL_RUNS] = runs.data_ptr()
         rows[0][gemm.COL_READY] = ready.data_ptr()
@@ -244,7 +231,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         rows[0][gemm.COL_BARRIER] = barrier.data_ptr()
     table = torch.tensor(rows, dtype=torch.int64).to(device)
     return Tables(table, template, workspace, total, phases, a16, barrier, units, runs, ready,
-                  maps.table if maps else None, maps.encode_us if maps else None, partials, flags, stage_order)
+                  maps.table if maps else None, maps.encode_us if maps else None, partials, flags)
 
 
 def encode_pair(g: GroupTensors, a16_ptr: int, out: torch.Tensor) -> None:

@@ -86,7 +86,7 @@ from .config import (
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
     ORDER_GROUP_SHIFT, C_STAGE_ROW, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
-    COL_FLAGS, COL_PARTIALS, COL_STAGE_ORDER, ORDER_WORDS, SPAN_SHIFT, has_half_width, partial_words)
+    COL_FLAGS, COL_PARTIALS, ORDER_WORDS, SPAN_SHIFT, has_half_width, partial_words)
 from ..schedule import READER, WRITER
 
 
@@ -880,16 +880,9 @@ class Nvfp4GemmSm90:
         turn = first
         if first >= step:
             turn = turns
-        # the wide build expands the stages in the host's order (config.stage_order)
-        order = None
-        if cutlass.const_expr(self.wide):
-            order = cute.make_tensor(cute.make_ptr(Int32, table[(0, COL_STAGE_ORDER)], cute.AddressSpace.gmem,
-                                                   assumed_align=4), cute.make_layout(turns // per_stage))
         while turn < turns:
             stage = turn // per_stage
             unit = (turn - stage * per_stage) * CHUNK_UNITS
-            if cutlass.const_expr(self.wide):
-                stage = Int32(order[stage])
             if unit < begin or unit >= end:
                 g = self._chunk_group(table, groups, unit, lane)
                 begin = Int32(table[(g, COL_CHUNK_BEGIN)])
