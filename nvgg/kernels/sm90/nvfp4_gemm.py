@@ -127,11 +127,6 @@ class Nvfp4GemmSm90:
         self.chunks = config.persistent and config.readiness == "chunks"
         self.counted = config.persistent and config.readiness in ("rows", "chunks")  # not the grid barrier
         self.phase0_first = config.persistent and not self.chunks
-        # the chunks build: the stages of its first tile's A the MMA warps decode themselves
-        # (`_expand_own_stage`), two where the fp16 A slots hold two stages: the second stage then
-        # waits for no helper either (case 4's main loops ended a fixed time after that stage's
-        # copy landed, whatever came earlier: lab log)
-        self.own_stages = 2 if self.chunks and self.slots >= 2 * SUBS_PER_STAGE else 1
         # the split build: a position of the tile order is a piece of a tile (schedule.split_k)
         self.split = config.split_k
         self.partial_bytes = MMA_THREADS * partial_words(config) * 4  # one writer's slot
@@ -338,7 +333,7 @@ class Nvfp4GemmSm90:
                             if group != waited:
                                 waited = group
                                 known = Int32(0)
-                            if kt - kb < self.own_stages and own == 1:
+                            if kt == kb and own == 1:
                                 copied = Int32(0)
                             else:
                                 if kt >= known:
@@ -589,7 +584,7 @@ class Nvfp4GemmSm90:
                 kb, ke, role, slot = self._span(order, tile)
             if cutlass.const_expr(self.chunks):
                 if own == 1:
-                    self._expand_own_stage(table, group, k, mt, rows, kb, ke, tidx, slots, phases, cta)
+                    self._expand_own_stage(table, group, k, mt, rows, kb, tidx, slots, phases, cta)
                     own = Int32(0)
             acc.fill(0.0)
             if cutlass.const_expr(self.half):
@@ -824,33 +819,29 @@ class Nvfp4GemmSm90:
             ptx.st_shared_v4(dst + ((j ^ (row % 8)) * 16), *regs)
 
     @cute.jit
-    def _expand_own_stage(self, table: cute.Tensor, group: Int32, k: Int32, mt: Int32, rows: Int32, kb, ke,
+    def _expand_own_stage(self, table: cute.Tensor, group: Int32, k: Int32, mt: Int32, rows: Int32, kb,
                           tidx: Int32, a16_addr: Int32, phases, cta: Int32):
-        """The chunks build's MMA warps, before their CTA's first tile: the first `own_stages`
-        stages (256 k each) it runs (from `kb`: 0 but in the split build; none at or past `ke`) of
-        that tile's A rows (mt · tile_m on, `rows` of them), decoded from the packed bytes straight
-        into the fp16 A slots of the tile's first subtiles (slots 0-3, then 4-7), in the layout a
-        copy from the fp16 copy would have given them. The producer copies nothing into those
-        slots and waits for no counter (its loop: `own`), so the first MMAs wait for no other CTA.
-        Thread t takes units t, t + 256, .. of each stage (a row × 64 k; four consecutive threads a
-        row), all loads first (a stage past `ke` loads the first stage again and stores nothing);
-        rows past `rows` keep stale values (they feed only columns of Cᵀ never stored)."""
+        """The chunks build's MMA warps, before their CTA's first tile: the first stage (256 k) it
+        runs (`kb`: 0 but in the split build) of that tile's A rows (mt · tile_m on, `rows` of them), decoded from the packed bytes straight
+        into the fp16 A slots of the tile's first four subtiles (slots 0-3), in the layout a copy
+        from the fp16 copy would have given them. The producer copies nothing into those slots and
+        waits for no counter (its loop: `own`), so the first MMA waits for no other CTA. Thread t
+        takes units t, t + 256, .. (a row × 64 k; four consecutive threads a row), all loads
+        first; rows past `rows` keep stale values (they feed only columns of Cᵀ never stored)."""
         a = Int64(table[(group, COL_A)])
         sfa = Int64(table[(group, COL_SFA)])
         first_row = mt * self.tile_m
-        turns = -(-self.slot_rows * SUBS_PER_STAGE // MMA_THREADS)  # a stage's units a thread
-        # unit t of stage s, its 64-k block counted from the stage's first (a Python comprehension:
-        # unrolled as traced)
+        turns = -(-self.slot_rows * SUBS_PER_STAGE // MMA_THREADS)
+        first_block = 0  # the stage's first 64-k block
+        if cutlass.const_expr(self.split):
+            first_block = kb * SUBS_PER_STAGE
         loaded = [self._load_unit(a, sfa, k, first_row + cutlass.min((tidx + t * MMA_THREADS) // SUBS_PER_STAGE, rows - 1),
-                                  cutlass.min(kb + s, ke - 1) * SUBS_PER_STAGE + (tidx + t * MMA_THREADS) % SUBS_PER_STAGE)
-                  for s in range(self.own_stages) for t in range(turns)]
-        for s in cutlass.range_constexpr(self.own_stages):
-            if kb + s < ke:
-                for t in cutlass.range_constexpr(turns):
-                    unit = tidx + t * MMA_THREADS
-                    if unit // SUBS_PER_STAGE < rows:
-                        self._store_unit_shared(a16_addr + (s * SUBS_PER_STAGE + unit % SUBS_PER_STAGE) * self.a16_bytes,
-                                                unit // SUBS_PER_STAGE, loaded[s * turns + t])
+                                  first_block + (tidx + t * MMA_THREADS) % SUBS_PER_STAGE) for t in range(turns)]
+        for t in cutlass.range_constexpr(turns):
+            unit = tidx + t * MMA_THREADS
+            if unit // SUBS_PER_STAGE < rows:
+                self._store_unit_shared(a16_addr + (unit % SUBS_PER_STAGE) * self.a16_bytes, unit // SUBS_PER_STAGE,
+                                        loaded[t])
         # the slots' bytes, written through the generic proxy, before any wgmma reads them
         ptx.fence_proxy_async_shared()
         cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
