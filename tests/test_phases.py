@@ -2,14 +2,15 @@ import json
 
 import pytest
 
-from nvgg.kernels.sm90.phase_slots import SM90 as L
+from nvgg.kernels.sm90.phase_slots import SM90 as L, SM90_CHUNKS
 from nvgg.profiling import phases as ph
 
 
-def _row(start, desc, p0, a_ready, mma, main, epi, end, switches=()):
+def _row(start, desc, p0, a_ready, mma, main, epi, end, switches=(), b_issued=0, b_landed=0):
     row = [0] * L.slots
     row[L.START], row[L.DESC_READY], row[L.FIRST_MMA] = start, desc, mma
     row[L.PHASE0_DONE], row[L.A_READY] = p0, a_ready
+    row[L.B_ISSUED], row[L.B_LANDED] = b_issued, b_landed
     row[L.MAINLOOP_DONE], row[L.EPILOGUE_DONE], row[L.EXIT] = main, epi, end
     row[L.SWITCHES] = len(switches)
     for i, t in enumerate(switches):
@@ -18,8 +19,9 @@ def _row(start, desc, p0, a_ready, mma, main, epi, end, switches=()):
 
 
 BUFFER = [
-    _row(1_000, 3_000, 2_500, 4_000, 5_000, 95_000, 99_000, 100_000, switches=(40_000,)),
-    _row(2_000, 6_000, 4_000, 7_000, 12_000, 90_000, 96_000, 98_000),
+    _row(1_000, 3_000, 2_500, 4_000, 5_000, 95_000, 99_000, 100_000, switches=(40_000,), b_issued=3_500,
+         b_landed=4_800),
+    _row(2_000, 6_000, 4_000, 7_000, 12_000, 90_000, 96_000, 98_000, b_issued=6_500, b_landed=11_000),
     [1_500, 0, 0, 0, 0, 2_500] + [0] * (L.slots - 6),   # a CTA that found no tile
 ]
 
@@ -36,6 +38,12 @@ def test_phase_statistics_by_hand():
     # from the later of the A rows and the CTA's own phase 0: 4.0 -> 5.0 and 7.0 -> 12.0
     assert by["to first MMA"].median_us == pytest.approx(3.0) and by["to first MMA"].max_us == pytest.approx(5.0)
     assert by["mainloops"].max_us == pytest.approx(90.0)
+    # the first B copy issued 2.5 and 4.5 after the start, its stage seen 3.8 and 9.0 after
+    assert by["to first B copy"].median_us == pytest.approx(3.5) and by["to first B copy"].max_us == pytest.approx(4.5)
+    assert by["to first B stage seen"].median_us == pytest.approx(6.4)
+    assert by["to first B stage seen"].max_us == pytest.approx(9.0)
+    # the plain layout has no helpers: no span to a copied A stage
+    assert "to first copied A stage" not in by and "to first copied A stage" in [p[0] for p in SM90_CHUNKS.phases]
     assert rep.time_to_first_mma_us == pytest.approx((4.0 + 10.0) / 2)
     assert rep.setup_share == pytest.approx((4 / 99 + 10 / 96) / 2)
     assert rep.switches_median == 0
@@ -54,7 +62,7 @@ def test_chrome_trace_has_one_track_per_cta_and_the_switches():
 
 
 def test_a_buffer_too_narrow_is_refused():
-    with pytest.raises(ValueError, match="at least 9 slots"):
+    with pytest.raises(ValueError, match=f"at least {L.FIRST_SWITCH} slots"):
         ph.analyse([[1, 2, 3]], L)
 
 

@@ -44,9 +44,17 @@ def test_phases_of_the_persistent_kernel(tmp_path):
     assert 0 < rep.time_to_first_mma_us < rep.kernel_us and 0 < rep.setup_share < 1
     names = [p.name for p in rep.phases]
     # the default build's (chunks) names: A streamed beside the main loops, the first stage of
-    # the first tile's A decoded in the CTA
-    assert names[:5] == ["tensor maps", "A streamed (beside the MMAs)", "first stage of A, in the CTA", "to first MMA",
-                         "mainloops"]
+    # the first tile's A decoded in the CTA, the first B copy and the first copied A stage
+    assert names[:8] == ["tensor maps", "to first B copy", "A streamed (beside the MMAs)", "first stage of A, in the CTA",
+                         "to first B stage seen", "to first MMA", "to first copied A stage", "mainloops"]
+    by = {p.name: p for p in rep.phases}
+    # every CTA with work marks its start's chains: its B copy is issued before its stage is seen,
+    # which the MMA warps look for after their own stage of A and before their first MMA; its
+    # first copied A stage comes after its first MMA (medians over CTAs keep each CTA's order)
+    assert all(by[n].ctas >= rep.ctas_with_work for n in ("to first B copy", "to first B stage seen"))
+    assert 0 < by["to first B copy"].median_us <= by["to first B stage seen"].median_us <= rep.time_to_first_mma_us
+    assert by["first stage of A, in the CTA"].median_us <= by["to first B stage seen"].median_us
+    assert rep.time_to_first_mma_us <= by["to first copied A stage"].median_us < rep.kernel_us
     trace = json.loads(json.dumps(run.trace()))
     assert (trace["format"], trace["kind"]) == (1, "trace")
     assert sum(e["ph"] == "X" for e in trace["traceEvents"]) >= rep.ctas_with_work * 3

@@ -327,6 +327,9 @@ class Nvfp4GemmSm90:
                     sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)  # the B tile's scales
                     desc_b = desc_a + Int64(TENSORMAP_BYTES)
                     for kt in cutlass.range(kb, ke, unroll=1):
+                        if cutlass.const_expr(self.config.instrument):
+                            if state.count == 0:
+                                self._stamp_lane0(phases, cta, phase_slots.B_ISSUED)
                         state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
                         copied = boxes  # the fp16 A boxes this stage's slots get
                         if cutlass.const_expr(self.chunks):
@@ -651,9 +654,15 @@ class Nvfp4GemmSm90:
         retired: slot q - 1 after the wait_group(1) that follows wgmma q, and, after the tile's last
         wgmma and its wait_group(0), the last two. `last` marks the tile's last stage."""
         ring.consumer_wait(rstate)
+        if cutlass.const_expr(self.config.instrument):
+            if rstate.count == 0:
+                self._stamp(phases, cta, tidx, phase_slots.B_LANDED)
         base = ring_addr + rstate.index * self.stage_bytes
         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
             a16_pipe.consumer_wait(astate)
+            if cutlass.const_expr(self.config.instrument and self.chunks and sub == 0):
+                if astate.count == SUBS_PER_STAGE:  # the first slot the producer copied (`own`)
+                    self._stamp(phases, cta, tidx, phase_slots.A_FED)
             self._decode_b(tidx, base, sub, words[sub % 2])
             self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, astate.index, extra)
             if cutlass.const_expr(self.config.instrument and sub == 0):
