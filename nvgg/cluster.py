@@ -13,6 +13,8 @@ The nodes need nvgg (and, for our kernels, CuTe DSL) installed as on this host.
 
 from __future__ import annotations
 
+import os
+
 from . import procs
 from .errors import NvggError
 
@@ -63,9 +65,14 @@ def _reachable(address: str, timeout_s: float = 5.0) -> None:
 
 
 def pools(count: int, timeout_s: float | None) -> list["RayPool"]:
-    """One RayPool a GPU; the models refused where they differ (each actor asks its own GPU)."""
+    """One RayPool a GPU, their actors started at once; the models refused where they differ (each
+    actor asks its own GPU)."""
     made = [RayPool(timeout_s, index=i) for i in range(count)]
-    names = _ray().get([p._get().gpu_name.remote() for p in made], timeout=made[0].timeout_s)  # the actors start at once
+    try:
+        _start(made)
+    except procs.ChildFailure as exc:
+        raise NvggError(f"the Ray cluster's actors did not start: {exc}") from None
+    names = _ray().get([p._get().gpu_name.remote() for p in made], timeout=made[0].timeout_s)
     if len(set(names)) > 1:
         for p in made:
             p.close()
@@ -75,8 +82,38 @@ def pools(count: int, timeout_s: float | None) -> list["RayPool"]:
     return made
 
 
+def _start(pools: list["RayPool"]) -> None:
+    """Start an actor for each of `pools` that has none, all at once, and wait until each has made
+    a local worker's start (procs.warm_up: torch, the CUDA context, the data path), within
+    procs.START_TIMEOUT_S: a call's limit then holds the call alone, as a local worker's does (the
+    first call's limit held the actor's start: a sweep's 60-s points timed out on a loaded host).
+    procs.ChildFailure where one does not start."""
+    ray = _ray()
+    new = [p for p in pools if p._actor is None]
+    actors = [ray.remote(num_gpus=1)(_Worker).remote() for _ in new]
+    try:
+        ray.get([a.ready.remote() for a in actors], timeout=procs.START_TIMEOUT_S)
+    except (ray.exceptions.GetTimeoutError, ray.exceptions.RayError) as exc:
+        for actor in actors:
+            try:
+                ray.kill(actor)
+            except Exception:  # already gone
+                pass
+        if isinstance(exc, ray.exceptions.GetTimeoutError):
+            raise procs.ChildFailure(f"a Ray actor did not start within {procs.START_TIMEOUT_S:.0f} s") from None
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise procs.ChildFailure(f"crashed: a Ray actor was lost as it started ({first})") from None
+    for pool, actor in zip(new, actors):
+        pool._actor = actor
+
+
 class _Worker:
     """The actor's body: one process holding one GPU, answering each call as a local worker does."""
+
+    def ready(self) -> int:
+        from . import datapath
+        procs.warm_up((datapath.__name__,))  # as rows.pools's local workers preload it
+        return os.getpid()
 
     def call(self, call: procs.Call) -> tuple:
         return procs.answer(call)
@@ -98,8 +135,7 @@ class RayPool(procs.BasePool):
 
     def _get(self):
         if self._actor is None:
-            ray = _ray()
-            self._actor = ray.remote(num_gpus=1)(_Worker).remote()
+            _start([self])
         return self._actor
 
     def call(self, key: str, fn, *, limit_s: float | None = None, **kwargs):

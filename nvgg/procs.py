@@ -258,18 +258,11 @@ def _write_frame(stream, obj) -> None:
     stream.flush()
 
 
-def _serve(preload: list[str]) -> int:
-    """A worker: calls in on stdin, answers out on stdout, until the pipe closes or the CUDA
-    context is lost; everything the calls print goes to stderr (the log). The modules in `preload`
-    are imported once CUDA is up, before the first call comes (a module that fails to import is
-    left to the call that needs it, which then says why)."""
-    proto_in = os.fdopen(os.dup(0), "rb")
-    proto_out = os.fdopen(os.dup(1), "wb")
-    devnull = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(devnull, 0)
-    os.dup2(2, 1)
-    sys.stdout = sys.stderr
-    timeline("worker started")
+def warm_up(preload=()) -> None:
+    """A worker's start, before its first call (a local worker's, and a Ray actor's: cluster.py):
+    torch imported, where there is a GPU its CUDA context and cuBLAS's handle made, the modules in
+    `preload` imported (a module that fails to import is left to the call that needs it, which then
+    says why). Its time is the start's (START_TIMEOUT_S), not any call's."""
     import torch
     timeline("worker imported torch")
     if torch.cuda.is_available():
@@ -282,6 +275,20 @@ def _serve(preload: list[str]) -> int:
             importlib.import_module(name)
         except Exception:
             pass
+
+
+def _serve(preload: list[str]) -> int:
+    """A worker: calls in on stdin, answers out on stdout, until the pipe closes or the CUDA
+    context is lost; everything the calls print goes to stderr (the log). It starts (`warm_up`,
+    with `preload`) before the first call comes."""
+    proto_in = os.fdopen(os.dup(0), "rb")
+    proto_out = os.fdopen(os.dup(1), "wb")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    timeline("worker started")
+    warm_up(preload)
     timeline("worker ready")
     _write_frame(proto_out, ("ready", os.getpid()))
     while True:

@@ -143,8 +143,20 @@ def in_process(monkeypatch):
 def lost_context(monkeypatch):
     """tests/fixtures/lost_context.py (`fault`: a call that poisons its process's CUDA context),
     importable here and in the local workers the test starts."""
+    return _worker_module(monkeypatch, "lost_context")
+
+
+@pytest.fixture
+def worker_state(monkeypatch):
+    """tests/fixtures/worker_state.py (`loaded`: which modules a worker has imported), importable
+    here and in the local workers the test starts."""
+    return _worker_module(monkeypatch, "worker_state")
+
+
+def _worker_module(monkeypatch, name: str):
+    """The module `name` of tests/fixtures, importable here and in the local workers a test starts."""
     import importlib
     import os
     monkeypatch.syspath_prepend(str(FIXTURES))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(p for p in (str(FIXTURES), os.environ.get("PYTHONPATH")) if p))
-    return importlib.import_module("lost_context")
+    return importlib.import_module(name)

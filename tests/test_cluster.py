@@ -101,6 +101,25 @@ def test_ray_refusals_are_one_line_before_any_row(cli, fake_gpu, fake_rows, monk
     assert fake_rows.seen == []
 
 
+def test_a_pools_first_call_finds_its_worker_started_a_ray_actor_as_a_local_worker(local_cluster, worker_state):
+    """A worker starts (procs.warm_up: torch, the CUDA context where there is one, the data path)
+    before its first call, whose limit then holds the call alone: a Ray actor as a local worker.
+    (An actor that imported torch in its first call made a sweep's 60-s point time out on a loaded
+    host.)"""
+    from ray import cloudpickle
+
+    from nvgg import cluster, procs
+    cloudpickle.register_pickle_by_value(worker_state)  # the actors cannot import the test's fixtures folder
+    started = {}
+    try:
+        for name, pool in (("local", procs.Pool(60, preload=(datapath.__name__,))), ("ray", cluster.RayPool(60))):
+            with pool:
+                started[name] = pool.call("a", worker_state.loaded, names=["torch", datapath.__name__])
+    finally:
+        cloudpickle.unregister_pickle_by_value(worker_state)
+    assert started == {"local": ["nvgg.datapath", "torch"], "ray": ["nvgg.datapath", "torch"]}
+
+
 def test_a_ray_pool_answers_as_a_local_pool_and_replaces_an_actor_that_lost_its_cuda_context(local_cluster,
                                                                                            lost_context):
     """One reply protocol: a value, a call that raised, nvgg's own refusal and a lost CUDA context
