@@ -49,15 +49,15 @@ KNOWN = STRATEGIES + [("persistent", "cute")]
 
 def _column(strategy: str, backend: str) -> dict:
     """datapath.run_one's arguments for a column name: persistent[OPTIONS] takes options joined by
-    "+": host (default) or device maps, rows (default), grid, chunks or local wait, split or nosplit
-    (the chunks or local build's tiles' k always or never split; else where the model says), serial (launched
+    "+": host (default) or device maps, rows (default), grid or chunks wait, split or nosplit (the
+    chunks build's tiles' k always or never split; else where the model says), serial (launched
     without programmatic stream serialization, the previous launch's way)."""
     if not strategy.startswith("persistent["):
         return {"strategy": strategy, "backend": backend}
     options = _build_options(strategy)
     from nvgg.backends.cute import CuteBackend
     from nvgg.kernels.sm90.family import Sm90Kernels
-    wait = ([w for w in ("grid", "chunks", "local") if w in options] or ["rows"])[0]
+    wait = ([w for w in ("grid", "chunks") if w in options] or ["rows"])[0]
     split = True if "split" in options else False if "nosplit" in options else None
     build = Sm90Kernels(readiness=wait, programmatic="serial" not in options, split=split)
     return {"strategy": "persistent",
@@ -67,12 +67,11 @@ def _column(strategy: str, backend: str) -> dict:
 def _build_options(strategy: str) -> set[str]:
     """The options of a persistent[OPTIONS] column, refused in one line where unknown or clashing."""
     options = set(strategy[len("persistent["):-1].split("+"))
-    waits = {"grid", "rows", "chunks", "local"}
-    unknown = options - waits - {"host", "device", "split", "nosplit", "serial"}
-    if (unknown or len(options & waits) > 1 or {"host", "device"} <= options
-            or {"split", "nosplit"} <= options or (options & {"split", "nosplit"} and not options & {"chunks", "local"})):
-        _refuse(f"{strategy}: the options are host or device, one of grid, rows, chunks and local, split or nosplit "
-                "(chunks or local only), and serial, joined by +")
+    unknown = options - {"host", "device", "grid", "rows", "chunks", "split", "nosplit", "serial"}
+    if (unknown or len(options & {"grid", "rows", "chunks"}) > 1 or {"host", "device"} <= options
+            or {"split", "nosplit"} <= options or (options & {"split", "nosplit"} and "chunks" not in options)):
+        _refuse(f"{strategy}: the options are host or device, one of grid, rows and chunks, split or nosplit "
+                "(chunks only), and serial, joined by +")
     return options
 
 

@@ -38,7 +38,7 @@ import pytest
 
 pytest.importorskip("cutlass")
 
-from nvgg.kernels.sm90.family import config_for, local_config, wide_config  # noqa: E402
+from nvgg.kernels.sm90.family import config_for, wide_config  # noqa: E402
 from nvgg.kernels import tools  # noqa: E402
 from nvgg.kernels.sm100 import config as sm100_config, host as sm100_host  # noqa: E402
 from nvgg.kernels.sm90 import config as gemm, host as sm90_host  # noqa: E402
@@ -150,9 +150,8 @@ def _sm90_builds() -> list[gemm.GemmConfig]:
     128-row tile in both map modes, both waits, timed and instrumented; the 64- and 32-row tiles'
     default build."""
     bases = [config_for([128], persistent=True), wide_config(config_for([128], persistent=True))]
-    builds = [replace(local_config(b) if wait == "local" else b, tensormaps=mode, readiness=wait, instrument=instrument)
-              for b in bases for mode in gemm.TENSORMAP_MODES for wait in gemm.READINESS for instrument in (False, True)
-              if not (wait == "local" and b.wide_tiles)]  # the local build has no wide tiles
+    builds = [replace(b, tensormaps=mode, readiness=wait, instrument=instrument) for b in bases
+              for mode in gemm.TENSORMAP_MODES for wait in gemm.READINESS for instrument in (False, True)]
     return builds + [config_for([m], persistent=True) for m in (64, 32)]
 
 
@@ -175,9 +174,7 @@ def test_sm90_every_thread_waits_before_it_touches_memory(config):
     assert ("mov.u64" in " ".join(early) and "%globaltimer" in " ".join(early)) == config.instrument
     # every global access, bulk copy and map use of the kernel is after it
     after = [text for text, _ in insts[first + 1:]]
-    # (the local build reads its packed A by bulk copies, not by loads: the table's rows it loads)
-    first_load = "ld.global.b64" if config.readiness == "local" else "ld.global.nc.v4.b32"
-    for needle in (first_load, "cp.async.bulk.tensor.2d", "st.global.b32"):
+    for needle in ("ld.global.nc.v4.b32", "cp.async.bulk.tensor.2d", "st.global.b32"):
         assert any(needle in t for t in after)
     # and ptxas kept it so: in the SASS the wait (ACQBULK) comes before any memory instruction but
     # the parameter reads from the constant bank (needs nvdisasm)

@@ -510,9 +510,8 @@ def test_split_pieces_pack_into_four_words_a_piece():
     words = host.pack_pieces([sch.Piece(5, 3, 9, sch.READER, 7), sch.Piece(0, 0, 4)], [0, 4])
     assert words == [5 | 1 << gemm.ORDER_GROUP_SHIFT, 3 | 9 << gemm.SPAN_SHIFT, sch.READER, 7,
                      0, 4 << gemm.SPAN_SHIFT, sch.WHOLE, 0]
-    assert "chunks or local build" in gemm.GemmConfig(persistent=True, split_k=True).problems()
-    assert "chunks or local build" in gemm.GemmConfig(split_k=True).problems()
-    assert gemm.GemmConfig(persistent=True, readiness="local", slots=4, split_k=True).problems() is None
+    assert "chunks build" in gemm.GemmConfig(persistent=True, split_k=True).problems()
+    assert "chunks build" in gemm.GemmConfig(split_k=True).problems()
     split = gemm.GemmConfig(persistent=True, readiness="chunks", split_k=True)
     assert split.problems() is None and "split_k" in host.kernel_name(split, None)
     assert "stages of 256 k" in split.is_valid(128, 128, 256 * gemm.MAX_STAGES)
@@ -710,7 +709,7 @@ def _sm90() -> bool:
 
 def _backend(build: str) -> CuteBackend:
     """"per-group", "default" (the backend's choices), or a persistent build: maps (host, device) +
-    wait (grid, rows, chunks, local), unsplit, or its tiles' k split between CTAs with "+split"."""
+    wait (grid, rows, chunks), unsplit, or its tiles' k split between CTAs with "+split"."""
     if build in ("per-group", "default"):
         return CuteBackend()
     maps, wait, *rest = build.split("+")
@@ -721,8 +720,7 @@ def _backend(build: str) -> CuteBackend:
 @pytest.mark.sm90
 @pytest.mark.parametrize("case_id", ["test-1", "test-4", "test-9", "test-10", "ragged"])
 @pytest.mark.parametrize("build", ["per-group", "default", "host+rows", "device+rows", "device+grid", "host+chunks",
-                                   "device+chunks", "host+chunks+split", "device+chunks+split", "host+local",
-                                   "device+local", "host+local+split", "device+local+split"])
+                                   "device+chunks", "host+chunks+split", "device+chunks+split"])
 def test_matches_reference_on_competition_inputs(case_id, build):
     """Per-group launches, and the persistent kernel with either map mode and either wait.
     "ragged": groups of m 1-300 and k 1024-4096, whose tiles the split build cuts (the test
@@ -752,8 +750,7 @@ def test_matches_reference_on_competition_inputs(case_id, build):
 
 @pytest.mark.gpu
 @pytest.mark.sm90
-@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "host+chunks", "host+chunks+split",
-                                   "host+local", "host+local+split"])
+@pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "host+chunks", "host+chunks+split"])
 def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
     if not _sm90():
         pytest.skip("needs an sm_90 GPU")
@@ -782,15 +779,9 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
         # the chunks build's helpers stream A beside the main loops: their end is after the start
         assert r[SM90.START] < r[SM90.PHASE0_DONE], r[:SM90.FIRST_SWITCH]
         chunks = "chunks" in build
-        local = "local" in build
-        if not (chunks or local):
+        if not chunks:
             assert r[SM90.PHASE0_DONE] <= r[SM90.FIRST_MMA], r[:SM90.FIRST_SWITCH]
-        if local:
-            # A_READY: the first helper warp decoded its share of the first tile's first stage,
-            # from the copy the producer issued once its maps were ready
-            assert r[SM90.DESC_READY] < r[SM90.A_READY] < r[SM90.MAINLOOP_DONE], r[:SM90.FIRST_SWITCH]
-            assert r[SM90.A_READY] <= r[SM90.PHASE0_DONE], r[:SM90.FIRST_SWITCH]
-        elif chunks:
+        if chunks:
             # A_READY: the MMA warps decoded the first tile's first stage themselves, beside the
             # producer's maps, before their first MMA; the maps precede the first B copy
             assert r[SM90.START] <= r[SM90.A_READY] <= r[SM90.FIRST_MMA], r[:SM90.FIRST_SWITCH]
@@ -805,8 +796,6 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
         assert all(r[SM90.DESC_READY] < t < r[SM90.EXIT] for t in stamps)
     for r in rows:
         assert r[SM90.START] > 0 and r[SM90.EXIT] >= r[SM90.START]
-    if "local" in build:  # the helpers decode only their own CTA's tiles: done by its main loops' end
-        assert all(r[SM90.PHASE0_DONE] <= r[SM90.MAINLOOP_DONE] for r in worked)
     if "chunks" in build:
         # every CTA's helpers expanded their turns, CTAs without a tile too, and the last of them
         # finished while some CTA still had a stage to load
@@ -820,8 +809,7 @@ def test_phase_buffer_orders_the_phases_of_every_cta_with_work(build):
 @pytest.mark.sm90
 @pytest.mark.parametrize("case_id", ["3", "test-4", "many"])
 @pytest.mark.parametrize("build", ["host+grid", "device+grid", "host+rows", "device+rows", "host+chunks",
-                                   "device+chunks", "host+chunks+split", "device+chunks+split", "host+local",
-                                   "device+local+split"])
+                                   "device+chunks", "host+chunks+split", "device+chunks+split"])
 def test_repeated_launches_wait_for_their_own_phase_0(case_id, build):
     """Neither the launch count nor the row counters are ever reset: each launch must wait for its
     own fp16 copy, not pass on the previous launch's counts. The copy is poisoned (NaN) before
@@ -870,7 +858,7 @@ def _counts(build: str, case) -> list[int]:
 @pytest.mark.gpu
 @pytest.mark.sm90
 @pytest.mark.parametrize("build", ["host+rows", "device+grid", "host+rows+wide", "host+chunks", "host+chunks+wide",
-                                   "host+chunks+split", "device+chunks+split+wide", "host+local", "host+local+split"])
+                                   "host+chunks+split", "device+chunks+split+wide"])
 def test_programmatic_launches_back_to_back(build):
     """Programmatic launches (each may start while the one before finishes) with no
     synchronisation between them: ten over the same tables (each launch reads the launch count

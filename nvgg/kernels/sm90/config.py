@@ -88,13 +88,9 @@ TENSORMAP_MODES = tensormaps.MODES
 # expand their share of A before their first MMA. "chunks": three more warps a CTA (HELPER_WARPS)
 # expand A stage by stage (256 k over every group's rows, the first stage first) while the MMA
 # warps run, and count each stage of each READY_ROWS rows apart, so the producer waits for the
-# stage it loads and no more. "local": no fp16 copy in global memory at all: the producer copies each stage
-# of the tile's packed A and its scales into the load ring beside B's, and the same three warps
-# decode it into the fp16 A slots of their own CTA a subtile at a time, so that nothing waits for
-# another CTA (each CTA decodes the A rows of its own tiles, the same rows as other CTAs' tiles
-# across n)
-READINESS = ("rows", "grid", "chunks", "local")
-HELPER_WARPS = 3  # the "chunks" and "local" builds' expanding warps, 9-11: the producer warp's warpgroup
+# stage it loads and no more
+READINESS = ("rows", "grid", "chunks")
+HELPER_WARPS = 3  # the "chunks" build's expanding warps, 9-11: the producer warp's warpgroup
 HELPER_FIRST = MMA_WARPS + 1
 BAR_HELPERS = 3  # named barrier of the helper warps alone (their end, instrumented build)
 # rows of A one helper warp expands a turn: 32 lanes, a lane a 64-k block of a 256-k stage; the
@@ -186,7 +182,7 @@ class GemmConfig:
         whose other three warps expand A (otherwise idle); the expand kernel: EXPAND_THREADS."""
         if self.expand_only:
             return EXPAND_THREADS
-        return MMA_THREADS + (128 if self.wide_tiles or self.readiness in ("chunks", "local") else 32)
+        return MMA_THREADS + (128 if self.wide_tiles or self.readiness == "chunks" else 32)
 
     @property
     def a16_slots(self) -> int:
@@ -197,16 +193,8 @@ class GemmConfig:
         return MMA_WARPS
 
     @property
-    def local(self) -> bool:
-        """The persistent kernel decodes A in the CTA from packed bytes in the load ring (READINESS)."""
-        return self.persistent and self.readiness == "local"
-
-    @property
     def stage_bytes(self) -> int:
-        """A stage of the load ring: packed B and its scales (A arrives as fp16 in slots), and in
-        the "local" build the tile's packed A rows and the 2 KB scale run of their 128-row block."""
-        b = TILE_N * ROW_BYTES + SCALE_RUN
-        return b + self.slot_rows * ROW_BYTES + SCALE_RUN if self.local else b
+        return TILE_N * ROW_BYTES + SCALE_RUN  # packed B and its scales; A arrives as fp16 in slots
 
     @property
     def smem_bytes(self) -> int:
@@ -237,12 +225,8 @@ class GemmConfig:
             return "tensormaps and readiness choose between builds of the persistent kernel only"
         if self.wide_tiles and not (self.persistent and has_half_width(self.tile_m, self.half_tiles)):
             return "wide_tiles needs the persistent kernel with tile_m 128 and half tiles"
-        if self.split_k and not (self.persistent and self.readiness in ("chunks", "local")):
-            return "split_k needs the persistent kernel's chunks or local build (readiness='chunks' or 'local')"
-        if self.wide_tiles and self.readiness == "local":
-            # a wide slot's rows past tile_m fall in the next 128-row block of the scales, which
-            # the load ring's one scale run a stage does not hold
-            return "wide_tiles does not combine with the local build (readiness='local')"
+        if self.split_k and not (self.persistent and self.readiness == "chunks"):
+            return "split_k needs the persistent kernel's chunks build (readiness='chunks')"
         if self.persistent and self.info_slots >= self.slots:
             return f"slots={self.slots}, tile_m={self.tile_m}: the fp16 A slots cannot stage {MAX_GROUPS} groups' phase-0 columns"
         if self.smem_bytes > SMEM_LIMIT:
@@ -277,11 +261,11 @@ def pick_tile_m(ms) -> int:
     return 128
 
 
-def stages_for(tile_m: int, slots: int = A16_SLOTS, wide_tiles: bool = False, readiness: str = "rows") -> int:
+def stages_for(tile_m: int, slots: int = A16_SLOTS, wide_tiles: bool = False) -> int:
     """Deepest load ring that fits next to the fp16 buffers."""
     stages = 2
-    while (GemmConfig(tile_m=tile_m, stages=stages + 1, slots=slots, persistent=wide_tiles or readiness == "local",
-                      wide_tiles=wide_tiles, readiness=readiness).smem_bytes
+    while (GemmConfig(tile_m=tile_m, stages=stages + 1, slots=slots, persistent=wide_tiles,
+                      wide_tiles=wide_tiles).smem_bytes
            <= SMEM_LIMIT and stages < 6):
         stages += 1
     return stages

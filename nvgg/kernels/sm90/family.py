@@ -32,7 +32,7 @@ from .. import groups as kgroups, launch
 from ..tensormaps import setup_phases
 from . import host
 from . import config as gemm
-from .phase_slots import SM90, SM90_CHUNKS, SM90_LOCAL
+from .phase_slots import SM90, SM90_CHUNKS
 
 ARCH = "sm_90a"
 # where the persistent kernel's tensor maps come from: its producer rewrites one pair in the kernel
@@ -48,9 +48,6 @@ def config_for(ms, *, persistent: bool) -> gemm.GemmConfig:
 
 
 WIDE_SLOTS = 6  # fp16 A slots of 192 rows: 4 stages of the packed-B ring still fit beside them
-# the local build's fp16 A slots (one stage: the helpers decode a stage ahead of the wgmmas), so
-# that its larger ring stages (packed A beside B) still fit 4 deep at tile_m 128
-LOCAL_SLOTS = 4
 # SMs the persistent kernel's choice assumes where no GPU is present (`nvgg compile`): the H100
 # SXM's and the H200's (profiles/h100.toml, h200.toml)
 NOMINAL_SMS = 132
@@ -77,23 +74,14 @@ def persistent_config(ms, ns, ks, sms: int, readiness: str = "chunks", split: bo
     return _persistent_config(tuple(ms), tuple(ns), tuple(ks), sms, readiness, split)
 
 
-def local_config(base: gemm.GemmConfig) -> gemm.GemmConfig:
-    """The local build of `base` (gemm.READINESS): LOCAL_SLOTS fp16 A slots, the deepest load ring
-    that fits beside them (its stages hold packed A too)."""
-    return replace(base, readiness="local", slots=LOCAL_SLOTS,
-                   stages=gemm.stages_for(base.tile_m, LOCAL_SLOTS, readiness="local"))
-
-
 @functools.lru_cache(maxsize=256)
 def _persistent_config(ms, ns, ks, sms: int, readiness: str, split: bool | None) -> gemm.GemmConfig:
     base = config_for(ms, persistent=True)
     wide = wide_config(base)
-    if readiness == "local":  # no wide tiles (GemmConfig.problems)
-        base, wide = local_config(base), None
     chosen = wide if wide is not None and gemm.tile_plan(ms, ns, wide, sms) else base
-    if split is False or readiness not in ("chunks", "local"):
+    if split is False or readiness != "chunks":
         return chosen
-    options = [replace(c, readiness=readiness, split_k=True) for c in (base, wide) if c is not None]
+    options = [replace(c, readiness="chunks", split_k=True) for c in (base, wide) if c is not None]
     spans = [gemm.split_span(ms, ns, ks, c, sms)[0] for c in options]
     best = min(range(len(options)), key=lambda i: spans[i])
     if split or spans[best] < gemm.split_span(ms, ns, ks, chosen, sms)[1] * (1 - SPLIT_MARGIN):
@@ -243,7 +231,7 @@ class Sm90Kernels(KernelFamily):
 
     def phase_layout(self, tensormaps: str | None = None):
         # the same slots in both modes; the chunks build streams A beside its main loops
-        return {"chunks": SM90_CHUNKS, "local": SM90_LOCAL}.get(self.readiness, SM90)
+        return SM90_CHUNKS if self.readiness == "chunks" else SM90
 
     def _persistent(self, data, tensormaps: str | None = None, *, instrument: bool):
         if len(data[3]) > gemm.MAX_GROUPS:

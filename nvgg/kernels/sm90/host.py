@@ -161,12 +161,11 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     first = groups[0]
     sizes = [g.m * g.k for g in groups]
     a16_offsets = [sum(sizes[:i]) for i in range(len(groups))]
-    # the local build decodes A in each CTA and has no fp16 copy
-    a16 = torch.empty(0 if config.local else sum(sizes), dtype=torch.float16, device=device)
+    a16 = torch.empty(sum(sizes), dtype=torch.float16, device=device)
     barrier = torch.zeros(1, dtype=torch.int64, device=device) if config.persistent else None
     template = workspace = None
     if config.tensormaps == "device":  # the template pair and each CTA's pair, rewritten in the kernel
-        a_map = a_tensor_map(first, a16.data_ptr(), config)
+        a_map = encode_tensor_map_f16(a16.data_ptr(), first.m, first.k, gemm.A16_BOX_ROWS)
         template = torch.tensor([a_map, encode_tensor_map(first.b.data_ptr(), first.n, first.k // 2, gemm.TILE_N)],
                                 dtype=torch.int64).to(device)
         workspace = torch.zeros((ctas, 2, gemm.TENSORMAP_BYTES // 8), dtype=torch.int64, device=device)
@@ -221,7 +220,7 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
         rows[0][gemm.COL_READY] = ready.data_ptr()
     if config.tensormaps == "host":
         maps = tensormaps.build_table(len(groups), 2, lambda i, row: encode_pair(
-            groups[i], rows[i][gemm.COL_A16], row, config), device)
+            groups[i], rows[i][gemm.COL_A16], row), device)
         rows[0][gemm.COL_MAPS] = maps.table.data_ptr()
     rows[0][gemm.COL_UNITS] = units
     if chunks:
@@ -235,18 +234,10 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
                   maps.table if maps else None, maps.encode_us if maps else None, partials, flags)
 
 
-def a_tensor_map(g: GroupTensors, a16_ptr: int, config: gemm.GemmConfig) -> list[int]:
-    """The map the producer loads group g's A through: its fp16 copy at `a16_ptr`, or in the local
-    build its packed rows (boxes of A16_BOX_ROWS rows × 256 k, as B's but shorter)."""
-    if config.local:
-        return encode_tensor_map(g.a.data_ptr(), g.m, g.k // 2, gemm.A16_BOX_ROWS)
-    return encode_tensor_map_f16(a16_ptr, g.m, g.k, gemm.A16_BOX_ROWS)
-
-
-def encode_pair(g: GroupTensors, a16_ptr: int, out: torch.Tensor, config: gemm.GemmConfig) -> None:
-    """Group g's two maps (`host` mode) into `out` (int64 [2, 16]): its A (`a_tensor_map`), then
-    its packed B, as the device mode's retargeting would make them."""
-    out[0] = torch.tensor(a_tensor_map(g, a16_ptr, config))
+def encode_pair(g: GroupTensors, a16_ptr: int, out: torch.Tensor) -> None:
+    """Group g's two maps (`host` mode) into `out` (int64 [2, 16]): its fp16 A copy at `a16_ptr`,
+    then its packed B, as the device mode's retargeting would make them."""
+    out[0] = torch.tensor(encode_tensor_map_f16(a16_ptr, g.m, g.k, gemm.A16_BOX_ROWS))
     out[1] = torch.tensor(encode_tensor_map(g.b.data_ptr(), g.n, g.k // 2, gemm.TILE_N))
 
 

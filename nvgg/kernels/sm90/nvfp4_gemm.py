@@ -125,14 +125,8 @@ class Nvfp4GemmSm90:
         # counters (rows, chunks) or the grid barrier; in the chunks build the helper warps expand
         # A and the MMA warps none of it
         self.chunks = config.persistent and config.readiness == "chunks"
-        # the local build: packed A rows and their scales in the load ring, decoded into the fp16 A
-        # slots by the helper warps of the same CTA (config.READINESS)
-        self.local = config.local
-        self.off_a = self.off_sfb + SCALE_RUN
-        self.off_sfa = self.off_a + config.slot_rows * ROW_BYTES
-        self.a_box_bytes = A16_BOX_ROWS * ROW_BYTES  # a box of packed A: 32 rows × 256 k
-        self.counted = config.persistent and config.readiness in ("rows", "chunks", "local")  # not the grid barrier
-        self.phase0_first = config.persistent and not (self.chunks or self.local)
+        self.counted = config.persistent and config.readiness in ("rows", "chunks")  # not the grid barrier
+        self.phase0_first = config.persistent and not self.chunks
         # the split build: a position of the tile order is a piece of a tile (schedule.split_k)
         self.split = config.split_k
         self.partial_bytes = MMA_THREADS * partial_words(config) * 4  # one writer's slot
@@ -208,11 +202,8 @@ class Nvfp4GemmSm90:
         storage = smem.allocate(self.shared_storage)
         # packed B stages, and the fp16 A slots filled from the phase-0 copy; lane 0 of every MMA
         # warp releases a B stage once decoded, an A slot once the wgmma that read it has retired
-        # (the local build: its helper warps release each stage too, once they decoded its A, and
-        # they fill the fp16 A slots, each warp arriving once it wrote its share)
-        helpers = HELPER_WARPS if self.local else 0
-        ring = self._tma_pipeline(storage.barriers, self.stages, self.stage_bytes, consumers=MMA_WARPS + helpers)
-        a16_pipe = self._tma_pipeline(storage.a16_barriers, self.slots, self.a16_bytes, producers=max(helpers, 1))
+        ring = self._tma_pipeline(storage.barriers, self.stages, self.stage_bytes)
+        a16_pipe = self._tma_pipeline(storage.a16_barriers, self.slots, self.a16_bytes)
         ring_addr = storage.ring.data_ptr().toint()
         a16_addr = storage.a16.data_ptr().toint()
         launch_at = self._launch_word(storage)
@@ -335,18 +326,11 @@ class Nvfp4GemmSm90:
                     boxes = (rows + A16_BOX_ROWS - 1) // A16_BOX_ROWS
                     sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)  # the B tile's scales
                     desc_b = desc_a + Int64(TENSORMAP_BYTES)
-                    sfa = Int64(0)
-                    if cutlass.const_expr(self.local):  # the 2 KB scale runs of the tile's 128-row block
-                        sfa = Int64(table[(group, COL_SFA)]) + Int64(((mt * self.tile_m) // 128) * (k // 64) * SCALE_CHUNK)
                     for kt in cutlass.range(kb, ke, unroll=1):
                         if cutlass.const_expr(self.config.instrument):
                             if state.count == 0:
                                 self._stamp_lane0(phases, cta, phase_slots.B_ISSUED)
-                        if cutlass.const_expr(self.local):
-                            state = self._load_local_stage(ring, state, ring_addr, desc_b, sfb, nt, kt, desc_a, sfa, mt,
-                                                           boxes)
-                        else:
-                            state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
+                        state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
                         copied = boxes  # the fp16 A boxes this stage's slots get
                         if cutlass.const_expr(self.chunks):
                             if group != waited:
@@ -361,7 +345,7 @@ class Nvfp4GemmSm90:
                                     # it one round trip also finds written; once a group visit a stage
                                     known = self._wait_chunk(table, group, m, k, kt, Int64(table[(0, COL_READY)]), target)
                                     ptx.fence_proxy_async_global()
-                        if cutlass.const_expr(self.counted and not (self.chunks or self.local)):
+                        if cutlass.const_expr(self.counted and not self.chunks):
                             if kt == 0:
                                 if group != waited:
                                     # the group's fp16 A rows, written by phase 0 in this launch
@@ -372,7 +356,7 @@ class Nvfp4GemmSm90:
                                         self._stamp_lane0(phases, cta, phase_slots.A_READY)
                                     waited = group
                                     ptx.fence_proxy_async_global()
-                        for sub in cutlass.range_constexpr(0 if self.local else SUBS_PER_STAGE):
+                        for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
                             if cutlass.const_expr(self.phase0_first):
                                 if astate.count == info_free:
                                     # the first fill of a slot that held the staged group columns
@@ -401,14 +385,6 @@ class Nvfp4GemmSm90:
                 if cutlass.const_expr(self.phase0_first):
                     if astate.count <= info_free:  # never filled those slots: meet the MMA warps once all the same
                         cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
-            if cutlass.const_expr(self.local):
-                if warp_idx >= HELPER_FIRST:
-                    self._decode_local(table, self._order(table, gdimx, all_tiles), tile, total_tiles, stride, group,
-                                       tidx, ring, a16_pipe, ring_addr, a16_addr, phases, cta)
-                    if cutlass.const_expr(self.config.instrument):
-                        cute.arch.barrier(barrier_id=BAR_HELPERS, number_of_threads=HELPER_WARPS * 32)
-                        if warp_idx == HELPER_FIRST:
-                            self._stamp_lane0(phases, cta, phase_slots.PHASE0_DONE)
             if cutlass.const_expr(self.chunks):
                 if warp_idx >= HELPER_FIRST:
                     self._expand_chunks(table, bidx * HELPER_WARPS + warp_idx - HELPER_FIRST, gdimx * HELPER_WARPS)
@@ -489,11 +465,7 @@ class Nvfp4GemmSm90:
         else:
             k = Int32(table[(group, COL_K)])
             row_bytes = k // 2
-            if cutlass.const_expr(self.local):  # the packed A rows, as B's
-                ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A)]), Int32(table[(group, COL_M)]), row_bytes,
-                                       row_bytes)
-            else:
-                ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A16)]), Int32(table[(group, COL_M)]), k, 2 * k)
+            ptx.retarget_tensormap(desc_a, Int64(table[(group, COL_A16)]), Int32(table[(group, COL_M)]), k, 2 * k)
             ptx.retarget_tensormap(desc_a + Int64(TENSORMAP_BYTES), Int64(table[(group, COL_B)]),
                                    Int32(table[(group, COL_N)]), row_bytes, row_bytes)
             ptx.publish_tensormaps(desc_a)
@@ -548,100 +520,15 @@ class Nvfp4GemmSm90:
         state.advance()
         return state
 
-    @cute.jit
-    def _load_local_stage(self, ring, state, ring_addr: Int32, desc_b: Int64, sfb: Int64, nt: Int32, kt: Int32,
-                          desc_a: Int64, sfa: Int64, mt: Int32, boxes: Int32):
-        """The local build's `_load_b_stage`: B's packed bytes and scales, then the tile's packed A
-        boxes that hold rows < m (`boxes` of them; a box's rows past m read as zeros, the rows of
-        boxes not copied keep stale bytes: either feeds only columns of Cᵀ past m, never stored)
-        and the scale run of their 128-row block, all counted on the stage's one mbarrier."""
-        ring.sync_object_empty.wait(state.index, state.phase)
-        mbar = ring.producer_get_barrier(state).toint()
-        ring.sync_object_full.arrive_and_expect_tx(
-            state.index, TILE_N * ROW_BYTES + 2 * SCALE_RUN + boxes * self.a_box_bytes)
-        base = ring_addr + state.index * self.stage_bytes
-        ptx.tma_load_2d(base + self.off_b, desc_b, kt * ROW_BYTES, nt * TILE_N, mbar, self.evict_b)
-        ptx.bulk_load(base + self.off_sfb, sfb + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
-        for b in cutlass.range_constexpr(self.slot_rows // A16_BOX_ROWS):
-            if b < boxes:
-                ptx.tma_load_2d(base + self.off_a + b * self.a_box_bytes, desc_a, kt * ROW_BYTES,
-                                mt * self.tile_m + b * A16_BOX_ROWS, mbar, self.evict_a16)
-        ptx.bulk_load(base + self.off_sfa, sfa + Int64(kt * SCALE_RUN), SCALE_RUN, mbar)
-        state.advance()
-        return state
-
-    @cute.jit
-    def _decode_local(self, table: cute.Tensor, order, tile: Int32, total_tiles: Int32, stride: Int32, group: Int32,
-                      tidx: Int32, ring, a16_pipe, ring_addr: Int32, a16_addr: Int32, phases, cta: Int32):
-        """The local build's helper warps: walk this CTA's tiles as the producer does and, per stage
-        of each, decode its packed A rows from the load ring into the fp16 A slots, a subtile a
-        slot, in the layout a copy from the fp16 copy would have given them. Helper thread h takes
-        half-rows h, h + 96, ... (row u // 2, the words of half u % 2: `_decode_half_row`); each
-        warp orders its stores before the wgmmas' reads and arrives on the slot's mbarrier."""
-        helper = tidx - HELPER_FIRST * 32
-        turns = -(-2 * self.slot_rows // (HELPER_WARPS * 32))
-        rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
-        astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Producer, self.slots)
-        while self._more(tile, total_tiles):
-            t, group = self._locate(table, order, tile, group)
-            _, _, k, mt, _, rows = self._tile_coords(table, t, group)
-            kb, ke = 0, k // K_STAGE
-            if cutlass.const_expr(self.split):
-                kb, ke, _, _ = self._span(order, tile)
-            first_row = mt * self.tile_m
-            for kt in cutlass.range(kb, ke, unroll=1):
-                ring.consumer_wait(rstate)
-                base = ring_addr + rstate.index * self.stage_bytes
-                for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
-                    a16_pipe.sync_object_empty.wait(astate.index, astate.phase)
-                    slot = a16_addr + astate.index * self.a16_bytes
-                    for turn in cutlass.range_constexpr(turns):
-                        u = helper + turn * HELPER_WARPS * 32
-                        if u < 2 * rows:
-                            self._decode_half_row(base, sub, u // 2, first_row + u // 2, u % 2, slot)
-                    # the slot's bytes, written through the generic proxy, before any wgmma reads them
-                    ptx.fence_proxy_async_shared()
-                    cute.arch.sync_warp()
-                    if cute.arch.lane_idx() == 0:
-                        cute.arch.mbarrier_arrive(a16_pipe.producer_get_barrier(astate))
-                    astate.advance()
-                ring.consumer_release(rstate)
-                rstate.advance()
-                if cutlass.const_expr(self.config.instrument):
-                    if rstate.count == 1:
-                        if tidx // 32 == HELPER_FIRST:
-                            self._stamp_lane0(phases, cta, phase_slots.A_READY)
-            tile += stride
-
-    @cute.jit
-    def _decode_half_row(self, stage: Int32, sub: cutlass.Constexpr[int], row: Int32, a_row: Int32, h: Int32,
-                         slot: Int32):
-        """Half `h` of row `row` of the tile's packed A in the ring stage at `stage`, subtile `sub`
-        (A's row `a_row`): word h of each of its four 16-k blocks (block c: bytes 8c .. 8c + 7 of
-        the subtile's 32), decoded into the fp16 chunks 2s + h (s = 0..3) of the slot's row, as
-        `_store_unit_shared` places a whole row's. The ring's packed rows were copied with the
-        128-byte swizzle: the row's 16-byte chunk j is at row · 128 + (j ^ row % 8) · 16."""
-        at = stage + self.off_a + row * ROW_BYTES + h * 4
-        x = at + ((2 * sub) ^ (row % 8)) * 16
-        y = at + ((2 * sub + 1) ^ (row % 8)) * 16
-        words = (ptx.ld_shared_b32(x), ptx.ld_shared_b32(x + 8), ptx.ld_shared_b32(y), ptx.ld_shared_b32(y + 8))
-        scales = ptx.ld_shared_scale_quad(stage + self.off_sfa + sub * SCALE_CHUNK + (a_row % 32) * 16
-                                          + ((a_row % 128) // 32) * 4)
-        d = [ptx.decode_word(w, sc) for w, sc in zip(words, scales)]
-        dst = slot + row * (K_SUB * 2)
-        for s in cutlass.range_constexpr(K_SUB // 16):
-            ptx.st_shared_v4(dst + (((2 * s + h) ^ (row % 8)) * 16), d[0][s], d[1][s], d[2][s], d[3][s])
-
     @staticmethod
-    def _tma_pipeline(barriers, stages: int, tx_bytes: int, producers: int = 1, consumers: int = MMA_WARPS):
+    def _tma_pipeline(barriers, stages: int, tx_bytes: int):
         """Full/empty mbarriers for `stages` buffers one producer thread fills with bulk copies of
-        `tx_bytes` each (or `producers` warps with their stores, each arriving once) and
-        `consumers` warps release (lane 0 of each)."""
+        `tx_bytes` each and the MMA warps release."""
         return pipeline.PipelineTmaAsync.create(
             barrier_storage=barriers.data_ptr(),
             num_stages=stages,
-            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, producers),
-            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, consumers),
+            producer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread),
+            consumer_group=pipeline.CooperativeGroup(pipeline.Agent.Thread, MMA_WARPS),
             tx_count=tx_bytes,
             cta_layout_vmnk=cute.make_layout((1, 1, 1, 1)),
         )

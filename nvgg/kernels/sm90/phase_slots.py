@@ -50,7 +50,3 @@ SM90 = _layout("phase 0", ("wait for A rows", "DESC_READY"), ("A_READY", "PHASE0
 # is when they have (timed from the CTA's start: it may come before the producer's maps), so "to
 # first MMA" runs from A_READY alone
 SM90_CHUNKS = _layout("A streamed (beside the MMAs)", ("first stage of A, in the CTA", "START"), "A_READY", fed=True)
-# the "local" build: its helper warps decode A in the CTA, a stage at a time from the load ring;
-# A_READY is when the first of them finished its first tile's first stage, PHASE0_DONE when all
-# three finished; the first MMA waits for B and A of the same copy, so "to first MMA" runs from START
-SM90_LOCAL = _layout("A decoded (beside the MMAs)", ("first stage of A, decoded", "START"), "START")

@@ -186,39 +186,28 @@ def ld_shared_scale(addr: Int32, *, loc=None, ip=None) -> Int32:
         "=r,r,~{memory}", [Int32(addr)], loc, ip, results=1, result_type=T.i32))
 
 
-# four consecutive e4m3 scales (one 32-bit load, the first in the low byte), each times 64 as
-# fp16 broadcast to both halves of a register (see `ld_shared_scale`)
-_SCALE_QUAD = """{{
+@dsl_user_op
+def ld_global_scale_quad(addr: Int64, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+    """Four consecutive e4m3 scales (4 bytes at `addr` in read-only global memory, the first in the
+    low byte), each times 64 as fp16 broadcast to both halves of a register (see
+    `ld_shared_scale`)."""
+    return _asm(
+        f"""{{
     .reg .b16 lo, hi;
     .reg .b32 w, f, g, k;
-    {load} w, [$4];
+    ld.global.nc.b32 w, [$4];
     mov.b32 {{lo, hi}}, w;
     cvt.rn.f16x2.e4m3x2 f, lo;
     cvt.rn.f16x2.e4m3x2 g, hi;
-    mov.b32 k, 0x{k:08X};
+    mov.b32 k, 0x{F16X2_SIXTY_FOUR:08X};
     mul.rn.f16x2 f, f, k;
     mul.rn.f16x2 g, g, k;
     prmt.b32 $0, f, f, 0x1010;
     prmt.b32 $1, f, f, 0x3232;
     prmt.b32 $2, g, g, 0x1010;
     prmt.b32 $3, g, g, 0x3232;
-}}"""
-
-
-@dsl_user_op
-def ld_global_scale_quad(addr: Int64, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
-    """Four consecutive e4m3 scales (4 bytes at `addr` in read-only global memory, the first in the
-    low byte), each times 64 as fp16 broadcast to both halves of a register (see
-    `ld_shared_scale`)."""
-    return _asm(_SCALE_QUAD.format(load="ld.global.nc.b32", k=F16X2_SIXTY_FOUR), "=r,=r,=r,=r,l,~{memory}",
-                [Int64(addr)], loc, ip, results=4)
-
-
-@dsl_user_op
-def ld_shared_scale_quad(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
-    """`ld_global_scale_quad` from shared memory (4-byte aligned `addr`)."""
-    return _asm(_SCALE_QUAD.format(load="ld.shared.b32", k=F16X2_SIXTY_FOUR), "=r,=r,=r,=r,r,~{memory}",
-                [Int32(addr)], loc, ip, results=4)
+}}""",
+        "=r,=r,=r,=r,l,~{memory}", [Int64(addr)], loc, ip, results=4)
 
 
 @dsl_user_op
