@@ -634,25 +634,26 @@ class Nvfp4GemmSm90:
         """The main loop of one tile: its stages kb .. ke - 1 (every stage but in the split build),
         through `tiled_mma` into `acc` (and, for a wide tile, through `extra` = (MMA, accumulators,
         A operand) as well)."""
-        # the last stage is peeled so that its last wgmma is followed directly by
-        # wait_group(0): with a wait_group(1) in between, ptxas was seen (nvdisasm of the
-        # per-group kernel; lab log) hoisting the epilogue's reads of the accumulators
-        # above the final WARPGROUP.DEPBAR, losing part of the last 64-k block at random
-        for kt in cutlass.range(kb, ke - 1, unroll=1):
+        # every stage through the loop's one copy of the code: a peeled last stage was code the
+        # MMA warps ran once a tile, fetched cold into the instruction cache (ncu: its
+        # instructions stalled on fetch, the loop's did not; lab log). The last wgmma retires
+        # after the loop; tests/test_kernels_sm90.py checks in the SASS that no read of the
+        # accumulators comes before that wait
+        for kt in cutlass.range(kb, ke, unroll=1):
             rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, kt, kb, tidx, ring_addr, tiled_mma,
-                                             acc, frags, words, tCrB, False, phases, cta, extra)
-        rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, ke - 1, kb, tidx, ring_addr,
-                                         tiled_mma, acc, frags, words, tCrB, True, phases, cta, extra)
+                                             acc, frags, words, tCrB, phases, cta, extra)
+        cute.nvgpu.warpgroup.wait_group(0)
+        self._release_previous(a16_pipe, astate)  # the last subtile's slot
         return rstate, astate
 
     @cute.jit
     def _mma_stage(self, ring, a16_pipe, rstate, astate, kt: Int32, kb, tidx: Int32, ring_addr: Int32,
                    tiled_mma: cute.TiledMma, acc: cute.Tensor, frags, words, tCrB: cute.Tensor,
-                   last: cutlass.Constexpr[bool], phases, cta: Int32, extra=None):
+                   phases, cta: Int32, extra=None):
         """Decode and multiply stage `kt` of a tile (4 subtiles of 64 k) whose main loop began at
         stage `kb`. An fp16 A buffer goes back to the producer once the wgmma that read it has
-        retired: slot q - 1 after the wait_group(1) that follows wgmma q, and, after the tile's last
-        wgmma and its wait_group(0), the last two. `last` marks the tile's last stage."""
+        retired: slot q - 1 after the wait_group(1) that follows wgmma q, and the tile's last one
+        after its main loop (`_mma_tile`)."""
         ring.consumer_wait(rstate)
         if cutlass.const_expr(self.config.instrument):
             if rstate.count == 0:
@@ -668,17 +669,12 @@ class Nvfp4GemmSm90:
             if cutlass.const_expr(self.config.instrument and sub == 0):
                 if astate.count == 0:
                     self._stamp(phases, cta, tidx, phase_slots.FIRST_MMA)
-            if cutlass.const_expr(last and sub == SUBS_PER_STAGE - 1):
-                cute.nvgpu.warpgroup.wait_group(0)
+            cute.nvgpu.warpgroup.wait_group(1)
+            if cutlass.const_expr(sub > 0):
                 self._release_previous(a16_pipe, astate)
-                a16_pipe.consumer_release(astate)
             else:
-                cute.nvgpu.warpgroup.wait_group(1)
-                if cutlass.const_expr(sub > 0):
+                if kt > kb:
                     self._release_previous(a16_pipe, astate)
-                else:
-                    if kt > kb:
-                        self._release_previous(a16_pipe, astate)
             astate.advance()
         # B was decoded into registers: nothing reads this stage any more
         ring.consumer_release(rstate)
