@@ -41,8 +41,9 @@ Warps (`kernel`; a persistent CTA walks the tiles the host's schedule lists for 
 - MMA warpgroups (warps 0-7): persistent kernel but the chunks build, phase 0 first
   (`_expand_a_global`, the groups' phase-0 columns staged in the last A slots, freed to the
   producer at BAR_INFO); the chunks build, its first tile's first stage of A; then per 64-k
-  subtile: decode B into one of two register fragments, wait for the A slot, wgmma, commit;
-  wait_group(1) retires the previous subtile's wgmma, freeing its A slot and its fragment. Half
+  subtile: wait for the A slot, decode B into one of two register fragments, wgmma, commit;
+  wait_group(1) retires the previous subtile's wgmma, freeing its A slot and its fragment (the
+  tile's last one retires after its main loop, wait_group(0)). Half
   and wide tiles add narrower wgmmas over the same fragments (GemmConfig.half_tiles, wide_tiles).
   The epilogue stores the accumulators' rows < m as fp16 pairs; a CTA's last tile, whose fp16 A
   slots no load refills, goes through them and leaves in 16-byte chunks (`_store_staged`).
