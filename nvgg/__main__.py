@@ -92,7 +92,7 @@ def main() -> None:
                 import atexit
                 atexit.register(procs.timeline, "nvgg exiting")  # registered first: runs last
                 try:
-                    procs.prestart(preload=("nvgg.datapath",))  # the rows' one data path
+                    procs.prestart(preload=("nvgg.datapath",))  # datapath.WORKER_PRELOAD, not imported here (torch)
                 except Exception:  # a bad NVGG_ISOLATION: the command says so in one line
                     pass
             from .cli import run

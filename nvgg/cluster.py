@@ -112,7 +112,7 @@ class _Worker:
 
     def ready(self) -> int:
         from . import datapath
-        procs.warm_up((datapath.__name__,))  # as rows.pools's local workers preload it
+        procs.warm_up(datapath.WORKER_PRELOAD)
         return os.getpid()
 
     def call(self, call: procs.Call) -> tuple:

@@ -33,6 +33,9 @@ from .selection import default_device, select
 from .strategies import AsSubmitted
 
 CPU_BATCH = 3  # a CPU run times 3 inputs a repetition (not 15) so it finishes in seconds
+# what a worker that runs rows imports as it starts, before its first call (procs.warm_up): this
+# module, the rows' one data path (a local worker's preload, a Ray actor's start)
+WORKER_PRELOAD = (__name__,)
 
 
 def device_profile(device: torch.device, name: str | None) -> Profile | None:

@@ -148,7 +148,7 @@ def pools(gpus: list[int] | None = None, timeout_s: float | None = None, *,
             from . import cluster
             made = [stack.enter_context(p) for p in cluster.pools(ray_gpus, timeout_s)]
         else:
-            made = [stack.enter_context(procs.Pool(timeout_s, gpu=g, preload=(datapath.__name__,)))
+            made = [stack.enter_context(procs.Pool(timeout_s, gpu=g, preload=datapath.WORKER_PRELOAD))
                     for g in gpus or [None]]
         yield made
 

@@ -53,6 +53,17 @@ def test_a_worker_imports_its_preload_before_its_first_call(monkeypatch, tmp_pat
         assert mark.read_text() == str(pid) != str(os.getpid())
 
 
+def test_every_rows_worker_preloads_the_data_path_the_command_line_prestarts():
+    """The command line's prestarted worker (nvgg/__main__.py, which names the module without
+    importing it) preloads what the rows' pools and Ray actors do: datapath.WORKER_PRELOAD."""
+    import ast
+    from nvgg import __main__ as entry, datapath
+    calls = [n for n in ast.walk(ast.parse(Path(entry.__file__).read_text()))
+             if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "prestart"]
+    assert [ast.literal_eval(k.value) for c in calls for k in c.keywords if k.arg == "preload"] == [
+        datapath.WORKER_PRELOAD] == [("nvgg.datapath",)]
+
+
 def test_a_raising_call_keeps_its_worker_and_an_expected_failure_stays_one():
     with procs.Pool(30) as pool:
         pid = pool.call("a", os.getpid)
