@@ -120,53 +120,46 @@ def publish_tensormaps(desc: Int64, *, loc=None, ip=None) -> None:
          "l,~{memory}", [Int64(desc)], loc, ip)
 
 
-# fp16 2^14 in both halves of a register: undoes the 2^-14 of an e2m1 code's bits placed in an fp16
-F16X2_TWO_TO_14 = 0x74007400
-# the bits each output register keeps: the sign (bit 15) and the code's exponent and mantissa
-# bits (9-11) of both halves
-DECODE_KEEP = 0x8E008E00
+# fp16 64.0 in both halves of a register: undoes the 2^-6 of the e4m3 reading of an e2m1 code
+F16X2_SIXTY_FOUR = 0x54005400
 
-
-def _decode_pair(out: int, source: str, up: int) -> str:
-    """One output register of `_DECODE_WORD`: the two codes whose nibbles sit `up` bits below bits
-    12-15 and 28-31 of `source` (a word of every other nibble) moved there (sign at 15, exponent
-    and mantissa at 12-14), and a copy 3 bits lower (exponent and mantissa at 9-11); bits 15 and
-    9-11 of each half kept, times 2^14, times the scale."""
-    shift_a = f"shl.b32 a, {source}, {up};" if up else f"mov.b32 a, {source};"
-    shift_b = f"shl.b32 b, {source}, {up - 3};" if up >= 3 else f"shr.b32 b, {source}, {3 - up};"
-    return f"""    {shift_a}
-    {shift_b}
-    or.b32 x, a, b;
-    and.b32 x, x, 0x{DECODE_KEEP:08X};
-    mul.rn.f16x2 x, x, k;
-    mul.rn.f16x2 ${out}, x, $5;\n"""
-
-
-# (output register, source word, shift): registers hold (v0, v4), (v1, v5), (v2, v6), (v3, v7)
-_DECODE_PAIRS = ((0, "e", 12), (1, "o", 8), (2, "e", 4), (3, "o", 0))
-
-_DECODE_WORD = ("""{
-    .reg .b32 e, o, a, b, x, k;
-    and.b32 e, $4, 0x0F0F0F0F;
-    and.b32 o, $4, 0xF0F0F0F0;
-""" + f"    mov.b32 k, 0x{F16X2_TWO_TO_14:08X};\n" + "".join(_decode_pair(*p) for p in _DECODE_PAIRS) + "}")
+_DECODE_WORD = """{
+    .reg .b32 t, u, even, odd, r;
+    .reg .b16 e0, e1, o0, o1;
+    shl.b32 t, $4, 4;
+    and.b32 t, t, 0x80808080;
+    shl.b32 u, $4, 2;
+    and.b32 u, u, 0x1C1C1C1C;
+    or.b32 even, t, u;
+    and.b32 t, $4, 0x80808080;
+    shr.b32 u, $4, 2;
+    and.b32 u, u, 0x1C1C1C1C;
+    or.b32 odd, t, u;
+    mov.b32 {e0, e1}, even;
+    mov.b32 {o0, o1}, odd;
+    cvt.rn.f16x2.e4m3x2 r, e0;
+    mul.rn.f16x2 $0, r, $5;
+    cvt.rn.f16x2.e4m3x2 r, e1;
+    mul.rn.f16x2 $1, r, $5;
+    cvt.rn.f16x2.e4m3x2 r, o0;
+    mul.rn.f16x2 $2, r, $5;
+    cvt.rn.f16x2.e4m3x2 r, o1;
+    mul.rn.f16x2 $3, r, $5;
+}"""
 
 
 @dsl_user_op
 def decode_word(word: Int32, scale2: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
     """The 8 e2m1 values v0..v7 of `word` (v0 in the low nibble) expanded to fp16 and multiplied by
-    the fp16 pair `scale2` (the scale in both halves, see `ld_shared_scale`), as four registers of
-    two fp16 each: (v0, v4), (v1, v5), (v2, v6), (v3, v7).
+    the fp16 pair `scale2`, which must be the scale times 64 (see `ld_shared_scale`), as four
+    registers of two fp16 each: (v0, v2), (v4, v6), (v1, v3), (v5, v7).
 
-    No conversion instruction (Hopper runs those at a fraction of the logic ops' rate): a code
-    s|e1 e0|m placed in an fp16 as sign bit 15 and e1 e0 m at bits 11-9 reads as the e2m1 value
-    times 2^-14 for every code (0.5, e = 0, lands on the fp16 subnormal 2^-15; 1.0 on 2^-14, the
-    smallest normal). Nibbles four apart sit 16 bits apart, so one shift places a pair; taking
-    every other nibble first (`e`, `o`) leaves 4 zero bits around each, so that the shifted copy
-    and the one 3 bits lower meet no other code's bits inside the kept bits, and one or, one and
-    keep them. Times 2^14 gives the value (exact: at most 6), times the scale the product (exact:
-    every e2m1 × e4m3 product is an fp16, at most 6 × 448, at least 0.5 × 2^-9 = 2^-10, with at
-    most 5 significant bits)."""
+    Each e2m1 code s|e1 e0|m is rewritten as the e4m3 byte s|0 0 e1 e0|m 0 0, which reads as the
+    e2m1 value times 2^-6 for every code (the e2m1 subnormal 0.5 lands on the e4m3 subnormal
+    2^-7); the even nibbles of each byte need their sign moved to bit 7, the odd ones have it there
+    already. The hardware e4m3 -> fp16 conversion then does two values per instruction, and the
+    multiply by 64 * scale is exact (64 × 448 < 65504; every e2m1 × e4m3 product is an fp16: at
+    most 6 × 448, at least 0.5 × 2^-9 = 2^-10, with at most 5 significant bits)."""
     return _asm(_DECODE_WORD, "=r,=r,=r,=r,r,r", [Int32(word), Int32(scale2)], loc, ip, results=4, pure=True)
 
 
@@ -178,36 +171,42 @@ def ld_shared_v2(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32]:
 
 @dsl_user_op
 def ld_shared_scale(addr: Int32, *, loc=None, ip=None) -> Int32:
-    """One e4m3 scale (the byte at `addr`) as fp16, broadcast to both halves of a register (the
-    scale `decode_word` takes). e4m3 -> fp16 is exact."""
+    """One e4m3 scale (the byte at `addr`) times 64 as fp16, broadcast to both halves of a register
+    (the scale `decode_word` takes). e4m3 -> fp16 is exact, and so is the power-of-two multiply."""
     return Int32(_asm(
-        """{
+        f"""{{
     .reg .b16 h;
-    .reg .b32 f;
+    .reg .b32 f, k;
     ld.shared.u8 h, [$1];
     cvt.rn.f16x2.e4m3x2 f, h;
-    prmt.b32 $0, f, f, 0x1010;
-}""",
+    prmt.b32 f, f, f, 0x1010;
+    mov.b32 k, 0x{F16X2_SIXTY_FOUR:08X};
+    mul.rn.f16x2 $0, f, k;
+}}""",
         "=r,r,~{memory}", [Int32(addr)], loc, ip, results=1, result_type=T.i32))
 
 
 @dsl_user_op
 def ld_global_scale_quad(addr: Int64, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
     """Four consecutive e4m3 scales (4 bytes at `addr` in read-only global memory, the first in the
-    low byte), each as fp16 broadcast to both halves of a register (see `ld_shared_scale`)."""
+    low byte), each times 64 as fp16 broadcast to both halves of a register (see
+    `ld_shared_scale`)."""
     return _asm(
-        """{
+        f"""{{
     .reg .b16 lo, hi;
-    .reg .b32 w, f, g;
+    .reg .b32 w, f, g, k;
     ld.global.nc.b32 w, [$4];
-    mov.b32 {lo, hi}, w;
+    mov.b32 {{lo, hi}}, w;
     cvt.rn.f16x2.e4m3x2 f, lo;
     cvt.rn.f16x2.e4m3x2 g, hi;
+    mov.b32 k, 0x{F16X2_SIXTY_FOUR:08X};
+    mul.rn.f16x2 f, f, k;
+    mul.rn.f16x2 g, g, k;
     prmt.b32 $0, f, f, 0x1010;
     prmt.b32 $1, f, f, 0x3232;
     prmt.b32 $2, g, g, 0x1010;
     prmt.b32 $3, g, g, 0x3232;
-}""",
+}}""",
         "=r,=r,=r,=r,l,~{memory}", [Int64(addr)], loc, ip, results=4)
 
 
