@@ -101,8 +101,6 @@ BAR_HELPERS = 3  # named barrier of the helper warps alone (their end, instrumen
 CHUNK_ROWS = 32 // SUBS_PER_STAGE
 TURNS_IN_FLIGHT = 4
 CHUNK_UNITS = CHUNK_ROWS * SUBS_PER_STAGE
-# counters each lane of the producer warp reads in one probe of the helpers' stages (_wait_chunk)
-CHUNK_PROBES = 4
 # the split build (GemmConfig.split_k): launch-wide, the fp32 partial sums of its writer pieces
 # (PARTIAL slots, one a writer: [MMA_THREADS, slot_rows / 2] words, each thread's accumulators) and
 # one u64 flag a slot, to which each launch adds 1 once the slot is written (never reset, as the

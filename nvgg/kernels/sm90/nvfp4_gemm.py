@@ -82,7 +82,7 @@ from .phase_slots import SM90 as phase_slots
 from . import ptx
 from .config import (
     A16_BOX_ROWS, BAR_HELPERS, BAR_INFO, BAR_MMA, COL_A, COL_CHUNK_BEGIN, COL_CHUNK_END, COL_CHUNK_UNITS,
-    COL_CHUNKS, CHUNK_PROBES, CHUNK_UNITS, HELPER_FIRST, HELPER_WARPS, TURNS_IN_FLIGHT, padded_rows, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
+    COL_CHUNKS, CHUNK_UNITS, HELPER_FIRST, HELPER_WARPS, TURNS_IN_FLIGHT, padded_rows, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
     COL_DEAL, COL_MAPS, COL_N, COL_PHASES, COL_READY, COL_READY_BEGIN, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE,
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
@@ -974,12 +974,9 @@ class Nvfp4GemmSm90:
         """The producer warp of the "chunks" build waits until the helper warps of this launch
         have expanded stage `stage` of every fp16 A row of `group`, and returns the first stage
         after it not yet seen written. Up to 32 row blocks, one round trip reads that stage's
-        counters and, in the entries left over, those of the stages after it: each lane reads
-        CHUNK_PROBES counters at once, entry f = lane + 32 j naming block f % blocks of stage
-        stage + f / blocks, so that one probe learns up to 32 · CHUNK_PROBES / blocks stages (one
-        counter a lane learned 2 stages a probe for 12 blocks, and a probe is a round trip the
-        producer's next copies wait behind); more blocks, lane l watches blocks l, l + 32, .. of the
-        one stage (as `_wait_rows`, whose rules these follow: the lanes poll and leave together)."""
+        counters and, in the lanes left over, those of the stages after it (lane l: block l %
+        blocks, stage + l / blocks); more blocks, lane l watches blocks l, l + 32, .. of the one
+        stage (as `_wait_rows`, whose rules these follow: the lanes poll and leave together)."""
         begin = Int32(table[(group, COL_READY_BEGIN)])
         padded = padded_rows(m)
         blocks = (padded + READY_ROWS - 1) // READY_ROWS
@@ -987,23 +984,18 @@ class Nvfp4GemmSm90:
         lane = cute.arch.lane_idx()
         known = stage + 1
         if blocks <= 32:
-            span = 32 * CHUNK_PROBES // blocks  # whole stages the entries cover
-            counters, units, aheads = [], [], []
-            for j in cutlass.range_constexpr(CHUNK_PROBES):
-                entry = lane + 32 * j
-                ahead = entry // blocks
-                i = entry % blocks
-                need = self._block_rows(padded, i) * SUBS_PER_STAGE
-                if ahead >= span:
-                    need = Int32(0)
-                if stage + ahead >= stages:
-                    need = Int32(0)
-                counters.append(ready + Int64(begin + i * stages + cutlass.min(stage + ahead, stages - 1)) * Int64(8))
-                units.append(need)
-                aheads.append(ahead)
+            span = 32 // blocks
+            ahead = lane // blocks
+            i = lane % blocks
+            units = self._block_rows(padded, i) * SUBS_PER_STAGE
+            if ahead >= span:
+                units = Int32(0)
+            if stage + ahead >= stages:
+                units = Int32(0)
+            counter = begin + i * stages + cutlass.min(stage + ahead, stages - 1)
             missing = Int32(0)
             while missing == 0:
-                missing = ptx.ready_probe(counters, units, launches, aheads)
+                missing = ptx.ready_probe(ready + Int64(counter) * Int64(8), units, launches, ahead)
             known = stage + cutlass.min(cutlass.min(missing, span), stages - stage)
         else:
             base = Int32(0)

@@ -427,27 +427,26 @@ RW_DONE_${:uid}:
 
 
 @dsl_user_op
-def ready_probe(counters, units, launches: Int64, aheads, *, loc=None, ip=None) -> Int32:
-    """The whole warp, without waiting: each lane reads its counters (acquire; every load issued
-    before any is compared, so that one round trip reads them all) against `launches` × their
-    `units` (0 passes at once), and every lane gets the least of `aheads` over the counters of all
-    lanes that fall short, or 0x7FFFFFFF where none does (redux.sync.min). `counters`, `units` and
-    `aheads` are lists of one length. Where the result is 0 the warp sleeps briefly before
-    returning, so that a caller polling again backs off. As in `ready_wait`, a warp barrier after
-    the last probe orders the lanes' acquires before the copies."""
-    n = len(counters)
-    if not n or len(units) != n or len(aheads) != n:
-        raise ValueError("ready_probe: counters, units and aheads must be lists of one length")
-    regs = "".join(f"    .reg .u64 need{j}, now{j}, u{j};\n    .reg .pred q{j};\n    .reg .b32 m{j};\n" for j in range(n))
-    needs = "".join(f"    cvt.u64.u32 u{j}, ${1 + n + j};\n    mul.lo.u64 need{j}, u{j}, ${1 + 2 * n};\n" for j in range(n))
-    loads = "".join(f"    ld.acquire.gpu.global.u64 now{j}, [${1 + j}];\n" for j in range(n))
-    picks = "".join(f"    setp.ge.u64 q{j}, now{j}, need{j};\n    selp.b32 m{j}, 0x7FFFFFFF, ${2 + 2 * n + j}, q{j};\n"
-                    f"    min.u32 miss, miss, m{j};\n" for j in range(n))
-    text = ("{\n" + regs + "    .reg .pred z;\n    .reg .b32 miss;\n" + needs + loads + "    mov.b32 miss, 0x7FFFFFFF;\n"
-            + picks + "    redux.sync.min.u32 $0, miss, 0xffffffff;\n    setp.eq.u32 z, $0, 0;\n    @z nanosleep.u32 20;\n}")
-    constraints = "=r," + ",".join(["l"] * n + ["r"] * n + ["l"] + ["r"] * n) + ",~{memory}"
-    return Int32(_asm(text, constraints, [Int64(c) for c in counters] + [Int32(u) for u in units] + [Int64(launches)]
-                      + [Int32(a) for a in aheads], loc, ip, results=1, result_type=T.i32))
+def ready_probe(counter: Int64, units: Int32, launches: Int64, ahead: Int32, *, loc=None, ip=None) -> Int32:
+    """The whole warp, without waiting: each lane reads its counter (acquire) against `launches` ×
+    its `units` (0 passes at once), and every lane gets the least `ahead` of the lanes whose
+    counter falls short, or 0x7FFFFFFF where none does (redux.sync.min). Where that is 0 the warp
+    sleeps briefly before returning, so that a caller polling again backs off. As in `ready_wait`,
+    a warp barrier after the last probe orders the lanes' acquires before the copies."""
+    return Int32(_asm("""{
+    .reg .u64 need, now, u;
+    .reg .pred q, z;
+    .reg .b32 miss;
+    cvt.u64.u32 u, $2;
+    mul.lo.u64 need, u, $3;
+    ld.acquire.gpu.global.u64 now, [$1];
+    setp.ge.u64 q, now, need;
+    selp.b32 miss, 0x7FFFFFFF, $4, q;
+    redux.sync.min.u32 $0, miss, 0xffffffff;
+    setp.eq.u32 z, $0, 0;
+    @z nanosleep.u32 20;
+}""", "=r,l,r,l,r,~{memory}", [Int64(counter), Int32(units), Int64(launches), Int32(ahead)], loc, ip, results=1,
+        result_type=T.i32))
 
 
 @dsl_user_op
