@@ -890,7 +890,15 @@ class Nvfp4GemmSm90:
             stage = turn // per_stage
             unit = (turn - stage * per_stage) * CHUNK_UNITS
             if unit < begin or unit >= end:
-                g, begin, end, m, k, counters, a, sfa, a16 = self._chunk_group(table, groups, unit, lane)
+                g = self._chunk_group(table, groups, unit, lane)
+                begin = Int32(table[(g, COL_CHUNK_BEGIN)])
+                end = Int32(table[(g, COL_CHUNK_END)])
+                m = Int32(table[(g, COL_M)])
+                k = Int32(table[(g, COL_K)])
+                counters = Int32(table[(g, COL_READY_BEGIN)])
+                a = Int64(table[(g, COL_A)])
+                sfa = Int64(table[(g, COL_SFA)])
+                a16 = Int64(table[(g, COL_A16)])
             row = (unit - begin) // SUBS_PER_STAGE + lane // SUBS_PER_STAGE
             sub = lane % SUBS_PER_STAGE
             block = (unit - begin) // (READY_ROWS * SUBS_PER_STAGE)
@@ -938,41 +946,22 @@ class Nvfp4GemmSm90:
         ptx.ready_add(ready + Int64(counter) * Int64(8), CHUNK_UNITS, lane0=True)
 
     @cute.jit
-    def _chunk_group(self, table: cute.Tensor, groups: Int32, unit: Int32, lane: Int32):
-        """The group whose units of a stage hold `unit` (the whole warp), with the columns its turns
-        read: (group, COL_CHUNK_BEGIN, COL_CHUNK_END, COL_M, COL_K, COL_READY_BEGIN, COL_A, COL_SFA,
-        COL_A16). Lane l reads those of group base + l, and the lanes whose group ends at or below
-        `unit` count the groups before it, 32 groups a round trip; the found group's columns are
-        then taken from its lane, so that the search and the group's row are one round trip, not
-        two in a row (a helper's first turn waits behind both). Lanes past the last group read the
-        last one's, whose end is above every unit."""
+    def _chunk_group(self, table: cute.Tensor, groups: Int32, unit: Int32, lane: Int32) -> Int32:
+        """The group whose units of a stage hold `unit` (the whole warp): lane l reads the end of
+        group base + l, and the lanes whose group ends at or below `unit` count the groups before
+        it, 32 groups a round trip. Lanes past the last group read the last one's end, which is
+        above every unit."""
         found = Int32(0)
-        begin, end, m, k, counters = Int32(0), Int32(0), Int32(0), Int32(0), Int32(0)
-        a, sfa, a16 = Int64(0), Int64(0), Int64(0)
         base = Int32(0)
         while base < groups:
-            row = cutlass.min(base + lane, groups - 1)
-            row_end = Int32(table[(row, COL_CHUNK_END)])
-            row_begin = Int32(table[(row, COL_CHUNK_BEGIN)])
-            row_m = Int32(table[(row, COL_M)])
-            row_k = Int32(table[(row, COL_K)])
-            row_counters = Int32(table[(row, COL_READY_BEGIN)])
-            row_a = Int64(table[(row, COL_A)])
-            row_sfa = Int64(table[(row, COL_SFA)])
-            row_a16 = Int64(table[(row, COL_A16)])
-            below = ptx.lanes_at_or_above(unit, row_end)
+            end = Int32(table[(cutlass.min(base + lane, groups - 1), COL_CHUNK_END)])
+            below = ptx.lanes_at_or_above(unit, end)
             found = base + below
-            # taken in every round (from lane 0 where the group lies further on), so that the
-            # loads above stay ahead of the vote instead of sinking into the branch
-            picked = (ptx.from_lane(row_end, below), ptx.from_lane(row_begin, below), ptx.from_lane(row_m, below),
-                      ptx.from_lane(row_k, below), ptx.from_lane(row_counters, below), ptx.from_lane_64(row_a, below),
-                      ptx.from_lane_64(row_sfa, below), ptx.from_lane_64(row_a16, below))
             if below < 32:
-                end, begin, m, k, counters, a, sfa, a16 = picked
                 base = groups
             else:
                 base += 32
-        return found, begin, end, m, k, counters, a, sfa, a16
+        return found
 
     @staticmethod
     def _block_rows(rows: Int32, block: Int32) -> Int32:

@@ -463,25 +463,6 @@ def lanes_at_or_above(value: Int32, bound: Int32, *, loc=None, ip=None) -> Int32
 
 
 @dsl_user_op
-def from_lane(value: Int32, lane: Int32, *, loc=None, ip=None) -> Int32:
-    """The whole warp: every lane gets `value` of lane `lane` (shfl.sync.idx)."""
-    return Int32(_asm("shfl.sync.idx.b32 $0, $1, $2, 0x1f, 0xffffffff;", "=r,r,r", [Int32(value), Int32(lane)], loc, ip,
-                      results=1, result_type=T.i32))
-
-
-@dsl_user_op
-def from_lane_64(value: Int64, lane: Int32, *, loc=None, ip=None) -> Int64:
-    """The whole warp: every lane gets the 64-bit `value` of lane `lane` (two shfl.sync.idx)."""
-    return Int64(_asm("""{
-    .reg .b32 lo, hi;
-    mov.b64 {lo, hi}, $1;
-    shfl.sync.idx.b32 lo, lo, $2, 0x1f, 0xffffffff;
-    shfl.sync.idx.b32 hi, hi, $2, 0x1f, 0xffffffff;
-    mov.b64 $0, {lo, hi};
-}""", "=l,l,r", [Int64(value), Int32(lane)], loc, ip, results=1, result_type=T.i64))
-
-
-@dsl_user_op
 def count_launch(state: Int64, ctas: Int32, cta: Int32, *, loc=None, ip=None) -> Int32:
     """The whole warp: lane 0 reads the grid count, then counts CTA `cta` of `ctas` in (the same
     thread and address, so it cannot read its own arrival; nothing to publish, so relaxed), and
