@@ -93,11 +93,6 @@ READINESS = ("rows", "grid", "chunks")
 HELPER_WARPS = 3  # the "chunks" build's expanding warps, 9-11: the producer warp's warpgroup
 HELPER_FIRST = MMA_WARPS + 1
 BAR_HELPERS = 3  # named barrier of the helper warps alone (their end, instrumented build)
-# plain chunks builds with a second stage's slots (slots >= 2 stages): warps 10-11 decode the CTA's
-# first tile's second stage into its slots (SECOND_WARPS, meeting at BAR_SECOND) and warp 9 alone
-# takes the launch's turns (nvfp4_gemm.Nvfp4GemmSm90._expand_second_stage)
-SECOND_WARPS = 2
-BAR_SECOND = 4
 # rows of A one helper warp expands a turn: 32 lanes, a lane a 64-k block of a 256-k stage; the
 # units a turn counts. Small turns spread a stage over many warps, which brings the first stage
 # soonest; a warp keeps TURNS_IN_FLIGHT turns' loads in flight (the same rows, later stages) so

@@ -82,7 +82,7 @@ from .phase_slots import SM90 as phase_slots
 from . import ptx
 from .config import (
     A16_BOX_ROWS, BAR_HELPERS, BAR_INFO, BAR_MMA, COL_A, COL_CHUNK_BEGIN, COL_CHUNK_END, COL_CHUNK_UNITS,
-    COL_CHUNKS, CHUNK_UNITS, HELPER_FIRST, BAR_SECOND, SECOND_WARPS, HELPER_WARPS, TURNS_IN_FLIGHT, padded_rows, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
+    COL_CHUNKS, CHUNK_UNITS, HELPER_FIRST, HELPER_WARPS, TURNS_IN_FLIGHT, padded_rows, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
     COL_DEAL, COL_MAPS, COL_N, COL_PHASES, COL_READY, COL_READY_BEGIN, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE,
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
@@ -128,10 +128,6 @@ class Nvfp4GemmSm90:
         self.chunks = config.persistent and config.readiness == "chunks"
         self.counted = config.persistent and config.readiness in ("rows", "chunks")  # not the grid barrier
         self.phase0_first = config.persistent and not self.chunks
-        # plain chunks builds whose slots hold two stages: the helper warps but the first decode
-        # the CTA's first tile's second stage into its slots (`_expand_second_stage`), the first
-        # takes the launch's turns alone
-        self.second = self.chunks and not self.wide and config.slots >= 2 * SUBS_PER_STAGE
         # the split build: a position of the tile order is a piece of a tile (schedule.split_k)
         self.split = config.split_k
         self.partial_bytes = MMA_THREADS * partial_words(config) * 4  # one writer's slot
@@ -337,7 +333,6 @@ class Nvfp4GemmSm90:
                                 self._stamp_lane0(phases, cta, phase_slots.B_ISSUED)
                         state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
                         copied = boxes  # the fp16 A boxes this stage's slots get
-                        second = Int32(0)  # the second stage of the first tile, decoded by the helpers
                         if cutlass.const_expr(self.chunks):
                             if group != waited:
                                 waited = group
@@ -345,12 +340,7 @@ class Nvfp4GemmSm90:
                             if kt == kb and own == 1:
                                 copied = Int32(0)
                             else:
-                                if cutlass.const_expr(self.second):
-                                    if kt == kb + 1 and own == 1:
-                                        # decoded into its slots by this CTA's helpers, who arrive
-                                        second = Int32(1)
-                                        copied = Int32(0)
-                                if kt >= known and second == 0:
+                                if kt >= known:
                                     # this stage of the group's fp16 A rows, expanded by the helper
                                     # warps of the grid in this launch, and whichever stages after
                                     # it one round trip also finds written; once a group visit a stage
@@ -374,8 +364,7 @@ class Nvfp4GemmSm90:
                                     cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
                             # the slot's expected bytes are those of the boxes actually copied
                             a16_pipe.sync_object_empty.wait(astate.index, astate.phase)
-                            if second == 0:
-                                a16_pipe.sync_object_full.arrive_and_expect_tx(astate.index, copied * self.box_bytes)
+                            a16_pipe.sync_object_full.arrive_and_expect_tx(astate.index, copied * self.box_bytes)
                             a_x, a_y = kt * K_STAGE + sub * K_SUB, mt * self.tile_m
                             mbar = a16_pipe.producer_get_barrier(astate).toint()
                             for b in cutlass.range_constexpr(self.slot_rows // A16_BOX_ROWS):
@@ -399,14 +388,7 @@ class Nvfp4GemmSm90:
                         cute.arch.barrier(barrier_id=BAR_INFO, number_of_threads=MMA_THREADS + 32)
             if cutlass.const_expr(self.chunks):
                 if warp_idx >= HELPER_FIRST:
-                    if cutlass.const_expr(self.second):
-                        if warp_idx == HELPER_FIRST:
-                            self._expand_chunks(table, bidx, gdimx)
-                        else:
-                            self._expand_second_stage(table, gdimx, all_tiles, bidx, tidx - (HELPER_FIRST + 1) * 32,
-                                                      a16_pipe, a16_addr)
-                    else:
-                        self._expand_chunks(table, bidx * HELPER_WARPS + warp_idx - HELPER_FIRST, gdimx * HELPER_WARPS)
+                    self._expand_chunks(table, bidx * HELPER_WARPS + warp_idx - HELPER_FIRST, gdimx * HELPER_WARPS)
                     if cutlass.const_expr(self.config.instrument):
                         cute.arch.barrier(barrier_id=BAR_HELPERS, number_of_threads=HELPER_WARPS * 32)
                         if warp_idx == HELPER_FIRST:
@@ -681,7 +663,7 @@ class Nvfp4GemmSm90:
         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
             a16_pipe.consumer_wait(astate)
             if cutlass.const_expr(self.config.instrument and self.chunks and sub == 0):
-                if astate.count == SUBS_PER_STAGE * (2 if self.second else 1):  # the first the producer copied
+                if astate.count == SUBS_PER_STAGE:  # the first slot the producer copied (`own`)
                     self._stamp(phases, cta, tidx, phase_slots.A_FED)
             self._decode_b(tidx, base, sub, words[sub % 2])
             self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, astate.index, extra)
@@ -870,48 +852,6 @@ class Nvfp4GemmSm90:
         ptx.fence_proxy_async_shared()
         cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
         self._stamp(phases, cta, tidx, phase_slots.A_READY)
-
-    @cute.jit
-    def _expand_second_stage(self, table: cute.Tensor, ctas: Int32, tiles: Int32, cta: Int32, t: Int32, a16_pipe,
-                             a16_addr: Int32):
-        """Helper warps 10-11 of a `second` build (thread `t` of their SECOND_WARPS · 32): the
-        second stage this CTA runs of its first tile (`kb` + 1), where the tile has one, decoded
-        from the packed bytes into the fp16 A slots of its subtiles (slots SUBS_PER_STAGE on), as
-        `_expand_own_stage` does the first; then, after a barrier of these warps, one thread
-        arrives on those slots' full mbarriers in the producer's place (its loop: `second`).
-        Nothing on that stage's path waits for the launch's other CTAs: the helpers' copy in
-        global memory came through their stores' acknowledgement (the release of each count
-        waits for it), the producer's poll and its copy (lab log)."""
-        runs = self._runs(table, ctas, tiles)
-        order = self._order(table, ctas, tiles)
-        first = Int32(runs[cta])
-        if first < Int32(runs[cta + 1]):
-            tile, group = self._locate(table, order, first, Int32(0))
-            m, n, k, mt, nt, rows = self._tile_coords(table, tile, group)
-            kb, ke = Int32(0), k // K_STAGE
-            if cutlass.const_expr(self.split):
-                kb, ke, _, _ = self._span(order, first)
-            if ke - kb >= 2:
-                a = Int64(table[(group, COL_A)])
-                sfa = Int64(table[(group, COL_SFA)])
-                first_row = mt * self.tile_m
-                threads = SECOND_WARPS * 32
-                turns = -(-self.slot_rows * SUBS_PER_STAGE // threads)
-                block = (kb + 1) * SUBS_PER_STAGE
-                loaded = [self._load_unit(a, sfa, k, first_row + cutlass.min((t + j * threads) // SUBS_PER_STAGE, rows - 1),
-                                          block + (t + j * threads) % SUBS_PER_STAGE) for j in range(turns)]
-                for j in cutlass.range_constexpr(turns):
-                    unit = t + j * threads
-                    if unit // SUBS_PER_STAGE < rows:
-                        self._store_unit_shared(a16_addr + (SUBS_PER_STAGE + unit % SUBS_PER_STAGE) * self.a16_bytes,
-                                                unit // SUBS_PER_STAGE, loaded[j])
-                # the slots' bytes, written through the generic proxy, before any wgmma reads them
-                ptx.fence_proxy_async_shared()
-                cute.arch.barrier(barrier_id=BAR_SECOND, number_of_threads=threads)
-                if t == 0:
-                    for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
-                        ptx.mbarrier_arrive(a16_pipe.producer_get_barrier(pipeline.PipelineState(
-                            self.slots, SUBS_PER_STAGE + sub, SUBS_PER_STAGE + sub, Int32(0))).toint())
 
     @cute.jit
     def _expand_chunks(self, table: cute.Tensor, first: Int32, helpers: Int32):

@@ -463,16 +463,6 @@ def lanes_at_or_above(value: Int32, bound: Int32, *, loc=None, ip=None) -> Int32
 
 
 @dsl_user_op
-def mbarrier_arrive(mbar: Int32, *, loc=None, ip=None) -> None:
-    """One arrival on the mbarrier at shared address `mbar` (release, CTA scope): the caller's
-    earlier writes, and those a barrier ordered before it, are seen by a thread its phase wakes."""
-    _asm("""{
-    .reg .b64 state;
-    mbarrier.arrive.release.cta.shared::cta.b64 state, [$0];
-}""", "r,~{memory}", [Int32(mbar)], loc, ip)
-
-
-@dsl_user_op
 def count_launch(state: Int64, ctas: Int32, cta: Int32, *, loc=None, ip=None) -> Int32:
     """The whole warp: lane 0 reads the grid count, then counts CTA `cta` of `ctas` in (the same
     thread and address, so it cannot read its own arrival; nothing to publish, so relaxed), and
