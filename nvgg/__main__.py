@@ -28,16 +28,26 @@ def _terminated(signum, frame) -> None:
     raise SystemExit(128 + signum)
 
 
+# the exit code of a command ended by Ctrl-C (128 + SIGINT). Such a process never leaves through
+# the interpreter's own exit: CPython may end it by SIGINT after its teardown (exit status -2, not
+# 130) once a KeyboardInterrupt went through code it evaluated itself, as where the interrupt
+# lands in typer's evaluation of string annotations while it builds the commands (strace:
+# kill(self, SIGINT) after the exit handlers; lab log)
+INTERRUPTED = 128 + signal.SIGINT
+
+
 def leave(code) -> None:
     """End the process as `sys.exit(code)` would, without the interpreter's teardown: the exit
     handlers run (temporary folders removed, workers killed, timelines stamped) and the output is
     flushed, then the process ends. Tearing down the modules nvgg imported (torch's above all)
     is a large share of a warm `nvgg run`'s wall time (NOTES.md, Host costs; lab log), spent
     after every result was written. A thread not marked daemon still running: the usual exit,
-    which waits for it."""
+    which waits for it, but for an interrupted command (INTERRUPTED), which ends at once."""
     import threading
     if isinstance(code, bool) or not isinstance(code, (int, type(None))):
         sys.exit(code)  # a message as the code: printed, exit 1, as Python does
+    if code == INTERRUPTED:
+        _end(code)
     if any(t.is_alive() and not t.daemon and t is not threading.main_thread() for t in threading.enumerate()):
         sys.exit(code)
     _end(code)
@@ -109,7 +119,7 @@ def main() -> None:
                 procs.timeline("command done")
     except KeyboardInterrupt:  # before the command runs (its imports): no traceback either
         print("nvgg: interrupted", file=sys.stderr)
-        sys.exit(130)
+        _end(INTERRUPTED)
     leave(code)
 
 

@@ -280,6 +280,29 @@ def test_ctrl_c_while_torch_imports_numpy_ends_the_command():
     assert (proc.returncode, proc.stderr.strip()) == (130, "nvgg: interrupted"), proc.stderr
 
 
+@pytest.mark.parametrize("how", ["raised", "exit code"])
+def test_an_interrupted_command_ends_at_once_with_a_thread_still_running(how, tmp_path):
+    """A Ctrl-C that reaches main() as a KeyboardInterrupt, or a command that ended with 130, leaves
+    through nvgg's own exit (the exit handlers, then os._exit), not the interpreter's: that one
+    waits for every thread not marked daemon (here one sleeping 60 s), and after an interrupt that
+    went through code the interpreter evaluated itself it ends the process by SIGINT (-2)."""
+    ended = tmp_path / "handlers ran"
+    raise_it = ("def run():\n    raise KeyboardInterrupt\n" if how == "raised"
+                else "def run():\n    print('nvgg: interrupted', file=sys.stderr)\n    sys.exit(130)\n")
+    code = ("import atexit, sys, threading, time\n"
+            f"atexit.register(lambda: open({str(ended)!r}, 'w').close())\n"
+            "threading.Thread(target=time.sleep, args=(60,)).start()  # not a daemon\n"
+            "import nvgg.cli\n" + raise_it + "nvgg.cli.run = run\n"
+            "sys.argv = ['nvgg', 'cases']\n"
+            "from nvgg.__main__ import main\n"
+            "main()\n")
+    began = time.monotonic()
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (proc.returncode, proc.stderr.strip()) == (130, "nvgg: interrupted"), proc.stderr
+    assert time.monotonic() - began < 30, "the exit waited for the thread"
+    assert ended.exists(), "the exit handlers did not run"
+
+
 @pytest.mark.parametrize("delay_s", [0.0, 0.1, 0.3, 0.5, 0.7, 0.9, 1.2, 1.5, 3.0])
 def test_ctrl_c_at_any_moment_ends_the_command(delay_s, tmp_path):
     """A run that would never end on its own (a submission that sleeps on test-4) interrupted
