@@ -119,7 +119,7 @@ def main() -> None:
                 procs.timeline("command done")
     except KeyboardInterrupt:  # before the command runs (its imports): no traceback either
         print("nvgg: interrupted", file=sys.stderr)
-        _end(INTERRUPTED)
+        code = INTERRUPTED
     leave(code)
 
 
