@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import re
 import subprocess
 
@@ -79,6 +80,58 @@ def test_scaled_values_are_exact_for_every_e2m1_code_and_finite_e4m3_scale():
     for s in scales:
         got = dequant_ref.expand_words(word, s.repeat(2)).double()
         assert torch.equal(got, values * float(s.float())), f"scale {float(s.float())}"
+
+
+def _unit_chunks(words: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
+    """The fp16 copy's 128 bytes of one 64-k unit (8 words: block c's word h at 2c + h; 4 scales)
+    as the per-unit expansion lays them out: chunk 2s + h = register s of word h of blocks 0-3."""
+    regs = dequant_ref.expand_words(words, scales.repeat_interleave(2)).reshape(4, 2, 4, 2)  # c, h, s, value
+    return regs.permute(2, 1, 0, 3).reshape(64)
+
+
+def test_helpers_coalesced_turn_writes_the_copy_the_unit_layout_defines():
+    # a helper lane (place sub among its row's four lanes) takes from each unit's lane word sub % 2
+    # of its four blocks, decodes half of each (config.turn_selector), and stores chunk
+    # 4 * half + sub of each unit (config.turn_chunk): the row's bytes must come out as the
+    # per-unit layout of the module docstring, every code, scales that are not powers of two
+    gen = torch.Generator().manual_seed(7)
+    stage = 2
+    row = torch.randint(0, 256, ((stage + 1) * gemm.K_STAGE // 2,), dtype=torch.uint8, generator=gen)
+    at = stage * gemm.K_STAGE // 2  # the stage's packed bytes: every code in each nibble
+    row[at:at + 16] = torch.arange(0, 256, 16, dtype=torch.uint8) + torch.arange(16, dtype=torch.uint8)
+    scales = torch.tensor([0.75, 1.25, 3.5, 0.0390625] * 4 * (stage + 1), dtype=torch.float16)
+    words = dequant_ref.words_from_bytes(row)
+    want = torch.cat([_unit_chunks(words[8 * u:8 * u + 8], scales[4 * u:4 * u + 4])
+                      for u in range(gemm.SUBS_PER_STAGE * (stage + 1))])
+    got = torch.full_like(want, float("nan"))
+    stores = {}
+    for sub in range(gemm.SUBS_PER_STAGE):
+        for u in range(gemm.SUBS_PER_STAGE):
+            unit = stage * gemm.SUBS_PER_STAGE + u
+            lane_words = words[8 * unit + sub % 2:8 * unit + 8:2]  # block b's word sub % 2, from the unit's lane
+            halves = dequant_ref.decode_half(lane_words, scales[4 * unit:4 * unit + 4], gemm.turn_selector(sub))
+            for half in range(2):
+                at = gemm.turn_chunk(stage, u, half, sub)
+                got[at // 2:at // 2 + 8] = halves[:, 2 * half:2 * half + 2].reshape(8)
+                stores.setdefault((u, half), []).append(at)
+    first = stage * gemm.K_STAGE  # the stage's fp16 values
+    assert torch.equal(got[first:], want[first:])
+    assert torch.equal(torch.signbit(got[first:]), torch.signbit(want[first:]))
+    # each store of the four lanes: 64 contiguous bytes, whole 32-byte sectors
+    for offsets in stores.values():
+        assert sorted(offsets) == list(range(min(offsets), min(offsets) + 64, 16)) and min(offsets) % 64 == 0
+
+
+def test_decode_half_model_matches_the_ptx():
+    source = inspect.getsource(ptx.decode_half)
+    assert "prmt.b32 both, even, odd, $4;" in source and "mov.b32 {lo, hi}, both;" in source
+    assert re.findall(r"cvt\.rn\.f16x2\.e4m3x2 r, (\w+);", source) == ["lo", "hi"]
+    assert [int(x) for x in re.findall(r"mul\.rn\.f16x2 \$(\d), r, \$3;", source)] == [0, 1]
+    word = torch.tensor([0x76543210, 0xFEDCBA98], dtype=torch.int64)
+    scale = torch.tensor([1.5, 1.5], dtype=torch.float16)
+    full = dequant_ref.expand_words(word, scale).reshape(2, 4, 2)  # registers 0-3
+    for selector, regs in ((gemm.HALF_LOW, (0, 2)), (gemm.HALF_HIGH, (1, 3))):
+        assert torch.equal(dequant_ref.decode_half(word, scale, selector).reshape(2, 2, 2), full[:, list(regs)])
 
 
 # --- configuration --------------------------------------------------------------------------------

@@ -372,6 +372,23 @@ def even_deal(units: int, ctas: int) -> tuple[int, int, int, int]:
 
 
 
+# decode_half's selectors (prmt): bytes 0-1 of the even and of the odd e4m3 word, or bytes 2-3
+HALF_LOW, HALF_HIGH = 0x5410, 0x7632
+
+
+def turn_chunk(stage, unit, half, sub):
+    """The byte offset, in its row of the fp16 copy, of the 16-byte chunk a helper lane stores for
+    unit `unit` and half `half` of stage `stage`: chunk 4 · half + sub of that unit's 128 bytes,
+    so that the four lanes of a row write 64 contiguous bytes a store."""
+    return (stage * SUBS_PER_STAGE + unit) * (K_SUB * 2) + (4 * half + sub) * 16
+
+
+def turn_selector(sub):
+    """The decode_half selector of a helper lane: chunk 4 · half + sub holds register 2 · half +
+    sub // 2 of each word's decode (module docstring of nvfp4_gemm.py: chunk 2s + h, register s)."""
+    return HALF_LOW + (sub // 2) * (HALF_HIGH - HALF_LOW)
+
+
 def padded_rows(m):
     """A group's rows as the "chunks" build counts them: m rounded up to CHUNK_ROWS (a Python or
     a kernel integer)."""

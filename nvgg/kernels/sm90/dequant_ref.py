@@ -50,3 +50,21 @@ def words_from_bytes(packed: torch.Tensor) -> torch.Tensor:
     """uint8 [..., 4n] -> int64 words [..., n], little-endian (how a 32-bit load sees them)."""
     b = packed.to(torch.int64).reshape(*packed.shape[:-1], -1, 4)
     return b[..., 0] | (b[..., 1] << 8) | (b[..., 2] << 16) | (b[..., 3] << 24)
+
+
+def prmt(a: torch.Tensor, b: torch.Tensor, selector: int) -> torch.Tensor:
+    """PTX prmt.b32 (default mode) on int64 tensors of 32-bit words: byte i of the result is byte
+    (selector >> 4i) & 7 of the eight bytes of b:a (a's bytes are 0-3)."""
+    both = [(a >> (8 * i)) & 0xFF for i in range(4)] + [(b >> (8 * i)) & 0xFF for i in range(4)]
+    return sum(both[(selector >> (4 * i)) & 7] << (8 * i) for i in range(4))
+
+
+def decode_half(words: torch.Tensor, scales: torch.Tensor, selector: int) -> torch.Tensor:
+    """ptx.decode_half on int64 words [N] with fp16 scales [N]: fp16 [N, 4], its two registers'
+    values (low half first), by the same e4m3 bytes, prmt, conversions and multiply."""
+    w = words.to(torch.int64) & 0xFFFFFFFF
+    even = ((w << 4) & 0x80808080) | ((w << 2) & 0x1C1C1C1C)
+    odd = (w & 0x80808080) | ((w >> 2) & 0x1C1C1C1C)
+    both = prmt(even, odd, selector)
+    raw = torch.stack([(both >> (8 * i)) & 0xFF for i in range(4)], dim=-1).to(torch.uint8)
+    return raw.view(torch.float8_e4m3fn).to(torch.float16) * (scales.to(torch.float16) * _sixty_four())[:, None]

@@ -159,7 +159,8 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     ms, ns = [g.m for g in groups], [g.n for g in groups]
     begins, m_tiles, total = gemm.table_tiles(ms, ns, tile_m, wide)
     first = groups[0]
-    sizes = [g.m * g.k for g in groups]
+    # each group's rows rounded up to the chunks build's turns: its helper warps store whole turns
+    sizes = [gemm.padded_rows(g.m) * g.k for g in groups]
     a16_offsets = [sum(sizes[:i]) for i in range(len(groups))]
     a16 = torch.empty(sum(sizes), dtype=torch.float16, device=device)
     barrier = torch.zeros(1, dtype=torch.int64, device=device) if config.persistent else None

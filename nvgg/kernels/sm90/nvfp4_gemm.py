@@ -87,7 +87,7 @@ from .config import (
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
     ORDER_GROUP_SHIFT, C_STAGE_ROW, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
-    COL_FLAGS, COL_PARTIALS, ORDER_WORDS, SPAN_SHIFT, has_half_width, partial_words)
+    COL_FLAGS, COL_PARTIALS, ORDER_WORDS, SPAN_SHIFT, has_half_width, partial_words, turn_chunk, turn_selector)
 from ..schedule import READER, WRITER
 
 
@@ -857,8 +857,8 @@ class Nvfp4GemmSm90:
     def _expand_chunks(self, table: cute.Tensor, first: Int32, helpers: Int32):
         """A helper warp of the "chunks" build (`helpers` of them in the grid, this one `first`):
         the launch's turns, stage-major (every group's rows of a stage before the next stage:
-        config.chunk_units), each CHUNK_ROWS rows × one stage of a group's A (lane l: row l / 4,
-        64-k block l % 4 of the stage) expanded, then counted into its row block's counter for
+        config.chunk_units), each CHUNK_ROWS rows × one stage of a group's A (lane l: row l / 4;
+        `_load_turn`, `_store_turn`) expanded, then counted into its row block's counter for
         that stage (CHUNK_UNITS, padded rows included). Where a stage has no more turns than there
         are helper warps, only a multiple of that many take turns, so that each keeps the same
         rows (one group lookup) stage after stage, and (but in the wide-tile build, whose
@@ -910,15 +910,15 @@ class Nvfp4GemmSm90:
             else:
                 if step % per_stage == 0:
                     # this warp's next turns are the same rows at later stages: all their loads
-                    # first (a row past m, or a stage past k, loads in bounds and stores nothing)
+                    # first (a row past m loads the last row and stores into the copy's padded
+                    # rows; a stage past k loads the first turn's lines again and stores nothing)
                     later = step // per_stage
-                    loaded = [self._load_unit(a, sfa, k, cutlass.min(row, m - 1),
-                                              cutlass.min(stage + later * t, stages - 1) * SUBS_PER_STAGE + sub)
+                    loaded = [self._load_turn(a, sfa, k, cutlass.min(row, m - 1),
+                                              self._in_range(stage + later * t, stages, stage), sub)
                               for t in range(TURNS_IN_FLIGHT)]
                     for t in cutlass.range_constexpr(TURNS_IN_FLIGHT):
                         if stage + later * t < stages:
-                            if row < m:
-                                self._store_unit(a16, k, row, (stage + later * t) * SUBS_PER_STAGE + sub, loaded[t])
+                            self._store_turn(a16, k, row, stage + later * t, sub, loaded[t])
                             self._count_turn(ready, counters + block * stages + stage + later * t)
                     turn += step * TURNS_IN_FLIGHT
                 else:
@@ -928,13 +928,56 @@ class Nvfp4GemmSm90:
     @cute.jit
     def _one_turn(self, a: Int64, sfa: Int64, a16: Int64, k: Int32, m: Int32, row: Int32, sub: Int32, stage: Int32,
                   stages: Int32, ready: Int64, counters: Int32, block: Int32):
-        """A helper lane's part of one turn, loaded and stored in one go: block `sub` of stage
-        `stage` of row `row` expanded (nothing past m or past the group's `stages`), the turn
-        counted into its row block's counter for that stage (the group's from `counters` on)."""
+        """A helper lane's part of one turn, loaded and stored in one go (`_load_turn`,
+        `_store_turn`; nothing past the group's `stages`), the turn counted into its row block's
+        counter for that stage (the group's from `counters` on)."""
         if stage < stages:
-            if row < m:
-                self._expand_unit(a, sfa, a16, k, row, stage * SUBS_PER_STAGE + sub)
+            self._store_turn(a16, k, row, stage, sub, self._load_turn(a, sfa, k, cutlass.min(row, m - 1), stage, sub))
             self._count_turn(ready, counters + block * stages + stage)
+
+    @cute.jit
+    def _in_range(self, stage: Int32, stages: Int32, fallback: Int32) -> Int32:
+        """`stage` where the group has it, else `fallback` (a turn loaded ahead past the group's k
+        loads the lines of the warp's first turn again instead of lines nothing uses)."""
+        picked = fallback
+        if stage < stages:
+            picked = stage
+        return picked
+
+    @staticmethod
+    def _load_turn(a: Int64, sfa: Int64, k: Int32, row: Int32, stage: Int32, sub: Int32):
+        """A helper lane's loads for a turn: unit `sub` (64 k) of stage `stage` of row `row`, its 8
+        packed words (block c's word h at 2c + h) and its 4 scales (raw)."""
+        kb = stage * SUBS_PER_STAGE + sub
+        src = a + Int64(row) * Int64(k // 2) + Int64(kb * 32)
+        words = ptx.ld_global_v4(src) + ptx.ld_global_v4(src + Int64(16))
+        scales = ptx.ld_global_b32(sfa + Int64(((row // 128) * (k // K_SUB) + kb) * SCALE_CHUNK + (row % 32) * 16
+                                               + ((row % 128) // 32) * 4))
+        return words, scales
+
+    @staticmethod
+    def _store_turn(a16: Int64, k: Int32, row: Int32, stage: Int32, sub: Int32, loaded):
+        """Decode a turn loaded by `_load_turn` and store it into the fp16 copy so that each store
+        of the warp writes 64 contiguous bytes a row (whole 32-byte sectors), not 16 bytes in each
+        of 32 lines: the release after the stores waits on them (lab log). The four lanes of a row
+        take each unit's words from its lane (shuffles): lane `sub` the words sub % 2 of its four
+        16-k blocks, half of whose decode (config.turn_selector) makes
+        chunks sub and 4 + sub of that unit (config.turn_chunk). Rows past the group's m (up to
+        its padded rows, which the copy holds) take the last row's values and feed only columns
+        of Cᵀ never stored."""
+        words, scales = loaded
+        selector = Int32(turn_selector(sub))
+        odd = sub % 2
+        first = cute.arch.lane_idx() - sub  # the row's first lane
+        dst = a16 + Int64(row) * Int64(2 * k)
+        for u in range(SUBS_PER_STAGE):  # a plain function: Python loops, unrolled as traced
+            src = first + u
+            picked = [cutlass.select_(odd == 1, cute.arch.shuffle_sync(words[2 * c + 1], src),
+                                      cute.arch.shuffle_sync(words[2 * c], src)) for c in range(4)]
+            quad = ptx.scale_quad(cute.arch.shuffle_sync(scales, src))
+            halves = [ptx.decode_half(picked[c], quad[c], selector) for c in range(4)]
+            for half in range(2):
+                ptx.st_global_v4(dst + Int64(turn_chunk(stage, u, half, sub)), *(h[half] for h in halves))
 
     @staticmethod
     def _count_turn(ready: Int64, counter: Int32):

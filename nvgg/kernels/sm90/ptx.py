@@ -23,7 +23,7 @@ from cutlass import Float32, Int32, Int64
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 from ..asm import globaltimer, inline as _asm  # noqa: F401  (globaltimer: the kernels' timer)
-from .config import TENSORMAP_BYTES
+from .config import HALF_HIGH, HALF_LOW, TENSORMAP_BYTES  # noqa: F401  (decode_half's selectors)
 
 def _lane0(body: str, decls: str = "") -> str:
     """A PTX block whose `@p` instructions run on the elected lane only (see the module docstring);
@@ -164,6 +164,32 @@ def decode_word(word: Int32, scale2: Int32, *, loc=None, ip=None) -> tuple[Int32
 
 
 @dsl_user_op
+def decode_half(word: Int32, scale2: Int32, selector: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32]:
+    """Half of `decode_word`: its registers (0, 2) where `selector` is HALF_LOW, (1, 3) where it is
+    HALF_HIGH, that is (v0, v2), (v1, v3) or (v4, v6), (v5, v7), by the same e4m3 bytes, conversion
+    and multiply (a prmt takes the chosen halves of the even and the odd bytes into one register)."""
+    return _asm("""{
+    .reg .b32 t, u, even, odd, both, r;
+    .reg .b16 lo, hi;
+    shl.b32 t, $2, 4;
+    and.b32 t, t, 0x80808080;
+    shl.b32 u, $2, 2;
+    and.b32 u, u, 0x1C1C1C1C;
+    or.b32 even, t, u;
+    and.b32 t, $2, 0x80808080;
+    shr.b32 u, $2, 2;
+    and.b32 u, u, 0x1C1C1C1C;
+    or.b32 odd, t, u;
+    prmt.b32 both, even, odd, $4;
+    mov.b32 {lo, hi}, both;
+    cvt.rn.f16x2.e4m3x2 r, lo;
+    mul.rn.f16x2 $0, r, $3;
+    cvt.rn.f16x2.e4m3x2 r, hi;
+    mul.rn.f16x2 $1, r, $3;
+}""", "=r,=r,r,r,r", [Int32(word), Int32(scale2), Int32(selector)], loc, ip, results=2, pure=True)
+
+
+@dsl_user_op
 def ld_shared_v2(addr: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32]:
     """8-byte shared-memory load into two 32-bit registers."""
     return _asm("ld.shared.v2.b32 {$0, $1}, [$2];", "=r,=r,r,~{memory}", [Int32(addr)], loc, ip, results=2)
@@ -186,17 +212,9 @@ def ld_shared_scale(addr: Int32, *, loc=None, ip=None) -> Int32:
         "=r,r,~{memory}", [Int32(addr)], loc, ip, results=1, result_type=T.i32))
 
 
-@dsl_user_op
-def ld_global_scale_quad(addr: Int64, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
-    """Four consecutive e4m3 scales (4 bytes at `addr` in read-only global memory, the first in the
-    low byte), each times 64 as fp16 broadcast to both halves of a register (see
-    `ld_shared_scale`)."""
-    return _asm(
-        f"""{{
-    .reg .b16 lo, hi;
-    .reg .b32 w, f, g, k;
-    ld.global.nc.b32 w, [$4];
-    mov.b32 {{lo, hi}}, w;
+# four e4m3 scales in register w (the first in the low byte) -> $0..$3, each times 64 as fp16 in both
+# halves of a register
+_SCALE_QUAD = f"""    mov.b32 {{lo, hi}}, w;
     cvt.rn.f16x2.e4m3x2 f, lo;
     cvt.rn.f16x2.e4m3x2 g, hi;
     mov.b32 k, 0x{F16X2_SIXTY_FOUR:08X};
@@ -206,8 +224,36 @@ def ld_global_scale_quad(addr: Int64, *, loc=None, ip=None) -> tuple[Int32, Int3
     prmt.b32 $1, f, f, 0x3232;
     prmt.b32 $2, g, g, 0x1010;
     prmt.b32 $3, g, g, 0x3232;
-}}""",
-        "=r,=r,=r,=r,l,~{memory}", [Int64(addr)], loc, ip, results=4)
+"""
+
+
+@dsl_user_op
+def ld_global_scale_quad(addr: Int64, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+    """Four consecutive e4m3 scales (4 bytes at `addr` in read-only global memory, the first in the
+    low byte), each times 64 as fp16 broadcast to both halves of a register (see
+    `ld_shared_scale`)."""
+    return _asm("""{
+    .reg .b16 lo, hi;
+    .reg .b32 w, f, g, k;
+    ld.global.nc.b32 w, [$4];
+""" + _SCALE_QUAD + "}", "=r,=r,=r,=r,l,~{memory}", [Int64(addr)], loc, ip, results=4)
+
+
+@dsl_user_op
+def scale_quad(word: Int32, *, loc=None, ip=None) -> tuple[Int32, Int32, Int32, Int32]:
+    """`ld_global_scale_quad`'s four registers from the four scales already loaded into `word`."""
+    return _asm("""{
+    .reg .b16 lo, hi;
+    .reg .b32 w, f, g, k;
+    mov.b32 w, $4;
+""" + _SCALE_QUAD + "}", "=r,=r,=r,=r,r", [Int32(word)], loc, ip, results=4, pure=True)
+
+
+@dsl_user_op
+def ld_global_b32(addr: Int64, *, loc=None, ip=None) -> Int32:
+    """4 bytes of read-only global memory (the non-coherent path)."""
+    return Int32(_asm("ld.global.nc.b32 $0, [$1];", "=r,l,~{memory}", [Int64(addr)], loc, ip, results=1,
+                      result_type=T.i32))
 
 
 @dsl_user_op
