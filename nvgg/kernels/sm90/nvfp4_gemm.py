@@ -833,7 +833,8 @@ class Nvfp4GemmSm90:
         from the fp16 copy would have given them. The producer copies nothing into those slots and
         waits for no counter (its loop: `own`), so the first MMA waits for no other CTA. Thread t
         takes units t, t + 256, .. (a row × 64 k; four consecutive threads a row), all loads
-        first; rows past `rows` keep stale values (they feed only columns of Cᵀ never stored)."""
+        first; rows past `rows` get the last row's values (they feed only columns of Cᵀ never
+        stored)."""
         a = Int64(table[(group, COL_A)])
         sfa = Int64(table[(group, COL_SFA)])
         first_row = mt * self.tile_m
@@ -844,10 +845,17 @@ class Nvfp4GemmSm90:
         loaded = [self._load_unit(a, sfa, k, first_row + cutlass.min((tidx + t * MMA_THREADS) // SUBS_PER_STAGE, rows - 1),
                                   first_block + (tidx + t * MMA_THREADS) % SUBS_PER_STAGE) for t in range(turns)]
         for t in cutlass.range_constexpr(turns):
+            # every unit stored, rows past `rows` too (their loads read the last row): a branch
+            # here put the later units' loads behind the first unit's scale conversion, a second
+            # trip to memory
             unit = tidx + t * MMA_THREADS
-            if unit // SUBS_PER_STAGE < rows:
+            if cutlass.const_expr((t + 1) * MMA_THREADS <= self.slot_rows * SUBS_PER_STAGE):
                 self._store_unit_shared(a16_addr + (unit % SUBS_PER_STAGE) * self.a16_bytes, unit // SUBS_PER_STAGE,
                                         loaded[t])
+            else:  # the last turn reaches past the slots' rows
+                if unit < self.slot_rows * SUBS_PER_STAGE:
+                    self._store_unit_shared(a16_addr + (unit % SUBS_PER_STAGE) * self.a16_bytes,
+                                            unit // SUBS_PER_STAGE, loaded[t])
         # the slots' bytes, written through the generic proxy, before any wgmma reads them
         ptx.fence_proxy_async_shared()
         cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
@@ -913,12 +921,12 @@ class Nvfp4GemmSm90:
                     # first (a row past m loads the last row and stores into the copy's padded
                     # rows; a stage past k loads the first turn's lines again and stores nothing)
                     later = step // per_stage
-                    loaded = [self._load_turn(a, sfa, k, cutlass.min(row, m - 1),
-                                              self._in_range(stage + later * t, stages, stage), sub)
+                    rows = self._turn_rows(a, sfa, a16, k, row, cutlass.min(row, m - 1))
+                    loaded = [self._load_turn(rows, self._in_range(stage + later * t, stages, stage), sub)
                               for t in range(TURNS_IN_FLIGHT)]
                     for t in cutlass.range_constexpr(TURNS_IN_FLIGHT):
                         if stage + later * t < stages:
-                            self._store_turn(a16, k, row, stage + later * t, sub, loaded[t])
+                            self._store_turn(rows, stage + later * t, sub, loaded[t])
                             self._count_turn(ready, counters + block * stages + stage + later * t)
                     turn += step * TURNS_IN_FLIGHT
                 else:
@@ -932,7 +940,8 @@ class Nvfp4GemmSm90:
         `_store_turn`; nothing past the group's `stages`), the turn counted into its row block's
         counter for that stage (the group's from `counters` on)."""
         if stage < stages:
-            self._store_turn(a16, k, row, stage, sub, self._load_turn(a, sfa, k, cutlass.min(row, m - 1), stage, sub))
+            rows = self._turn_rows(a, sfa, a16, k, row, cutlass.min(row, m - 1))
+            self._store_turn(rows, stage, sub, self._load_turn(rows, stage, sub))
             self._count_turn(ready, counters + block * stages + stage)
 
     @cute.jit
@@ -945,18 +954,25 @@ class Nvfp4GemmSm90:
         return picked
 
     @staticmethod
-    def _load_turn(a: Int64, sfa: Int64, k: Int32, row: Int32, stage: Int32, sub: Int32):
-        """A helper lane's loads for a turn: unit `sub` (64 k) of stage `stage` of row `row`, its 8
-        packed words (block c's word h at 2c + h) and its 4 scales (raw)."""
-        kb = stage * SUBS_PER_STAGE + sub
-        src = a + Int64(row) * Int64(k // 2) + Int64(kb * 32)
-        words = ptx.ld_global_v4(src) + ptx.ld_global_v4(src + Int64(16))
-        scales = ptx.ld_global_b32(sfa + Int64(((row // 128) * (k // K_SUB) + kb) * SCALE_CHUNK + (row % 32) * 16
-                                               + ((row % 128) // 32) * 4))
-        return words, scales
+    def _turn_rows(a: Int64, sfa: Int64, a16: Int64, k: Int32, row: Int32, source: Int32):
+        """A helper lane's row pointers for its turns: packed row `source` (the row it loads), that
+        row's scales (unit 0's, SCALE_CHUNK bytes a unit on) and fp16 row `row` (the row it stores)."""
+        return (a + Int64(source) * Int64(k // 2),
+                sfa + Int64((source // 128) * (k // K_SUB) * SCALE_CHUNK + (source % 32) * 16 + ((source % 128) // 32) * 4),
+                a16 + Int64(row) * Int64(2 * k))
 
     @staticmethod
-    def _store_turn(a16: Int64, k: Int32, row: Int32, stage: Int32, sub: Int32, loaded):
+    def _load_turn(rows, stage: Int32, sub: Int32):
+        """A helper lane's loads for a turn (`rows` from `_turn_rows`): unit `sub` (64 k) of stage
+        `stage`, its 8 packed words (block c's word h at 2c + h) and its 4 scales (raw)."""
+        packed, scales, _ = rows
+        kb = stage * SUBS_PER_STAGE + sub
+        src = packed + Int64(kb * 32)
+        return (ptx.ld_global_v4(src) + ptx.ld_global_v4(src + Int64(16)),
+                ptx.ld_global_b32(scales + Int64(kb * SCALE_CHUNK)))
+
+    @staticmethod
+    def _store_turn(rows, stage: Int32, sub: Int32, loaded):
         """Decode a turn loaded by `_load_turn` and store it into the fp16 copy so that each store
         of the warp writes 64 contiguous bytes a row (whole 32-byte sectors), not 16 bytes in each
         of 32 lines: the release after the stores waits on them (lab log). The four lanes of a row
@@ -968,10 +984,9 @@ class Nvfp4GemmSm90:
         words, scales = loaded
         selector = Int32(turn_selector(sub))
         odd = sub % 2
-        first = cute.arch.lane_idx() - sub  # the row's first lane
-        dst = a16 + Int64(row) * Int64(2 * k)
+        dst = rows[2]
         for u in range(SUBS_PER_STAGE):  # a plain function: Python loops, unrolled as traced
-            src = first + u
+            src = cute.arch.lane_idx() - sub + u  # the row's lane of unit u
             picked = [cutlass.select_(odd == 1, cute.arch.shuffle_sync(words[2 * c + 1], src),
                                       cute.arch.shuffle_sync(words[2 * c], src)) for c in range(4)]
             quad = ptx.scale_quad(cute.arch.shuffle_sync(scales, src))
