@@ -128,10 +128,6 @@ class Nvfp4GemmSm90:
         self.chunks = config.persistent and config.readiness == "chunks"
         self.counted = config.persistent and config.readiness in ("rows", "chunks")  # not the grid barrier
         self.phase0_first = config.persistent and not self.chunks
-        # the chunks build: the stages of its first tile's A the MMA warps decode themselves
-        # (`_expand_own_stage`), two where the fp16 A slots hold two stages, so that the first
-        # stage a helper feeds is needed one stage later
-        self.own_stages = 2 if self.chunks and self.slots >= 2 * SUBS_PER_STAGE else 1
         # the split build: a position of the tile order is a piece of a tile (schedule.split_k)
         self.split = config.split_k
         self.partial_bytes = MMA_THREADS * partial_words(config) * 4  # one writer's slot
@@ -341,7 +337,7 @@ class Nvfp4GemmSm90:
                             if group != waited:
                                 waited = group
                                 known = Int32(0)
-                            if kt - kb < self.own_stages and own == 1:
+                            if kt == kb and own == 1:
                                 copied = Int32(0)
                             else:
                                 if kt >= known:
@@ -592,7 +588,7 @@ class Nvfp4GemmSm90:
                 kb, ke, role, slot = self._span(order, tile)
             if cutlass.const_expr(self.chunks):
                 if own == 1:
-                    self._expand_own_stage(table, group, k, mt, rows, kb, ke, tidx, slots, phases, cta)
+                    self._expand_own_stage(table, group, k, mt, rows, kb, tidx, slots, phases, cta)
                     own = Int32(0)
             acc.fill(0.0)
             if cutlass.const_expr(self.half):
@@ -667,7 +663,7 @@ class Nvfp4GemmSm90:
         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
             a16_pipe.consumer_wait(astate)
             if cutlass.const_expr(self.config.instrument and self.chunks and sub == 0):
-                if astate.count == SUBS_PER_STAGE * self.own_stages:  # the first slot the producer copied (`own`)
+                if astate.count == SUBS_PER_STAGE:  # the first slot the producer copied (`own`)
                     self._stamp(phases, cta, tidx, phase_slots.A_FED)
             self._decode_b(tidx, base, sub, words[sub % 2])
             self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, astate.index, extra)
@@ -829,52 +825,41 @@ class Nvfp4GemmSm90:
             ptx.st_shared_v4(dst + ((j ^ (row % 8)) * 16), *regs)
 
     @cute.jit
-    def _store_unit_shared_below(self, slot: Int32, row: Int32, loaded, rows: cutlass.Constexpr[int]):
-        """`_store_unit_shared` for rows below `rows` only."""
-        if row < rows:
-            self._store_unit_shared(slot, row, loaded)
-
-    @cute.jit
-    def _expand_own_stage(self, table: cute.Tensor, group: Int32, k: Int32, mt: Int32, rows: Int32, kb, ke,
+    def _expand_own_stage(self, table: cute.Tensor, group: Int32, k: Int32, mt: Int32, rows: Int32, kb,
                           tidx: Int32, a16_addr: Int32, phases, cta: Int32):
-        """The chunks build's MMA warps, before their CTA's first tile: the first `own_stages`
-        stages (256 k each) it runs (from `kb`: 0 but in the split build; none at or past `ke`) of
-        that tile's A rows (mt · tile_m on, `rows` of them), decoded from the packed bytes straight
-        into the fp16 A slots of the tile's first subtiles (slots 0-3, then 4-7), in the layout a
-        copy from the fp16 copy would have given them. The producer copies nothing into those
-        slots and waits for no counter (its loop: `own`), so the first MMAs wait for no other CTA.
-        Thread t takes units t, t + 256, .. of each stage (a row × 64 k; four consecutive threads
-        a row), all loads first (a stage past `ke` loads the first stage again and stores
-        nothing); rows past `rows` get the last row's values (they feed only columns of Cᵀ never
+        """The chunks build's MMA warps, before their CTA's first tile: the first stage (256 k) it
+        runs (`kb`: 0 but in the split build) of that tile's A rows (mt · tile_m on, `rows` of them), decoded from the packed bytes straight
+        into the fp16 A slots of the tile's first four subtiles (slots 0-3), in the layout a copy
+        from the fp16 copy would have given them. The producer copies nothing into those slots and
+        waits for no counter (its loop: `own`), so the first MMA waits for no other CTA. Thread t
+        takes units t, t + 256, .. (a row × 64 k; four consecutive threads a row), all loads
+        first; rows past `rows` get the last row's values (they feed only columns of Cᵀ never
         stored)."""
         a = Int64(table[(group, COL_A)])
         sfa = Int64(table[(group, COL_SFA)])
         first_row = mt * self.tile_m
-        turns = -(-self.slot_rows * SUBS_PER_STAGE // MMA_THREADS)  # a stage's units a thread
+        turns = -(-self.slot_rows * SUBS_PER_STAGE // MMA_THREADS)
+        first_block = 0  # the stage's first 64-k block
+        if cutlass.const_expr(self.split):
+            first_block = kb * SUBS_PER_STAGE
         loaded = [self._load_unit(a, sfa, k, first_row + cutlass.min((tidx + t * MMA_THREADS) // SUBS_PER_STAGE, rows - 1),
-                                  self._in_range(kb + s, ke, kb) * SUBS_PER_STAGE + (tidx + t * MMA_THREADS) % SUBS_PER_STAGE)
-                  for s in range(self.own_stages) for t in range(turns)]
-        for s in cutlass.range_constexpr(self.own_stages):
-            # no branch (ptxas sank a branch's loads behind the stores before it): a stage past
-            # `ke` writes its loads, the first stage's again, over the first stage's slots
-            self._store_own(a16_addr + (self._in_range(kb + s, ke, kb) - kb) * (SUBS_PER_STAGE * self.a16_bytes),
-                            tidx, turns, loaded[s * turns:(s + 1) * turns])
+                                  first_block + (tidx + t * MMA_THREADS) % SUBS_PER_STAGE) for t in range(turns)]
+        for t in cutlass.range_constexpr(turns):
+            # every unit stored, rows past `rows` too (their loads read the last row): a branch
+            # here put the later units' loads behind the first unit's scale conversion, a second
+            # trip to memory
+            unit = tidx + t * MMA_THREADS
+            if cutlass.const_expr((t + 1) * MMA_THREADS <= self.slot_rows * SUBS_PER_STAGE):
+                self._store_unit_shared(a16_addr + (unit % SUBS_PER_STAGE) * self.a16_bytes, unit // SUBS_PER_STAGE,
+                                        loaded[t])
+            else:  # the last turn reaches past the slots' rows
+                if unit < self.slot_rows * SUBS_PER_STAGE:
+                    self._store_unit_shared(a16_addr + (unit % SUBS_PER_STAGE) * self.a16_bytes,
+                                            unit // SUBS_PER_STAGE, loaded[t])
         # the slots' bytes, written through the generic proxy, before any wgmma reads them
         ptx.fence_proxy_async_shared()
         cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
         self._stamp(phases, cta, tidx, phase_slots.A_READY)
-
-    def _store_own(self, slots: Int32, tidx: Int32, turns: int, loaded):
-        """`_expand_own_stage`'s stores of one stage into the four slots at `slots`: every unit,
-        rows past the tile's too (a branch per unit put the later units' loads behind the first
-        unit's scale conversion, a second trip to memory), but units past the slots' rows."""
-        for t in range(turns):  # a plain function: Python loops, unrolled as traced
-            unit = tidx + t * MMA_THREADS
-            slot = slots + (unit % SUBS_PER_STAGE) * self.a16_bytes
-            if (t + 1) * MMA_THREADS <= self.slot_rows * SUBS_PER_STAGE:
-                self._store_unit_shared(slot, unit // SUBS_PER_STAGE, loaded[t])
-            else:  # the last turn reaches past the slots' rows
-                self._store_unit_shared_below(slot, unit // SUBS_PER_STAGE, loaded[t], self.slot_rows)
 
     @cute.jit
     def _expand_chunks(self, table: cute.Tensor, first: Int32, helpers: Int32):
