@@ -123,19 +123,23 @@ def publish_tensormaps(desc: Int64, *, loc=None, ip=None) -> None:
 # fp16 64.0 in both halves of a register: undoes the 2^-6 of the e4m3 reading of an e2m1 code
 F16X2_SIXTY_FOUR = 0x54005400
 
+# the e4m3 words of an e2m1 word {w}: even = v0, v2, v4, v6 and odd = v1, v3, v5, v7, each byte the
+# value times 2^-6 (decode_word)
+_E4M3_WORDS = """    shl.b32 t, {w}, 4;
+    and.b32 t, t, 0x80808080;
+    shl.b32 u, {w}, 2;
+    and.b32 u, u, 0x1C1C1C1C;
+    or.b32 even, t, u;
+    and.b32 t, {w}, 0x80808080;
+    shr.b32 u, {w}, 2;
+    and.b32 u, u, 0x1C1C1C1C;
+    or.b32 odd, t, u;
+"""
+
 _DECODE_WORD = """{
     .reg .b32 t, u, even, odd, r;
     .reg .b16 e0, e1, o0, o1;
-    shl.b32 t, $4, 4;
-    and.b32 t, t, 0x80808080;
-    shl.b32 u, $4, 2;
-    and.b32 u, u, 0x1C1C1C1C;
-    or.b32 even, t, u;
-    and.b32 t, $4, 0x80808080;
-    shr.b32 u, $4, 2;
-    and.b32 u, u, 0x1C1C1C1C;
-    or.b32 odd, t, u;
-    mov.b32 {e0, e1}, even;
+""" + _E4M3_WORDS.format(w="$4") + """    mov.b32 {e0, e1}, even;
     mov.b32 {o0, o1}, odd;
     cvt.rn.f16x2.e4m3x2 r, e0;
     mul.rn.f16x2 $0, r, $5;
@@ -145,6 +149,18 @@ _DECODE_WORD = """{
     mul.rn.f16x2 $2, r, $5;
     cvt.rn.f16x2.e4m3x2 r, o1;
     mul.rn.f16x2 $3, r, $5;
+}"""
+
+
+_DECODE_HALF = """{
+    .reg .b32 t, u, even, odd, both, r;
+    .reg .b16 lo, hi;
+""" + _E4M3_WORDS.format(w="$2") + """    prmt.b32 both, even, odd, $4;
+    mov.b32 {lo, hi}, both;
+    cvt.rn.f16x2.e4m3x2 r, lo;
+    mul.rn.f16x2 $0, r, $3;
+    cvt.rn.f16x2.e4m3x2 r, hi;
+    mul.rn.f16x2 $1, r, $3;
 }"""
 
 
@@ -168,25 +184,7 @@ def decode_half(word: Int32, scale2: Int32, selector: Int32, *, loc=None, ip=Non
     """Half of `decode_word`: its registers (0, 2) where `selector` is HALF_LOW, (1, 3) where it is
     HALF_HIGH, that is (v0, v2), (v1, v3) or (v4, v6), (v5, v7), by the same e4m3 bytes, conversion
     and multiply (a prmt takes the chosen halves of the even and the odd bytes into one register)."""
-    return _asm("""{
-    .reg .b32 t, u, even, odd, both, r;
-    .reg .b16 lo, hi;
-    shl.b32 t, $2, 4;
-    and.b32 t, t, 0x80808080;
-    shl.b32 u, $2, 2;
-    and.b32 u, u, 0x1C1C1C1C;
-    or.b32 even, t, u;
-    and.b32 t, $2, 0x80808080;
-    shr.b32 u, $2, 2;
-    and.b32 u, u, 0x1C1C1C1C;
-    or.b32 odd, t, u;
-    prmt.b32 both, even, odd, $4;
-    mov.b32 {lo, hi}, both;
-    cvt.rn.f16x2.e4m3x2 r, lo;
-    mul.rn.f16x2 $0, r, $3;
-    cvt.rn.f16x2.e4m3x2 r, hi;
-    mul.rn.f16x2 $1, r, $3;
-}""", "=r,=r,r,r,r", [Int32(word), Int32(scale2), Int32(selector)], loc, ip, results=2, pure=True)
+    return _asm(_DECODE_HALF, "=r,=r,r,r,r", [Int32(word), Int32(scale2), Int32(selector)], loc, ip, results=2, pure=True)
 
 
 @dsl_user_op
