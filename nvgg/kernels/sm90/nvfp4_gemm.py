@@ -17,7 +17,8 @@ Data, per group (table columns, shape rules and sizes: config.py):
   + (i%32)·16 + ((i%128)//32)·4 + j%4; the 256 k of a stage are 4 consecutive 512-byte chunks;
 - C (m, n) fp16 row-major, written in place, rows < m only;
 - A's fp16 copy, written by phase 0 (one work unit: a row × 64 k): m × k, row-major, each 64-k
-  block in the k order below, unswizzled (the tensor map's 128-byte swizzle applies on loading).
+  block in the k order below, unswizzled (the tensor map's 128-byte swizzle applies on loading);
+  its allocation holds m rounded up to CHUNK_ROWS rows (the chunks build's helpers store whole turns).
 The k order of a 64-k subtile: wgmma's register fragment gives lane l the k columns 2c, 2c + 1,
 2c + 8, 2c + 9 (c = l % 4) of each 16-k step s. A permutation of k applied to both operands leaves
 the dot products alone, so lane c takes the subtile's 16-k scale block c (8 packed bytes, one
@@ -977,10 +978,9 @@ class Nvfp4GemmSm90:
         of the warp writes 64 contiguous bytes a row (whole 32-byte sectors), not 16 bytes in each
         of 32 lines: the release after the stores waits on them (lab log). The four lanes of a row
         take each unit's words from its lane (shuffles): lane `sub` the words sub % 2 of its four
-        16-k blocks, half of whose decode (config.turn_selector) makes
-        chunks sub and 4 + sub of that unit (config.turn_chunk). Rows past the group's m (up to
-        its padded rows, which the copy holds) take the last row's values and feed only columns
-        of Cᵀ never stored."""
+        16-k blocks, half of whose decode (config.turn_selector) makes chunks sub and 4 + sub of
+        that unit (config.turn_chunk). Rows past the group's m (up to its padded rows, which the
+        copy holds) take the last row's values and feed only columns of Cᵀ never stored."""
         words, scales = loaded
         selector = Int32(turn_selector(sub))
         odd = sub % 2
