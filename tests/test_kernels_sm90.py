@@ -88,6 +88,19 @@ def _unit_chunks(words: torch.Tensor, scales: torch.Tensor) -> torch.Tensor:
     return regs.permute(2, 1, 0, 3).reshape(64)
 
 
+def test_scale_offset_finds_every_scale_where_the_blocked_layout_put_it():
+    # config.scale_offset (the kernels' loads of A's scales) against inputs.to_blocked's storage:
+    # a ragged m, several 64-k blocks, every scale a different byte
+    m, k = 200, 768
+    plain = (torch.arange(m * k // 16, dtype=torch.int32) % 251 + 1).to(torch.uint8).reshape(m, k // 16, 1)
+    blocked = inputs.to_blocked(plain.view(torch.float8_e4m3fn), m, k, "cpu", torch.Generator().manual_seed(1))
+    storage = torch.empty(0, dtype=torch.uint8).set_(blocked.untyped_storage())
+    for row in range(m):
+        for block in range(k // gemm.K_SUB):
+            at = gemm.scale_offset(row, k, block)
+            assert storage[at:at + 4].tolist() == plain[row, 4 * block:4 * block + 4, 0].tolist(), (row, block)
+
+
 def test_helpers_coalesced_turn_writes_the_copy_the_unit_layout_defines():
     # a helper lane (place sub among its row's four lanes) takes from each unit's lane word sub % 2
     # of its four blocks, decodes half of each (config.turn_selector), and stores chunk

@@ -376,6 +376,13 @@ def even_deal(units: int, ctas: int) -> tuple[int, int, int, int]:
 HALF_LOW, HALF_HIGH = 0x5410, 0x7632
 
 
+def scale_offset(row, k, block):
+    """The byte offset, in a group's scales (cuBLAS's blocked layout, module docstring of
+    nvfp4_gemm.py), of the four e4m3 scales of row `row`'s 64-k block `block` (a Python or a kernel
+    integer); the block after it is SCALE_CHUNK bytes on."""
+    return ((row // 128) * (k // K_SUB) + block) * SCALE_CHUNK + (row % 32) * 16 + ((row % 128) // 32) * 4
+
+
 def turn_chunk(stage, unit, half, sub):
     """The byte offset, in its row of the fp16 copy, of the 16-byte chunk a helper lane stores for
     unit `unit` and half `half` of stage `stage`: chunk 4 · half + sub of that unit's 128 bytes,

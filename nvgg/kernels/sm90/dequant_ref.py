@@ -20,11 +20,15 @@ from .ptx import F16X2_SIXTY_FOUR
 CHUNK_ORDER = (0, 2, 4, 6, 1, 3, 5, 7)  # position in the 4 registers -> index of the value in the word
 
 
+def e4m3_words(words: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """int64 tensor of 32-bit words [N] -> the kernel's two e4m3 words (even, odd) of each."""
+    w = words.to(torch.int64) & 0xFFFFFFFF
+    return ((w << 4) & 0x80808080) | ((w << 2) & 0x1C1C1C1C), (w & 0x80808080) | ((w >> 2) & 0x1C1C1C1C)
+
+
 def e4m3_bytes(words: torch.Tensor) -> torch.Tensor:
     """int64 tensor of 32-bit words [N] -> the kernel's e4m3 bytes [N, 8] (uint8), register order."""
-    w = words.to(torch.int64) & 0xFFFFFFFF
-    even = ((w << 4) & 0x80808080) | ((w << 2) & 0x1C1C1C1C)
-    odd = (w & 0x80808080) | ((w >> 2) & 0x1C1C1C1C)
+    even, odd = e4m3_words(words)
     return torch.stack([(x >> (8 * i)) & 0xFF for x in (even, odd) for i in range(4)], dim=-1).to(torch.uint8)
 
 
@@ -62,9 +66,6 @@ def prmt(a: torch.Tensor, b: torch.Tensor, selector: int) -> torch.Tensor:
 def decode_half(words: torch.Tensor, scales: torch.Tensor, selector: int) -> torch.Tensor:
     """ptx.decode_half on int64 words [N] with fp16 scales [N]: fp16 [N, 4], its two registers'
     values (low half first), by the same e4m3 bytes, prmt, conversions and multiply."""
-    w = words.to(torch.int64) & 0xFFFFFFFF
-    even = ((w << 4) & 0x80808080) | ((w << 2) & 0x1C1C1C1C)
-    odd = (w & 0x80808080) | ((w >> 2) & 0x1C1C1C1C)
-    both = prmt(even, odd, selector)
+    both = prmt(*e4m3_words(words), selector)
     raw = torch.stack([(both >> (8 * i)) & 0xFF for i in range(4)], dim=-1).to(torch.uint8)
     return raw.view(torch.float8_e4m3fn).to(torch.float16) * (scales.to(torch.float16) * _sixty_four())[:, None]

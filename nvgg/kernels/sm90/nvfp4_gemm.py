@@ -88,7 +88,7 @@ from .config import (
     COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
     ORDER_GROUP_SHIFT, C_STAGE_ROW, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
-    COL_FLAGS, COL_PARTIALS, ORDER_WORDS, SPAN_SHIFT, has_half_width, partial_words, turn_chunk, turn_selector)
+    COL_FLAGS, COL_PARTIALS, ORDER_WORDS, SPAN_SHIFT, has_half_width, partial_words, scale_offset, turn_chunk, turn_selector)
 from ..schedule import READER, WRITER
 
 
@@ -792,8 +792,7 @@ class Nvfp4GemmSm90:
         """A work unit's 32 packed bytes (8 words) and its 4 scales (see ptx.ld_global_scale_quad)."""
         src = a + Int64(row) * Int64(k // 2) + Int64(kb * 32)
         words = ptx.ld_global_v4(src) + ptx.ld_global_v4(src + Int64(16))
-        scales = ptx.ld_global_scale_quad(
-            sfa + Int64(((row // 128) * (k // K_SUB) + kb) * SCALE_CHUNK + (row % 32) * 16 + ((row % 128) // 32) * 4))
+        scales = ptx.ld_global_scale_quad(sfa + Int64(scale_offset(row, k, kb)))
         return words, scales
 
     @staticmethod
@@ -959,7 +958,7 @@ class Nvfp4GemmSm90:
         """A helper lane's row pointers for its turns: packed row `source` (the row it loads), that
         row's scales (unit 0's, SCALE_CHUNK bytes a unit on) and fp16 row `row` (the row it stores)."""
         return (a + Int64(source) * Int64(k // 2),
-                sfa + Int64((source // 128) * (k // K_SUB) * SCALE_CHUNK + (source % 32) * 16 + ((source % 128) // 32) * 4),
+                sfa + Int64(scale_offset(source, k, 0)),
                 a16 + Int64(row) * Int64(2 * k))
 
     @staticmethod
