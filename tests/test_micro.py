@@ -18,7 +18,7 @@ def test_an_unknown_name_is_refused_with_the_names_there_are():
     done = _run("release_fence", "nope")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [
-        "micro.py: no microbenchmark nope; pick from cold_code, decode, load_latency, release_fence"]
+        "micro.py: no microbenchmark 'nope'; pick from cold_code, decode, load_latency, release_fence"]
 
 
 def test_without_nvcc_it_says_where_to_run(tmp_path):
@@ -44,3 +44,47 @@ def test_without_a_gpu_it_says_where_to_run(tmp_path):
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [
         "micro.py: no GPU found (nvidia-smi lists none): run this on the GPU machine"]
+
+
+def test_an_empty_name_and_a_name_given_twice_are_refused():
+    empty = _run("")
+    assert (empty.returncode, empty.stdout) == (2, "")
+    assert empty.stderr.strip().splitlines() == [
+        "micro.py: no microbenchmark ''; pick from cold_code, decode, load_latency, release_fence"]
+    twice = _run("decode", "cold_code", "decode")
+    assert (twice.returncode, twice.stdout) == (2, "")
+    assert twice.stderr.strip().splitlines() == ["micro.py: decode named twice; name each microbenchmark once"]
+
+
+def _fake(folder, name, text):
+    tool = folder / name
+    tool.write_text("#!/bin/sh\n" + text)
+    tool.chmod(0o755)
+
+
+def test_a_card_before_sm_90_or_an_unreadable_listing_is_refused_before_any_build(tmp_path):
+    _fake(tmp_path, "nvcc", "echo called >&2\nexit 9\n")  # must never be called
+    env = dict(os.environ, PATH=str(tmp_path))
+    _fake(tmp_path, "nvidia-smi", "echo 'Tesla V100, 7.0, 1530 MHz'\n")
+    old = _run("decode", env=env)
+    assert (old.returncode, old.stdout) == (2, "")
+    assert old.stderr.strip().splitlines() == ["micro.py: the card is sm_70; these need sm_90 or later (e4m3 conversions)"]
+    _fake(tmp_path, "nvidia-smi", "echo 'NVIDIA H200, [N/A], 1980 MHz'\n")
+    odd = _run("decode", env=env)
+    assert (odd.returncode, odd.stdout) == (2, "")
+    assert odd.stderr.strip().splitlines() == [
+        "micro.py: nvidia-smi's line 'NVIDIA H200, [N/A], 1980 MHz' names no compute capability: is the driver loaded?"]
+
+
+def test_help_prints_the_usage():
+    done = _run("--help")
+    assert done.returncode == 0 and "python benchmarks/micro.py [NAME ...]" in done.stdout and done.stderr == ""
+
+
+def test_a_failing_nvcc_is_one_line_even_when_it_says_nothing(tmp_path):
+    _fake(tmp_path, "nvidia-smi", "echo 'NVIDIA H200, 9.0, 1980 MHz'\n")
+    _fake(tmp_path, "nvcc", "exit 9\n")
+    done = _run("decode", env=dict(os.environ, PATH=str(tmp_path)))
+    assert done.returncode == 2
+    assert done.stdout.strip().splitlines() == ["# NVIDIA H200 (sm_90a, max 1980 MHz)"]
+    assert done.stderr.strip().splitlines() == ["micro.py: nvcc failed on decode.cu: exit 9"]

@@ -70,33 +70,18 @@ __global__ void bench(const unsigned *in, unsigned *out, int iters) {
   }
   out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
 }
-__global__ void cvt_only(unsigned *out, int iters) {
-  unsigned x[8];
-  for (int j = 0; j < 8; ++j) x[j] = threadIdx.x * 17u + j;
-  for (int i = 0; i < iters; ++i)
-    for (int j = 0; j < 8; ++j)
-      asm volatile("{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %0;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}" : "+r"(x[j]));
-  unsigned acc = 0; for (int j = 0; j < 8; ++j) acc ^= x[j];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
-}
-__global__ void lop_only(unsigned *out, int iters) {
-  unsigned x[8];
-  for (int j = 0; j < 8; ++j) x[j] = threadIdx.x * 17u + j;
-  for (int i = 0; i < iters; ++i)
-    for (int j = 0; j < 8; ++j)
-      asm volatile("lop3.b32 %0, %0, 0x8E008E00, %0, 0x6a;" : "+r"(x[j]));
-  unsigned acc = 0; for (int j = 0; j < 8; ++j) acc ^= x[j];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
-}
-__global__ void hmul_only(unsigned *out, int iters) {
-  unsigned x[8];
-  for (int j = 0; j < 8; ++j) x[j] = 0x3C003C00u + j;
-  for (int i = 0; i < iters; ++i)
-    for (int j = 0; j < 8; ++j)
-      asm volatile("mul.rn.f16x2 %0, %0, %0;" : "+r"(x[j]));
-  unsigned acc = 0; for (int j = 0; j < 8; ++j) acc ^= x[j];
-  out[blockIdx.x * blockDim.x + threadIdx.x] = acc;
-}
+// one instruction, 8 independent registers a thread, `iters` times: ASM updates register %0
+#define ONE_INSTRUCTION(NAME, FIRST, ASM) \
+__global__ void NAME(unsigned *out, int iters) { \
+  unsigned x[8]; \
+  for (int j = 0; j < 8; ++j) x[j] = FIRST; \
+  for (int i = 0; i < iters; ++i) \
+    for (int j = 0; j < 8; ++j) asm volatile(ASM : "+r"(x[j])); \
+  unsigned acc = 0; for (int j = 0; j < 8; ++j) acc ^= x[j]; \
+  out[blockIdx.x * blockDim.x + threadIdx.x] = acc; }
+ONE_INSTRUCTION(cvt_only, threadIdx.x * 17u + j, "{\n.reg .b16 lo, hi;\nmov.b32 {lo, hi}, %0;\ncvt.rn.f16x2.e4m3x2 %0, lo;\n}")
+ONE_INSTRUCTION(lop_only, threadIdx.x * 17u + j, "lop3.b32 %0, %0, 0x8E008E00, %0, 0x6a;")
+ONE_INSTRUCTION(hmul_only, 0x3C003C00u + j, "mul.rn.f16x2 %0, %0, %0;")
 int main() {
   int sms; cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
   int clk; cudaDeviceGetAttribute(&clk, cudaDevAttrClockRate, 0);
