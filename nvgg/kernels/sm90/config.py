@@ -34,7 +34,7 @@ BAR_INFO = 2
 HALF_ROWS = 64  # rows of A up to which a tile of tile_m 128 runs the half-width wgmma
 # registers a thread after setmaxnreg (wide tiles, 384 threads): 168 each at launch (64 K registers
 # over 384 threads, in steps of 8) = 2 × 128 × MMA_REGS + 128 × PRODUCER_REGS
-PRODUCER_REGS, MMA_REGS = 40, 232
+PRODUCER_REGS, MMA_REGS = 56, 224
 # Sources of the limits below:
 SMEM_LIMIT = 232448  # bytes per block, CUDA C Programming Guide, compute capability 9.0 table
 REG_LIMIT = 255  # registers per thread, same table

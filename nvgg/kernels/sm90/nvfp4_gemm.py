@@ -912,9 +912,14 @@ class Nvfp4GemmSm90:
             block = (unit - begin) // (READY_ROWS * SUBS_PER_STAGE)
             stages = k // K_STAGE
             if cutlass.const_expr(self.wide):
-                # 40 registers after setmaxnreg hold one unit's loads, not several
-                self._one_turn(a, sfa, a16, k, m, row, sub, stage, stages, ready, counters, block)
-                turn += step
+                # PRODUCER_REGS after setmaxnreg hold a turn's loads and the next turn's, not several
+                if step % per_stage == 0:
+                    self._turns_in_turn(a, sfa, a16, k, m, row, sub, stage, stages, step // per_stage, ready,
+                                        counters, block)
+                    turn = turns  # this warp's turns are all of these rows' (`_turns_in_turn`)
+                else:
+                    self._one_turn(a, sfa, a16, k, m, row, sub, stage, stages, ready, counters, block)
+                    turn += step
             else:
                 if step % per_stage == 0:
                     # this warp's next turns are the same rows at later stages: all their loads
@@ -932,6 +937,22 @@ class Nvfp4GemmSm90:
                 else:
                     self._one_turn(a, sfa, a16, k, m, row, sub, stage, stages, ready, counters, block)
                     turn += step
+
+    @cute.jit
+    def _turns_in_turn(self, a: Int64, sfa: Int64, a16: Int64, k: Int32, m: Int32, row: Int32, sub: Int32,
+                       stage: Int32, stages: Int32, later: Int32, ready: Int64, counters: Int32, block: Int32):
+        """A helper lane's turns where they keep its rows (stages `stage`, stage + `later`, .. of the
+        group's `stages`), one after another: each turn's stores, then the next turn's loads, then
+        the count, so that the release's wait for the stores and the next loads' trip overlap."""
+        if stage < stages:
+            rows = self._turn_rows(a, sfa, a16, k, row, cutlass.min(row, m - 1))
+            words, scales = self._load_turn(rows, stage, sub)
+            now = stage
+            while now < stages:
+                self._store_turn(rows, now, sub, (words, scales))
+                words, scales = self._load_turn(rows, self._in_range(now + later, stages, now), sub)
+                self._count_turn(ready, counters + block * stages + now)
+                now += later
 
     @cute.jit
     def _one_turn(self, a: Int64, sfa: Int64, a16: Int64, k: Int32, m: Int32, row: Int32, sub: Int32, stage: Int32,
