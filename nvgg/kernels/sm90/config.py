@@ -117,13 +117,6 @@ MAX_STAGES = 1 << (31 - SPAN_SHIFT)  # ke << SPAN_SHIFT stays a positive int32
 # shortens by more
 SPLIT_COST = 1.0
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
-# the persistent kernel's first reads (table row 0, its CTA's run, its first tile's order entry,
-# that group's row) each wait on the one before, a trip to DRAM each after the evaluator's L2 clear:
-# its producer warp asks at once for the lines of the table's first PREFETCH_ROWS rows (a row a
-# lane; the host's table has at least that many) and, once row 0 is in, for the first 32 lines of
-# the tile order (a line a lane), so that the later reads of every warp of the CTA find them on the
-# SM (PREFETCH_LEVEL)
-PREFETCH_ROWS, PREFETCH_LEVEL = 32, "L1"
 TENSORMAP_BYTES = tensormaps.MAP_BYTES
 PAIR_BYTES = 2 * TENSORMAP_BYTES
 

@@ -220,9 +220,6 @@ class Nvfp4GemmSm90:
             stride = m_tiles * (self.shape[1] // TILE_N)  # one tile per CTA
             cta = tile
         all_tiles = total_tiles
-        if cutlass.const_expr(self.chunks):
-            if warp_idx == self.config.producer_warp:
-                self._prefetch_start(table, gdimx, all_tiles)
         if cutlass.const_expr(self.config.persistent and self.config.chunked):
             # this CTA's list of tiles, from the host's cost-balanced schedule: `tile` walks the
             # positions runs[c] .. runs[c + 1] of the order (`_order`), which names the tiles
@@ -440,18 +437,6 @@ class Nvfp4GemmSm90:
         """The split build's shared word after the fp16 A slots' mbarriers: this launch's number
         (E + 1), which the producer stores for the MMA warps' readers."""
         return storage.a16_barriers.data_ptr().toint() + 2 * self.slots * 8
-
-    @cute.jit
-    def _prefetch_start(self, table: cute.Tensor, ctas: Int32, tiles: Int32):
-        """The producer warp's first act (config.PREFETCH_ROWS): lane l asks for the lines of table
-        row l (rows start 16-byte aligned, so a row's ceil(row bytes / 128) lines from its start hold
-        it), then, once row 0 is in, for line l of the schedule's int32 array where it lies within
-        its run bounds and one order entry a tile (the array holds at least that)."""
-        lane = cute.arch.lane_idx()
-        row_bytes = TABLE_COLS * 8
-        ptx.prefetch_lines(table.iterator.toint() + Int64(lane) * Int64(row_bytes), (row_bytes + 127) // 128)
-        if lane * 128 < 4 * (ctas + 1 + tiles):
-            ptx.prefetch_lines(Int64(table[(0, COL_RUNS)]) + Int64(lane * 128), 1)
 
     def _runs(self, table: cute.Tensor, ctas: Int32, tiles: Int32) -> cute.Tensor:
         """The schedule's int32 array (table row 0, COL_RUNS): ctas + 1 run bounds, then the order."""

@@ -23,7 +23,7 @@ from cutlass import Float32, Int32, Int64
 from cutlass.cutlass_dsl import T, dsl_user_op
 
 from ..asm import globaltimer, inline as _asm  # noqa: F401  (globaltimer: the kernels' timer)
-from .config import HALF_HIGH, HALF_LOW, PREFETCH_LEVEL, TENSORMAP_BYTES  # noqa: F401  (decode_half's selectors)
+from .config import HALF_HIGH, HALF_LOW, TENSORMAP_BYTES  # noqa: F401  (decode_half's selectors)
 
 def _lane0(body: str, decls: str = "") -> str:
     """A PTX block whose `@p` instructions run on the elected lane only (see the module docstring);
@@ -252,14 +252,6 @@ def ld_global_b32(addr: Int64, *, loc=None, ip=None) -> Int32:
     """4 bytes of read-only global memory (the non-coherent path)."""
     return Int32(_asm("ld.global.nc.b32 $0, [$1];", "=r,l,~{memory}", [Int64(addr)], loc, ip, results=1,
                       result_type=T.i32))
-
-
-@dsl_user_op
-def prefetch_lines(addr: Int64, lines: int, level: str = PREFETCH_LEVEL, *, loc=None, ip=None) -> None:
-    """Ask for the `lines` 128-byte lines from `addr` on in the SM's L1 (`level` "L1") or in L2:
-    a hint, which gives nothing back and stalls nothing; every address must be in an allocation."""
-    _asm("\n".join(f"prefetch.global.{level} [$0+{128 * i}];" for i in range(lines)), "l,~{memory}",
-         [Int64(addr)], loc, ip)
 
 
 @dsl_user_op
