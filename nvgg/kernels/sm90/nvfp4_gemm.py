@@ -296,8 +296,10 @@ class Nvfp4GemmSm90:
                     self._stamp_lane0(phases, cta, phase_slots.A_READY)
                     ptx.fence_proxy_async_global()  # the phase-0 copy, seen through the grid barrier
                 switches = Int32(0)
-                waited = Int32(-1)  # the group whose fp16 A rows this warp last saw written
-                known = Int32(0)  # chunks: the stages of that group seen written
+                # the group whose fp16 A rows this warp last saw written (chunks: the group and A
+                # tile, group << 16 | mt, whose rows)
+                waited = Int32(-1)
+                known = Int32(0)  # chunks: the stages of those rows seen written
                 # chunks: the first tile's first stage, which the MMA warps decode into its slots
                 # themselves (`_expand_own_stage`): nothing to wait for, nothing to copy
                 own = Int32(1)
@@ -335,17 +337,19 @@ class Nvfp4GemmSm90:
                         state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
                         copied = boxes  # the fp16 A boxes this stage's slots get
                         if cutlass.const_expr(self.chunks):
-                            if group != waited:
-                                waited = group
+                            if (group << 16 | mt) != waited:
+                                waited = group << 16 | mt
                                 known = Int32(0)
                             if kt == kb and own == 1:
                                 copied = Int32(0)
                             else:
                                 if kt >= known:
-                                    # this stage of the group's fp16 A rows, expanded by the helper
-                                    # warps of the grid in this launch, and whichever stages after
-                                    # it one round trip also finds written; once a group visit a stage
-                                    known = self._wait_chunk(table, group, m, k, kt, Int64(table[(0, COL_READY)]), target)
+                                    # this stage of the tile's fp16 A rows (the row blocks of the
+                                    # boxes it copies), expanded by the helper warps of the grid in
+                                    # this launch, and whichever stages after it one round trip also
+                                    # finds written; once a visit of these rows a stage
+                                    known = self._wait_chunk(table, group, m, k, kt, mt * (self.tile_m // READY_ROWS),
+                                                             boxes, Int64(table[(0, COL_READY)]), target)
                                     ptx.fence_proxy_async_global()
                         if cutlass.const_expr(self.counted and not self.chunks):
                             if kt == 0:
@@ -1047,42 +1051,33 @@ class Nvfp4GemmSm90:
         return cutlass.max(cutlass.min(rows - block * READY_ROWS, READY_ROWS), 0)
 
     @cute.jit
-    def _wait_chunk(self, table: cute.Tensor, group: Int32, m: Int32, k: Int32, stage: Int32, ready: Int64,
-                    launches: Int64) -> Int32:
+    def _wait_chunk(self, table: cute.Tensor, group: Int32, m: Int32, k: Int32, stage: Int32, first: Int32,
+                    blocks: Int32, ready: Int64, launches: Int64) -> Int32:
         """The producer warp of the "chunks" build waits until the helper warps of this launch
-        have expanded stage `stage` of every fp16 A row of `group`, and returns the first stage
-        after it not yet seen written. Up to 32 row blocks, one round trip reads that stage's
-        counters and, in the lanes left over, those of the stages after it (lane l: block l %
-        blocks, stage + l / blocks); more blocks, lane l watches blocks l, l + 32, .. of the one
-        stage (as `_wait_rows`, whose rules these follow: the lanes poll and leave together)."""
+        have expanded stage `stage` of row blocks `first` .. `first` + `blocks` of `group`'s fp16 A
+        (a tile's boxes: READY_ROWS = A16_BOX_ROWS), and returns the first stage after it not yet
+        seen written there. A tile has at most slot_rows / READY_ROWS <= 32 blocks: one round trip
+        reads that stage's counters and, in the lanes left over, those of the stages after it (lane
+        l: block first + l % blocks, stage + l / blocks); the lanes poll and leave together (as in
+        `_wait_rows`). Waiting for the group's other rows too made each tile's first copied stage
+        wait for the slowest of more helper warps."""
         begin = Int32(table[(group, COL_READY_BEGIN)])
         padded = padded_rows(m)
-        blocks = (padded + READY_ROWS - 1) // READY_ROWS
         stages = k // K_STAGE
         lane = cute.arch.lane_idx()
-        known = stage + 1
-        if blocks <= 32:
-            span = 32 // blocks
-            ahead = lane // blocks
-            i = lane % blocks
-            units = self._block_rows(padded, i) * SUBS_PER_STAGE
-            if ahead >= span:
-                units = Int32(0)
-            if stage + ahead >= stages:
-                units = Int32(0)
-            counter = begin + i * stages + cutlass.min(stage + ahead, stages - 1)
-            missing = Int32(0)
-            while missing == 0:
-                missing = ptx.ready_probe(ready + Int64(counter) * Int64(8), units, launches, ahead)
-            known = stage + cutlass.min(cutlass.min(missing, span), stages - stage)
-        else:
-            base = Int32(0)
-            while base < blocks:
-                i = base + lane
-                units = self._block_rows(padded, i) * SUBS_PER_STAGE
-                counter = begin + cutlass.min(i, blocks - 1) * stages + stage
-                ptx.ready_wait(ready + Int64(counter) * Int64(8), units, launches)
-                base += 32
+        span = 32 // blocks
+        ahead = lane // blocks
+        i = first + lane % blocks
+        units = self._block_rows(padded, i) * SUBS_PER_STAGE
+        if ahead >= span:
+            units = Int32(0)
+        if stage + ahead >= stages:
+            units = Int32(0)
+        counter = begin + i * stages + cutlass.min(stage + ahead, stages - 1)
+        missing = Int32(0)
+        while missing == 0:
+            missing = ptx.ready_probe(ready + Int64(counter) * Int64(8), units, launches, ahead)
+        known = stage + cutlass.min(cutlass.min(missing, span), stages - stage)
         cute.arch.sync_warp()
         return known
 
