@@ -117,9 +117,6 @@ MAX_STAGES = 1 << (31 - SPAN_SHIFT)  # ke << SPAN_SHIFT stays a positive int32
 # shortens by more
 SPLIT_COST = 1.0
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
-# rows the host's table holds at least (zero past the last group): the chunks build's helper lanes
-# each read one group's row, lane l group l, before they know how many groups there are
-LOOKUP_ROWS = 32
 TENSORMAP_BYTES = tensormaps.MAP_BYTES
 PAIR_BYTES = 2 * TENSORMAP_BYTES
 

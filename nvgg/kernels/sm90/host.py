@@ -117,7 +117,7 @@ def encode_tensor_map_f16(ptr: int, rows: int, cols: int, box_rows: int) -> list
 
 @dataclass
 class Tables:
-    table: torch.Tensor  # int64 [max(G, LOOKUP_ROWS), TABLE_COLS] on the device (rows past G zero)
+    table: torch.Tensor  # int64 [G, TABLE_COLS] on the device
     template: torch.Tensor | None  # `device` maps: int64 [2, 16], the host-encoded template pair (A, B)
     workspace: torch.Tensor | None  # `device` maps: int64 [ctas, 2, 16], each CTA's own descriptor pair
     total_tiles: int
@@ -230,7 +230,6 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     rows[0][gemm.COL_GROUPS] = len(groups)
     if barrier is not None:
         rows[0][gemm.COL_BARRIER] = barrier.data_ptr()
-    rows += [[0] * gemm.TABLE_COLS for _ in range(gemm.LOOKUP_ROWS - len(rows))]  # config.LOOKUP_ROWS
     table = torch.tensor(rows, dtype=torch.int64).to(device)
     return Tables(table, template, workspace, total, phases, a16, barrier, units, runs, ready,
                   maps.table if maps else None, maps.encode_us if maps else None, partials, flags)

@@ -882,12 +882,6 @@ class Nvfp4GemmSm90:
         turns = Int32(table[(0, COL_CHUNKS)]) * per_stage
         groups = Int32(table[(0, COL_GROUPS)])
         ready = Int64(table[(0, COL_READY)])
-        # in the same round trip, lane l's columns of group l (config.LOOKUP_ROWS), which a lookup
-        # among the first 32 groups takes by shuffles instead of a trip to the table after its search
-        near = self._turn_columns(table, lane)
-        near_end = Int32(0x7FFFFFFF)  # past the last group: an end above every unit
-        if lane < groups:
-            near_end = near[1]
         step = helpers
         if per_stage <= helpers:
             step = helpers - helpers % per_stage
@@ -904,21 +898,19 @@ class Nvfp4GemmSm90:
         turn = first
         if first >= step:
             turn = turns
-        if turn < turns:
-            # the first turn's group (before the loop, so that `near` is not held through it)
-            g = self._chunk_group(table, groups, (turn % per_stage) * CHUNK_UNITS, lane, near_end)
-            if g < 32:
-                begin, end, m, k, counters, a, sfa, a16 = [cute.arch.shuffle_sync(v, g) for v in near]
-            else:
-                begin, end, m, k, counters, a, sfa, a16 = self._turn_columns(table, g)
         while turn < turns:
             stage = turn // per_stage
             unit = (turn - stage * per_stage) * CHUNK_UNITS
             if unit < begin or unit >= end:
-                # lanes past the last group read its end, which is above every unit
-                g = self._chunk_group(table, groups, unit, lane,
-                                      Int32(table[(cutlass.min(lane, groups - 1), COL_CHUNK_END)]))
-                begin, end, m, k, counters, a, sfa, a16 = self._turn_columns(table, g)
+                g = self._chunk_group(table, groups, unit, lane)
+                begin = Int32(table[(g, COL_CHUNK_BEGIN)])
+                end = Int32(table[(g, COL_CHUNK_END)])
+                m = Int32(table[(g, COL_M)])
+                k = Int32(table[(g, COL_K)])
+                counters = Int32(table[(g, COL_READY_BEGIN)])
+                a = Int64(table[(g, COL_A)])
+                sfa = Int64(table[(g, COL_SFA)])
+                a16 = Int64(table[(g, COL_A16)])
             row = (unit - begin) // SUBS_PER_STAGE + lane // SUBS_PER_STAGE
             sub = lane % SUBS_PER_STAGE
             block = (unit - begin) // (READY_ROWS * SUBS_PER_STAGE)
@@ -1035,25 +1027,14 @@ class Nvfp4GemmSm90:
         cute.arch.sync_warp()
         ptx.ready_add(ready + Int64(counter) * Int64(8), CHUNK_UNITS, lane0=True)
 
-    @staticmethod
-    def _turn_columns(table: cute.Tensor, g: Int32):
-        """What a helper's turns read of group `g`'s row: its first and end unit of a stage, m,
-        k, its first readiness counter, and the addresses of its packed A, A's scales and A's fp16
-        copy."""
-        return (Int32(table[(g, COL_CHUNK_BEGIN)]), Int32(table[(g, COL_CHUNK_END)]), Int32(table[(g, COL_M)]),
-                Int32(table[(g, COL_K)]), Int32(table[(g, COL_READY_BEGIN)]), Int64(table[(g, COL_A)]),
-                Int64(table[(g, COL_SFA)]), Int64(table[(g, COL_A16)]))
-
     @cute.jit
-    def _chunk_group(self, table: cute.Tensor, groups: Int32, unit: Int32, lane: Int32, ends: Int32) -> Int32:
-        """The group whose units of a stage hold `unit` (the whole warp): the lanes whose group
-        ends at or below `unit` count the groups before it, lane l holding the end of group l
-        (`ends`, which the caller read) in the first round, then of group base + l, 32 groups a
-        round trip. Lanes past the last group hold an end above every unit."""
-        found = ptx.lanes_at_or_above(unit, ends)
-        base = Int32(32)
-        if found < 32:
-            base = groups
+    def _chunk_group(self, table: cute.Tensor, groups: Int32, unit: Int32, lane: Int32) -> Int32:
+        """The group whose units of a stage hold `unit` (the whole warp): lane l reads the end of
+        group base + l, and the lanes whose group ends at or below `unit` count the groups before
+        it, 32 groups a round trip. Lanes past the last group read the last one's end, which is
+        above every unit."""
+        found = Int32(0)
+        base = Int32(0)
         while base < groups:
             end = Int32(table[(cutlass.min(base + lane, groups - 1), COL_CHUNK_END)])
             below = ptx.lanes_at_or_above(unit, end)
