@@ -88,7 +88,7 @@ TENSORMAP_MODES = tensormaps.MODES
 # expand their share of A before their first MMA. "chunks": three more warps a CTA (HELPER_WARPS)
 # expand A stage by stage (256 k over every group's rows, the first stage first) while the MMA
 # warps run, and count each stage of each READY_ROWS rows apart, so the producer waits for the
-# stage it loads and no more
+# stage it loads of the rows it loads and no more
 READINESS = ("rows", "grid", "chunks")
 HELPER_WARPS = 3  # the "chunks" build's expanding warps, 9-11: the producer warp's warpgroup
 HELPER_FIRST = MMA_WARPS + 1

@@ -36,8 +36,8 @@ Warps (`kernel`; a persistent CTA walks the tiles the host's schedule lists for 
 - helpers (the "chunks" build, warps 9-11 of the producer's warpgroup): A expanded stage by stage
   (`_expand_chunks`: 256 k of every group's rows, the first stage first, over every CTA's
   helpers), each turn counted into its row block's counter for that stage; they never wait, and
-  the producer waits for the stage it loads next (`_wait_chunk`, one round trip looking ahead),
-  but for its CTA's first tile's first stage: the MMA warps decode that one into its slots
+  the producer waits for the stage it loads next of its tile's row blocks (`_wait_chunk`, one
+  round trip looking ahead), but for its CTA's first tile's first stage: the MMA warps decode that one into its slots
   themselves (`_expand_own_stage`), so that no CTA's first MMA waits for another CTA's helpers.
 - MMA warpgroups (warps 0-7): persistent kernel but the chunks build, phase 0 first
   (`_expand_a_global`, the groups' phase-0 columns staged in the last A slots, freed to the
