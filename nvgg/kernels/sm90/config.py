@@ -80,6 +80,9 @@ READY_ROWS = A16_BOX_ROWS
 # CTA finds a tile's group without searching the table (a chain of dependent loads)
 ORDER_GROUP_SHIFT = 22
 MAX_TILES = 1 << ORDER_GROUP_SHIFT
+# the entries, and the chunks build's producer's key of an A tile's rows (mt · MAX_GROUPS + group),
+# are positive int32 for every tile and group
+assert MAX_TILES * MAX_GROUPS <= 1 << 31
 TENSORMAP_MODES = tensormaps.MODES
 # how the persistent kernel's producer knows the fp16 A rows of a group are written: "rows", the
 # readiness counters of just that group's rows (faster than "grid" on three of the four

@@ -296,8 +296,9 @@ class Nvfp4GemmSm90:
                     self._stamp_lane0(phases, cta, phase_slots.A_READY)
                     ptx.fence_proxy_async_global()  # the phase-0 copy, seen through the grid barrier
                 switches = Int32(0)
-                # the group whose fp16 A rows this warp last saw written (chunks: the group and A
-                # tile, group << 16 | mt, whose rows)
+                # the group whose fp16 A rows this warp last saw written (chunks: the A tile and
+                # group whose rows, mt · MAX_GROUPS + group: one int32 for every pair, as mt <
+                # MAX_TILES, config.py)
                 waited = Int32(-1)
                 known = Int32(0)  # chunks: the stages of those rows seen written
                 # chunks: the first tile's first stage, which the MMA warps decode into its slots
@@ -337,8 +338,8 @@ class Nvfp4GemmSm90:
                         state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
                         copied = boxes  # the fp16 A boxes this stage's slots get
                         if cutlass.const_expr(self.chunks):
-                            if (group << 16 | mt) != waited:
-                                waited = group << 16 | mt
+                            if mt * MAX_GROUPS + group != waited:
+                                waited = mt * MAX_GROUPS + group
                                 known = Int32(0)
                             if kt == kb and own == 1:
                                 copied = Int32(0)
