@@ -20,6 +20,13 @@ SHAPE = "m: [64]; n: [256]; k: [256]"
 TUNABLE, HONEST = submission_path("tunable"), submission_path("honest")
 
 
+def _terminal_sigint() -> None:
+    """In a child about to be interrupted: SIGINT as a terminal's foreground job has it. A test
+    run started in the background (`pytest &` in a script) hands its children SIGINT ignored, which
+    nvgg rightly leaves ignored, so no interrupt could reach them."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.strip()]
 
@@ -276,7 +283,8 @@ def test_ctrl_c_while_torch_imports_numpy_ends_the_command():
             "sys.argv = ['nvgg', 'run', '--case', 'test-1']\n"
             "from nvgg.__main__ import main\n"
             "main()\n")
-    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                          preexec_fn=_terminal_sigint)
     assert (proc.returncode, proc.stderr.strip()) == (130, "nvgg: interrupted"), proc.stderr
 
 
@@ -312,7 +320,7 @@ def test_ctrl_c_at_any_moment_ends_the_command(delay_s, tmp_path):
     timeline = tmp_path / "timeline"
     proc = subprocess.Popen([sys.executable, "-m", "nvgg", "run", "--case", "test-4", "--submission",
                              submission_path("hang")], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=dict(os.environ, NVGG_TIMELINE=str(timeline)))
+                            text=True, env=dict(os.environ, NVGG_TIMELINE=str(timeline)), preexec_fn=_terminal_sigint)
     try:
         began = time.monotonic()
         while not (timeline.exists() and "nvgg started" in timeline.read_text()):
