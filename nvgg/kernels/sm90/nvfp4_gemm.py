@@ -118,6 +118,7 @@ class Nvfp4GemmSm90:
         self.evict_b, self.evict_a16 = ("first", "last") if config.l2_hints else ("", "")
         self.stage_bytes = config.stage_bytes
         self.slot_rows = config.slot_rows
+        assert self.slot_rows <= 32 * READY_ROWS  # `_wait_chunk`: a tile's row blocks fit one warp's lanes
         self.a16_bytes = self.slot_rows * K_SUB * 2
         self.half = has_half_width(self.tile_m, config.half_tiles)
         self.wide = config.wide_tiles
@@ -916,21 +917,17 @@ class Nvfp4GemmSm90:
             sub = lane % SUBS_PER_STAGE
             block = (unit - begin) // (READY_ROWS * SUBS_PER_STAGE)
             stages = k // K_STAGE
-            if cutlass.const_expr(self.wide):
-                # PRODUCER_REGS after setmaxnreg hold a turn's loads and the next turn's, not several
-                if step % per_stage == 0:
-                    self._turns_in_turn(a, sfa, a16, k, m, row, sub, stage, stages, step // per_stage, ready,
-                                        counters, block)
+            if step % per_stage == 0:
+                # this warp's next turns are the same rows at later stages
+                later = step // per_stage
+                if cutlass.const_expr(self.wide):
+                    # PRODUCER_REGS after setmaxnreg hold a turn's loads and the next turn's, not several
+                    self._turns_in_turn(a, sfa, a16, k, m, row, sub, stage, stages, later, ready, counters, block)
                     turn = turns  # this warp's turns are all of these rows' (`_turns_in_turn`)
                 else:
-                    self._one_turn(a, sfa, a16, k, m, row, sub, stage, stages, ready, counters, block)
-                    turn += step
-            else:
-                if step % per_stage == 0:
-                    # this warp's next turns are the same rows at later stages: all their loads
-                    # first (a row past m loads the last row and stores into the copy's padded
-                    # rows; a stage past k loads the first turn's lines again and stores nothing)
-                    later = step // per_stage
+                    # all their loads first (a row past m loads the last row and stores into the
+                    # copy's padded rows; a stage past k loads the first turn's lines again and
+                    # stores nothing)
                     rows = self._turn_rows(a, sfa, a16, k, row, cutlass.min(row, m - 1))
                     loaded = [self._load_turn(rows, self._in_range(stage + later * t, stages, stage), sub)
                               for t in range(TURNS_IN_FLIGHT)]
@@ -939,9 +936,9 @@ class Nvfp4GemmSm90:
                             self._store_turn(rows, stage + later * t, sub, loaded[t])
                             self._count_turn(ready, counters + block * stages + stage + later * t)
                     turn += step * TURNS_IN_FLIGHT
-                else:
-                    self._one_turn(a, sfa, a16, k, m, row, sub, stage, stages, ready, counters, block)
-                    turn += step
+            else:
+                self._one_turn(a, sfa, a16, k, m, row, sub, stage, stages, ready, counters, block)
+                turn += step
 
     @cute.jit
     def _turns_in_turn(self, a: Int64, sfa: Int64, a16: Int64, k: Int32, m: Int32, row: Int32, sub: Int32,
