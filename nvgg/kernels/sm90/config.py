@@ -19,7 +19,6 @@ SUBS_PER_STAGE = K_STAGE // K_SUB
 # fp16 and 16 bytes of padding
 C_STAGE_ROW = TILE_N * 2 + 16
 A16_SLOTS = 8  # fp16 A buffers the producer loads ahead (64 k each)
-C_PREFETCH_STAGES = 2  # the producer asks L2 for its CTA's last tile of C this many stages before that tile's end
 A16_BOX_ROWS = 32  # rows of one fp16 A copy: a slot gets only the boxes that hold rows < m
 EXPAND_THREADS = 256  # threads per CTA of the expand kernel (the per-group launches' phase 0)
 SCALE_CHUNK = 512  # bytes of scales for 128 rows × 64 k

@@ -85,11 +85,11 @@ from .config import (
     A16_BOX_ROWS, BAR_HELPERS, BAR_INFO, BAR_MMA, COL_A, COL_CHUNK_BEGIN, COL_CHUNK_END, COL_CHUNK_UNITS,
     COL_CHUNKS, CHUNK_UNITS, HELPER_FIRST, HELPER_WARPS, TURNS_IN_FLIGHT, padded_rows, COL_A16, COL_B, COL_BARRIER, COL_C, COL_GROUPS, COL_K, COL_M, COL_M_TILES,
     COL_DEAL, COL_MAPS, COL_N, COL_PHASES, COL_READY, COL_READY_BEGIN, COL_RUNS, COL_SFA, COL_SFB, COL_TEMPLATE,
-    C_PREFETCH_STAGES, COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
+    COL_TILE_BEGIN, COL_TILE_END, COL_UNITS, COL_UNIT_BEGIN, COL_UNIT_END, COL_WORKSPACE, EXPAND_THREADS, GemmConfig, HALF_ROWS, INFO_COLS, K_STAGE,
     K_SUB, MAX_GROUPS, MMA_REGS, MMA_THREADS, MMA_WARPS, PAIR_BYTES, PRODUCER_REGS, ROW_BYTES, SCALE_CHUNK,
     ORDER_GROUP_SHIFT, C_STAGE_ROW, READY_ROWS, SCALE_RUN, SUBS_PER_STAGE, TABLE_COLS, TABLE_ROWS, TENSORMAP_BYTES, TILE_N,
     COL_FLAGS, COL_PARTIALS, ORDER_WORDS, SPAN_SHIFT, has_half_width, partial_words, scale_offset, turn_chunk, turn_selector)
-from ..schedule import READER, WHOLE, WRITER
+from ..schedule import READER, WRITER
 
 
 class Nvfp4GemmSm90:
@@ -310,9 +310,8 @@ class Nvfp4GemmSm90:
                     t, group = self._locate(table, order, tile, group)
                     m, n, k, mt, nt, rows = self._tile_coords(table, t, group)
                     kb, ke = 0, k // K_STAGE  # the stages this CTA runs of the tile
-                    role, slot = Int32(WHOLE), Int32(0)
                     if cutlass.const_expr(self.split):
-                        kb, ke, role, slot = self._span(order, tile)
+                        kb, ke, _, _ = self._span(order, tile)
                     if group != mapped:
                         # the maps describe the first tile's group already: this is a switch
                         if cutlass.const_expr(not self.host_maps):
@@ -380,14 +379,6 @@ class Nvfp4GemmSm90:
                                     ptx.tma_load_2d(a16_addr + astate.index * self.a16_bytes + b * self.box_bytes, desc_a,
                                                     a_x, a_y + b * A16_BOX_ROWS, mbar, self.evict_a16)
                             astate.advance()
-                        if cutlass.const_expr(self.chunks):
-                            if kt == cutlass.max(kb, ke - C_PREFETCH_STAGES):
-                                if not self._more(tile + stride, total_tiles):
-                                    # the CTA's last tile, whose stores end the kernel
-                                    if role != WRITER:
-                                        self._prefetch_c(table, group, mt * self.tile_m, rows, n, nt)
-                                    else:
-                                        self._prefetch_partial(table, slot)
                     if cutlass.const_expr(self.chunks):
                         if own == 1:
                             # stage 0 of this group was not waited for: the next tile (other rows of
@@ -1102,30 +1093,6 @@ class Nvfp4GemmSm90:
         if cutlass.const_expr(self.config.instrument):
             if cute.arch.lane_idx() == 0:
                 phases[(cta, slot)] = ptx.globaltimer()
-
-    @cute.jit
-    def _prefetch_c(self, table: cute.Tensor, group: Int32, m0: Int32, rows: Int32, n: Int32, nt: Int32):
-        """The producer warp, C_PREFETCH_STAGES stages before the end of its CTA's last tile: ask L2
-        for the lines of that tile's C (`rows` rows from m0 on, TILE_N columns from nt on), so that
-        its stores, which the kernel's end waits for, find them there. After the evaluator's L2 clear
-        every line is dirty: a store that allocates its line first writes one back to DRAM, which
-        the prefetch does here, beside the main loop, instead of in the epilogue."""
-        lines = TILE_N * 2 // 128  # 128-byte lines a row of the tile
-        c = Int64(table[(group, COL_C)]) + Int64(nt * TILE_N * 2)
-        lane = cute.arch.lane_idx()
-        for i in cutlass.range_constexpr(self.slot_rows * lines // 32):
-            line = lane + 32 * i
-            if line // lines < rows:
-                ptx.prefetch_l2(c + (Int64(m0 + line // lines) * Int64(n)) * Int64(2) + Int64((line % lines) * 128))
-
-    @cute.jit
-    def _prefetch_partial(self, table: cute.Tensor, slot: Int32):
-        """As `_prefetch_c`, for a last piece that writes partial sums: the lines of its slot."""
-        if cutlass.const_expr(self.split):
-            base = Int64(table[(0, COL_PARTIALS)]) + Int64(slot) * Int64(self.partial_bytes)
-            lane = cute.arch.lane_idx()
-            for i in cutlass.range_constexpr(self.partial_bytes // (128 * 32)):
-                ptx.prefetch_l2(base + Int64((lane + 32 * i) * 128))
 
     @cute.jit
     def _wait_loads_landed(self, ring, state, stages: cutlass.Constexpr[int]):

@@ -278,12 +278,6 @@ _F16X2_STORE = """{{
 
 
 @dsl_user_op
-def prefetch_l2(addr: Int64, *, loc=None, ip=None) -> None:
-    """Bring the 128-byte line at `addr` into L2 (`prefetch.global.L2`; a hint: no value, no fault)."""
-    _asm("prefetch.global.L2 [$0];", "l,~{memory}", [Int64(addr)], loc, ip)
-
-
-@dsl_user_op
 def st_global_f16x2(addr: Int64, lo: Float32, hi: Float32, *, loc=None, ip=None) -> None:
     """Round `lo` and `hi` to fp16 (to nearest even) and store them as one 32-bit word at `addr`,
     `lo` at the lower address (cvt.rn.f16x2.f32 puts its first source in the upper half)."""
