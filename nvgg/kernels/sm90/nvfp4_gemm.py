@@ -332,23 +332,11 @@ class Nvfp4GemmSm90:
                     boxes = (rows + A16_BOX_ROWS - 1) // A16_BOX_ROWS
                     sfb = Int64(table[(group, COL_SFB)]) + Int64(nt * (k // 64) * SCALE_CHUNK)  # the B tile's scales
                     desc_b = desc_a + Int64(TENSORMAP_BYTES)
-                    ahead = kb  # the tile's stages whose B was copied before its loop
-                    if cutlass.const_expr(self.chunks):
-                        if own == 1:
-                            # the CTA's first tile: the ring is empty, so B's first stages go out at
-                            # once, before any wait for the helpers' A (which held each later one)
-                            ahead = cutlass.min(ke, kb + self.stages)
-                            for kt in cutlass.range(kb, ahead, unroll=1):
-                                if cutlass.const_expr(self.config.instrument):
-                                    if state.count == 0:
-                                        self._stamp_lane0(phases, cta, phase_slots.B_ISSUED)
-                                state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
                     for kt in cutlass.range(kb, ke, unroll=1):
-                        if kt >= ahead:
-                            if cutlass.const_expr(self.config.instrument):
-                                if state.count == 0:
-                                    self._stamp_lane0(phases, cta, phase_slots.B_ISSUED)
-                            state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
+                        if cutlass.const_expr(self.config.instrument):
+                            if state.count == 0:
+                                self._stamp_lane0(phases, cta, phase_slots.B_ISSUED)
+                        state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
                         copied = boxes  # the fp16 A boxes this stage's slots get
                         if cutlass.const_expr(self.chunks):
                             if mt * MAX_GROUPS + group != waited:
