@@ -133,10 +133,6 @@ class Nvfp4GemmSm90:
         # the split build: a position of the tile order is a piece of a tile (schedule.split_k)
         self.split = config.split_k
         self.partial_bytes = MMA_THREADS * partial_words(config) * 4  # one writer's slot
-        # chunks: the stages of its first tile a CTA's MMA warps decode themselves: the second too
-        # where its slots are free from the start (two stages of slots) and the MMA warps have the
-        # registers to hold its loads (not the wide build)
-        self.own_stages = 2 if self.slots >= 2 * SUBS_PER_STAGE and not self.wide else 1
 
     @cute.jit
     def __call__(self, table_ptr: cute.Pointer, total_tiles: Int32, grid_ctas: Int32, stream):
@@ -346,7 +342,7 @@ class Nvfp4GemmSm90:
                             if mt * MAX_GROUPS + group != waited:
                                 waited = mt * MAX_GROUPS + group
                                 known = Int32(0)
-                            if kt < kb + self.own_stages and own == 1:
+                            if kt == kb and own == 1:
                                 copied = Int32(0)
                             else:
                                 if kt >= known:
@@ -588,9 +584,6 @@ class Nvfp4GemmSm90:
         rstate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.stages)
         astate = pipeline.make_pipeline_state(pipeline.PipelineUserType.Consumer, self.slots)
         own = Int32(1)  # the chunks build: the first tile's first stage of A is decoded here
-        # its second stage's loads (`_expand_own_stage`), and whether it has one
-        held = [(tuple(Int32(0) for _ in range(8)), Int32(0)) for _ in range(self._own_turns())]
-        second = Int32(0)
         slots = storage.a16.data_ptr().toint()  # the fp16 A slots: that stage, and the last tile's C
         launch_at = self._launch_word(storage)  # made again here: a value live across setmaxnreg is spilled
         while self._more(tile, total_tiles):
@@ -602,37 +595,29 @@ class Nvfp4GemmSm90:
                 kb, ke, role, slot = self._span(order, tile)
             if cutlass.const_expr(self.chunks):
                 if own == 1:
-                    held = self._expand_own_stage(table, group, k, mt, rows, kb, ke, tidx, slots, phases, cta)
-                    if cutlass.const_expr(self.own_stages == 2):
-                        if kb + 1 < ke:
-                            second = Int32(1)
+                    self._expand_own_stage(table, group, k, mt, rows, kb, tidx, slots, phases, cta)
                     own = Int32(0)
             acc.fill(0.0)
-            own2 = (held, second, slots)
             if cutlass.const_expr(self.half):
                 if rows <= HALF_ROWS:
                     rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr, *half,
-                                                    frags, words, phases, cta, own2=own2)
+                                                    frags, words, phases, cta)
                 else:
                     if cutlass.const_expr(self.wide):
                         if rows > self.tile_m:
                             extra[1].fill(0.0)
                             rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr,
-                                                            tiled_mma, acc, tCrB, frags, words, phases, cta, extra,
-                                                            own2=own2)
+                                                            tiled_mma, acc, tCrB, frags, words, phases, cta, extra)
                         else:
                             rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr,
-                                                            tiled_mma, acc, tCrB, frags, words, phases, cta,
-                                                            own2=own2)
+                                                            tiled_mma, acc, tCrB, frags, words, phases, cta)
                     else:
                         rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr,
-                                                        tiled_mma, acc, tCrB, frags, words, phases, cta,
-                                                        own2=own2)
+                                                        tiled_mma, acc, tCrB, frags, words, phases, cta)
             else:
                 rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr, tiled_mma, acc,
-                                                tCrB, frags, words, phases, cta, own2=own2)
+                                                tCrB, frags, words, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.MAINLOOP_DONE)
-            second = Int32(0)
             wide_acc = None  # a wide tile's other accumulators
             if cutlass.const_expr(self.wide):
                 wide_acc = extra[1]
@@ -653,7 +638,7 @@ class Nvfp4GemmSm90:
     @cute.jit
     def _mma_tile(self, ring, a16_pipe, rstate, astate, kb, ke, tidx: Int32, ring_addr: Int32,
                   tiled_mma: cute.TiledMma, acc: cute.Tensor, tCrB: cute.Tensor, frags, words, phases, cta: Int32,
-                  extra=None, own2=None):
+                  extra=None):
         """The main loop of one tile: its stages kb .. ke - 1 (every stage but in the split build),
         through `tiled_mma` into `acc` (and, for a wide tile, through `extra` = (MMA, accumulators,
         A operand) as well)."""
@@ -664,7 +649,7 @@ class Nvfp4GemmSm90:
         # accumulators comes before that wait
         for kt in cutlass.range(kb, ke, unroll=1):
             rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, kt, kb, tidx, ring_addr, tiled_mma,
-                                             acc, frags, words, tCrB, phases, cta, extra, own2)
+                                             acc, frags, words, tCrB, phases, cta, extra)
         cute.nvgpu.warpgroup.wait_group(0)
         self._release_previous(a16_pipe, astate)  # the last subtile's slot
         return rstate, astate
@@ -672,7 +657,7 @@ class Nvfp4GemmSm90:
     @cute.jit
     def _mma_stage(self, ring, a16_pipe, rstate, astate, kt: Int32, kb, tidx: Int32, ring_addr: Int32,
                    tiled_mma: cute.TiledMma, acc: cute.Tensor, frags, words, tCrB: cute.Tensor,
-                   phases, cta: Int32, extra=None, own2=None):
+                   phases, cta: Int32, extra=None):
         """Decode and multiply stage `kt` of a tile (4 subtiles of 64 k) whose main loop began at
         stage `kb`. An fp16 A buffer goes back to the producer once the wgmma that read it has
         retired: slot q - 1 after the wait_group(1) that follows wgmma q, and the tile's last one
@@ -685,7 +670,7 @@ class Nvfp4GemmSm90:
         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
             a16_pipe.consumer_wait(astate)
             if cutlass.const_expr(self.config.instrument and self.chunks and sub == 0):
-                if astate.count == self.own_stages * SUBS_PER_STAGE:  # the first slot the producer copied (`own`)
+                if astate.count == SUBS_PER_STAGE:  # the first slot the producer copied (`own`)
                     self._stamp(phases, cta, tidx, phase_slots.A_FED)
             self._decode_b(tidx, base, sub, words[sub % 2])
             self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, astate.index, extra)
@@ -699,13 +684,6 @@ class Nvfp4GemmSm90:
                 if kt > kb:
                     self._release_previous(a16_pipe, astate)
             astate.advance()
-        if cutlass.const_expr(own2 is not None and self.own_stages == 2):
-            held, second, slots = own2
-            if second == 1:
-                if kt == kb:
-                    # the first tile's second stage, decoded from the loads held since the first
-                    # (`_expand_own_stage`) while this stage's last wgmma runs
-                    self._store_held(held, tidx, slots)
         # B was decoded into registers: nothing reads this stage any more
         ring.consumer_release(rstate)
         rstate.advance()
@@ -853,7 +831,7 @@ class Nvfp4GemmSm90:
             ptx.st_shared_v4(dst + ((j ^ (row % 8)) * 16), *regs)
 
     @cute.jit
-    def _expand_own_stage(self, table: cute.Tensor, group: Int32, k: Int32, mt: Int32, rows: Int32, kb, ke,
+    def _expand_own_stage(self, table: cute.Tensor, group: Int32, k: Int32, mt: Int32, rows: Int32, kb,
                           tidx: Int32, a16_addr: Int32, phases, cta: Int32):
         """The chunks build's MMA warps, before their CTA's first tile: the first stage (256 k) it
         runs (`kb`: 0 but in the split build) of that tile's A rows (mt · tile_m on, `rows` of them), decoded from the packed bytes straight
@@ -872,14 +850,6 @@ class Nvfp4GemmSm90:
             first_block = kb * SUBS_PER_STAGE
         loaded = [self._load_unit(a, sfa, k, first_row + cutlass.min((tidx + t * MMA_THREADS) // SUBS_PER_STAGE, rows - 1),
                                   first_block + (tidx + t * MMA_THREADS) % SUBS_PER_STAGE) for t in range(turns)]
-        held = [(tuple(Int32(0) for _ in range(8)), Int32(0)) for _ in range(turns)]
-        if cutlass.const_expr(self.own_stages == 2):
-            # the second stage's units too (the first stage's again where the tile has one stage:
-            # `_mma_stage` then stores nothing), held raw until the first stage's wgmmas are issued
-            second_block = cutlass.min(kb + 1, ke - 1) * SUBS_PER_STAGE
-            held = [self._load_raw_unit(
-                a, sfa, k, first_row + cutlass.min((tidx + t * MMA_THREADS) // SUBS_PER_STAGE, rows - 1),
-                second_block + (tidx + t * MMA_THREADS) % SUBS_PER_STAGE) for t in range(turns)]
         for t in cutlass.range_constexpr(turns):
             # every unit stored, rows past `rows` too (their loads read the last row): a branch
             # here put the later units' loads behind the first unit's scale conversion, a second
@@ -896,35 +866,6 @@ class Nvfp4GemmSm90:
         ptx.fence_proxy_async_shared()
         cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
         self._stamp(phases, cta, tidx, phase_slots.A_READY)
-        return held
-
-    def _own_turns(self) -> int:
-        """The units of one stage of a tile's A rows each MMA thread decodes (`_expand_own_stage`)."""
-        return -(-self.slot_rows * SUBS_PER_STAGE // MMA_THREADS)
-
-    @staticmethod
-    def _load_raw_unit(a: Int64, sfa: Int64, k: Int32, row: Int32, kb: Int32):
-        """`_load_unit` with its scales' word left raw (one register, not four: `ptx.scale_quad`)."""
-        src = a + Int64(row) * Int64(k // 2) + Int64(kb * 32)
-        return (ptx.ld_global_v4(src) + ptx.ld_global_v4(src + Int64(16)),
-                ptx.ld_global_b32(sfa + Int64(scale_offset(row, k, kb))))
-
-    @cute.jit
-    def _store_held(self, held, tidx: Int32, slots: Int32):
-        """The first tile's second own stage: each MMA thread decodes its held units (`_load_raw_unit`)
-        into that stage's fp16 A slots (SUBS_PER_STAGE on from the first), as `_expand_own_stage` the
-        first; then the fence and barrier before any wgmma reads them."""
-        for t in cutlass.range_constexpr(self._own_turns()):
-            unit = tidx + t * MMA_THREADS
-            words, raw = held[t]
-            slot = slots + ((SUBS_PER_STAGE + unit % SUBS_PER_STAGE) % self.slots) * self.a16_bytes
-            if cutlass.const_expr((t + 1) * MMA_THREADS <= self.slot_rows * SUBS_PER_STAGE):
-                self._store_unit_shared(slot, unit // SUBS_PER_STAGE, (words, ptx.scale_quad(raw)))
-            else:
-                if unit < self.slot_rows * SUBS_PER_STAGE:
-                    self._store_unit_shared(slot, unit // SUBS_PER_STAGE, (words, ptx.scale_quad(raw)))
-        ptx.fence_proxy_async_shared()
-        cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
 
     @cute.jit
     def _expand_chunks(self, table: cute.Tensor, first: Int32, helpers: Int32):
