@@ -336,12 +336,6 @@ class Nvfp4GemmSm90:
                         if cutlass.const_expr(self.config.instrument):
                             if state.count == 0:
                                 self._stamp_lane0(phases, cta, phase_slots.B_ISSUED)
-                        if cutlass.const_expr(self.chunks):
-                            if state.count == 1:
-                                # the CTA's second copy of B leaves once its first has landed: at
-                                # the start every load waits on the others (lab log), and the first
-                                # stage's B, A and the helpers' first turns come first
-                                ring.sync_object_full.wait(0, 0)
                         state = self._load_b_stage(ring, state, ring_addr, desc_b, sfb, nt, kt)
                         copied = boxes  # the fp16 A boxes this stage's slots get
                         if cutlass.const_expr(self.chunks):
