@@ -796,10 +796,16 @@ class Nvfp4GemmSm90:
     @staticmethod
     def _load_unit(a: Int64, sfa: Int64, k: Int32, row: Int32, kb: Int32):
         """A work unit's 32 packed bytes (8 words) and its 4 scales (see ptx.ld_global_scale_quad)."""
-        src = a + Int64(row) * Int64(k // 2) + Int64(kb * 32)
-        words = ptx.ld_global_v4(src) + ptx.ld_global_v4(src + Int64(16))
-        scales = ptx.ld_global_scale_quad(sfa + Int64(scale_offset(row, k, kb)))
-        return words, scales
+        words = Nvfp4GemmSm90._unit_words(a + Int64(row) * Int64(k // 2), kb)
+        return words, ptx.ld_global_scale_quad(sfa + Int64(scale_offset(row, k, kb)))
+
+    @staticmethod
+    def _unit_words(packed_row: Int64, kb: Int32):
+        """The 8 packed words (32 bytes) of 64-k block `kb` of the packed row at `packed_row`. (The
+        MMA warps' own stage takes the unit's scales converted as they load; the helpers take them
+        raw, to hand each to the lanes of its row by shuffles before converting: `_store_turn`.)"""
+        src = packed_row + Int64(kb * 32)
+        return ptx.ld_global_v4(src) + ptx.ld_global_v4(src + Int64(16))
 
     @staticmethod
     def _decode_unit(loaded):
@@ -971,10 +977,7 @@ class Nvfp4GemmSm90:
     def _in_range(self, stage: Int32, stages: Int32, fallback: Int32) -> Int32:
         """`stage` where the group has it, else `fallback` (a turn loaded ahead past the group's k
         loads the lines of the warp's first turn again instead of lines nothing uses)."""
-        picked = fallback
-        if stage < stages:
-            picked = stage
-        return picked
+        return cutlass.select_(stage < stages, stage, fallback)
 
     @staticmethod
     def _turn_rows(a: Int64, sfa: Int64, a16: Int64, k: Int32, row: Int32, source: Int32):
@@ -990,9 +993,7 @@ class Nvfp4GemmSm90:
         `stage`, its 8 packed words (block c's word h at 2c + h) and its 4 scales (raw)."""
         packed, scales, _ = rows
         kb = stage * SUBS_PER_STAGE + sub
-        src = packed + Int64(kb * 32)
-        return (ptx.ld_global_v4(src) + ptx.ld_global_v4(src + Int64(16)),
-                ptx.ld_global_b32(scales + Int64(kb * SCALE_CHUNK)))
+        return Nvfp4GemmSm90._unit_words(packed, kb), ptx.ld_global_b32(scales + Int64(kb * SCALE_CHUNK))
 
     @staticmethod
     def _store_turn(rows, stage: Int32, sub: Int32, loaded):
