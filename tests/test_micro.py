@@ -1,8 +1,11 @@
 """benchmarks/micro.py's bad input and missing tools: one line on stderr, exit 2, before any build."""
 
 import os
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from conftest import ROOT
 
@@ -18,7 +21,7 @@ def test_an_unknown_name_is_refused_with_the_names_there_are():
     done = _run("release_fence", "nope")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [
-        "micro.py: no microbenchmark 'nope'; pick from cold_code, decode, load_latency, release_fence"]
+        "micro.py: no microbenchmark 'nope'; pick from cold_code, decode, hot_lines, load_latency, release_fence"]
 
 
 def test_without_nvcc_it_says_where_to_run(tmp_path):
@@ -31,7 +34,7 @@ def test_without_nvcc_it_says_where_to_run(tmp_path):
 
 def test_every_microbenchmark_source_says_what_it_measures():
     sources = sorted((ROOT / "benchmarks" / "micro").glob("*.cu"))
-    assert [p.stem for p in sources] == ["cold_code", "decode", "load_latency", "release_fence"]
+    assert [p.stem for p in sources] == ["cold_code", "decode", "hot_lines", "load_latency", "release_fence"]
     for path in sources:
         assert path.read_text().startswith("// "), path.name
 
@@ -50,7 +53,7 @@ def test_an_empty_name_and_a_name_given_twice_are_refused():
     empty = _run("")
     assert (empty.returncode, empty.stdout) == (2, "")
     assert empty.stderr.strip().splitlines() == [
-        "micro.py: no microbenchmark ''; pick from cold_code, decode, load_latency, release_fence"]
+        "micro.py: no microbenchmark ''; pick from cold_code, decode, hot_lines, load_latency, release_fence"]
     twice = _run("decode", "cold_code", "decode")
     assert (twice.returncode, twice.stdout) == (2, "")
     assert twice.stderr.strip().splitlines() == ["micro.py: decode named twice; name each microbenchmark once"]
@@ -88,3 +91,14 @@ def test_a_failing_nvcc_is_one_line_even_when_it_says_nothing(tmp_path):
     assert done.returncode == 2
     assert done.stdout.strip().splitlines() == ["# NVIDIA H200 (sm_90a, max 1980 MHz)"]
     assert done.stderr.strip().splitlines() == ["micro.py: nvcc failed on decode.cu: exit 9"]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc (the CUDA toolkit) on PATH")
+def test_every_microbenchmark_builds_for_sm_90a(tmp_path):
+    """Built as micro.py builds them (but to a cubin, not linked), without a GPU: a source that no
+    longer compiles fails here, not on the GPU machine's clock."""
+    for path in sorted((ROOT / "benchmarks" / "micro").glob("*.cu")):
+        built = subprocess.run(["nvcc", "-arch=sm_90a", "-O3", "-cubin", "-o", str(tmp_path / f"{path.stem}.cubin"),
+                                str(path)], capture_output=True, text=True, timeout=120)
+        assert built.returncode == 0, (path.name, built.stderr[-500:])
+        assert (tmp_path / f"{path.stem}.cubin").stat().st_size > 0
