@@ -861,13 +861,12 @@ class Nvfp4GemmSm90:
             # here put the later units' loads behind the first unit's scale conversion, a second
             # trip to memory
             unit = tidx + t * MMA_THREADS
+            slot = a16_addr + (unit % SUBS_PER_STAGE) * self.a16_bytes
             if cutlass.const_expr((t + 1) * MMA_THREADS <= self.slot_rows * SUBS_PER_STAGE):
-                self._store_unit_shared(a16_addr + (unit % SUBS_PER_STAGE) * self.a16_bytes, unit // SUBS_PER_STAGE,
-                                        loaded[t])
+                self._store_unit_shared(slot, unit // SUBS_PER_STAGE, loaded[t])
             else:  # the last turn reaches past the slots' rows
                 if unit < self.slot_rows * SUBS_PER_STAGE:
-                    self._store_unit_shared(a16_addr + (unit % SUBS_PER_STAGE) * self.a16_bytes,
-                                            unit // SUBS_PER_STAGE, loaded[t])
+                    self._store_unit_shared(slot, unit // SUBS_PER_STAGE, loaded[t])
         # the slots' bytes, written through the generic proxy, before any wgmma reads them
         ptx.fence_proxy_async_shared()
         cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
