@@ -4,7 +4,7 @@ output passed through with the card's name above it.
 
     python benchmarks/micro.py [NAME ...]    (default: all of them)
 
-Names: decode, load_latency, cold_code, release_fence, hot_lines. Needs nvcc and a GPU of sm_90 or later.
+Names: decode, load_latency, cold_code, release_fence, hot_lines, stage_copies. Needs nvcc and a GPU of sm_90 or later.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ def test_an_unknown_name_is_refused_with_the_names_there_are():
     done = _run("release_fence", "nope")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.strip().splitlines() == [
-        "micro.py: no microbenchmark 'nope'; pick from cold_code, decode, hot_lines, load_latency, release_fence"]
+        "micro.py: no microbenchmark 'nope'; pick from cold_code, decode, hot_lines, load_latency, release_fence, stage_copies"]
 
 
 def test_without_nvcc_it_says_where_to_run(tmp_path):
@@ -34,7 +34,7 @@ def test_without_nvcc_it_says_where_to_run(tmp_path):
 
 def test_every_microbenchmark_source_says_what_it_measures():
     sources = sorted((ROOT / "benchmarks" / "micro").glob("*.cu"))
-    assert [p.stem for p in sources] == ["cold_code", "decode", "hot_lines", "load_latency", "release_fence"]
+    assert [p.stem for p in sources] == ["cold_code", "decode", "hot_lines", "load_latency", "release_fence", "stage_copies"]
     for path in sources:
         assert path.read_text().startswith("// "), path.name
 
@@ -53,7 +53,7 @@ def test_an_empty_name_and_a_name_given_twice_are_refused():
     empty = _run("")
     assert (empty.returncode, empty.stdout) == (2, "")
     assert empty.stderr.strip().splitlines() == [
-        "micro.py: no microbenchmark ''; pick from cold_code, decode, hot_lines, load_latency, release_fence"]
+        "micro.py: no microbenchmark ''; pick from cold_code, decode, hot_lines, load_latency, release_fence, stage_copies"]
     twice = _run("decode", "cold_code", "decode")
     assert (twice.returncode, twice.stdout) == (2, "")
     assert twice.stderr.strip().splitlines() == ["micro.py: decode named twice; name each microbenchmark once"]

@@ -3,7 +3,8 @@
 // each with 8 warps reading 16 KB of "A" (4 loads of 16 bytes a thread: the sm_90a kernel's own
 // stage of A, 128 rows x 128 bytes) and one warp reading 16 KB of "B" of its own (the first stage
 // of packed B). The A reads are shared (the 132 CTAs read 4 regions: 33 a region, as the kernel's
-// CTAs of one A tile do), distinct (a region each), or absent. Prints, for each, the time from the
+// CTAs of one A tile do), spread (24 regions, 5-6 CTAs a region: as if those CTAs began their
+// tiles at six different stages of k), distinct (a region each), or absent. Prints, for each, the time from the
 // CTA's start until its A warps and its B warp have their data (median CTA, median of 7 launches).
 #include <cstdio>
 #include <vector>
@@ -15,7 +16,7 @@ __device__ __forceinline__ int4 ld16(const int4* p) {
   return v;
 }
 constexpr int KB16 = 1024;  // 16 KB in int4
-// mode 0: A shared (region cta % 4), 1: A distinct (region cta), 2: no A
+// mode 0: A shared (region cta % 4), 1: A distinct (region cta), 2: no A, 3: A spread (region cta % 24)
 __global__ void k(const int4* a, const int4* b, long long* out, int* sink, int mode) {
   long long t0 = gt();
   int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -23,7 +24,7 @@ __global__ void k(const int4* a, const int4* b, long long* out, int* sink, int m
   int s = 0;
   if (warp < 8) {
     if (mode != 2) {
-      const int4* region = a + (size_t)(mode == 0 ? blockIdx.x % 4 : blockIdx.x) * KB16;
+      const int4* region = a + (size_t)(mode == 0 ? blockIdx.x % 4 : mode == 3 ? blockIdx.x % 24 : blockIdx.x) * KB16;
       int4 v[4];
       for (int j = 0; j < 4; ++j) v[j] = ld16(region + j * 256 + threadIdx.x);
       for (int j = 0; j < 4; ++j) s += v[j].x ^ v[j].y ^ v[j].z ^ v[j].w;
@@ -60,8 +61,9 @@ int main() {
   cudaMemset(b, 2, 132 * KB16 * sizeof(int4));
   cudaMalloc(&out, 132 * 9 * 8);
   cudaMalloc(&sink, 4);
-  const char* names[3] = {"A shared (33 CTAs a region)", "A distinct (a region a CTA)", "no A"};
-  for (int mode = 0; mode < 3; ++mode) {
+  const char* names[4] = {"A shared (33 CTAs a region)", "A distinct (a region a CTA)", "no A",
+                          "A spread (5-6 CTAs a region)"};
+  for (int mode = 0; mode < 4; ++mode) {
     std::vector<double> a_us, b_us;
     for (int rep = 0; rep < 7; ++rep) {
       fill<<<1056, 1024>>>(dummy, N);
