@@ -132,12 +132,6 @@ class Nvfp4GemmSm90:
         self.phase0_first = config.persistent and not self.chunks
         # the split build: a position of the tile order is a piece of a tile (schedule.split_k)
         self.split = config.split_k
-        # the chunks build's plain tiles, whose slots hold two stages: the MMA warps decode their
-        # first tile's second stage of A too, loaded once B's first stage is seen and decoded once
-        # the first stage's wgmmas are issued (`_mma_stage`'s `second`)
-        # (every MMA thread a whole number of units: tile_m 64 or 128)
-        self.own2 = (self.chunks and not self.wide and not self.split and self.slots >= 2 * SUBS_PER_STAGE
-                     and self.slot_rows * SUBS_PER_STAGE % MMA_THREADS == 0)
         self.partial_bytes = MMA_THREADS * partial_words(config) * 4  # one writer's slot
 
     @cute.jit
@@ -348,10 +342,7 @@ class Nvfp4GemmSm90:
                             if mt * MAX_GROUPS + group != waited:
                                 waited = mt * MAX_GROUPS + group
                                 known = Int32(0)
-                            own_stage = kt == kb
-                            if cutlass.const_expr(self.own2):
-                                own_stage = kt <= kb + 1
-                            if own_stage and own == 1:
+                            if kt == kb and own == 1:
                                 copied = Int32(0)
                             else:
                                 if kt >= known:
@@ -602,15 +593,7 @@ class Nvfp4GemmSm90:
             role, slot = Int32(0), Int32(0)
             if cutlass.const_expr(self.split):
                 kb, ke, role, slot = self._span(order, tile)
-            second = None  # the first tile's second stage of A, decoded here too (`own2`)
-            second_on = Int32(0)
             if cutlass.const_expr(self.chunks):
-                if cutlass.const_expr(self.own2):
-                    second = (Int64(table[(group, COL_A)]), Int64(table[(group, COL_SFA)]), k, mt * self.tile_m, rows,
-                              (kb + 1) * SUBS_PER_STAGE, tidx, slots)
-                    if own == 1:
-                        if ke - kb >= 2:
-                            second_on = Int32(1)
                 if own == 1:
                     self._expand_own_stage(table, group, k, mt, rows, kb, tidx, slots, phases, cta)
                     own = Int32(0)
@@ -618,22 +601,22 @@ class Nvfp4GemmSm90:
             if cutlass.const_expr(self.half):
                 if rows <= HALF_ROWS:
                     rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr, *half,
-                                                    frags, words, phases, cta, None, second, second_on)
+                                                    frags, words, phases, cta)
                 else:
                     if cutlass.const_expr(self.wide):
                         if rows > self.tile_m:
                             extra[1].fill(0.0)
                             rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr,
-                                                            tiled_mma, acc, tCrB, frags, words, phases, cta, extra, second, second_on)
+                                                            tiled_mma, acc, tCrB, frags, words, phases, cta, extra)
                         else:
                             rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr,
-                                                            tiled_mma, acc, tCrB, frags, words, phases, cta, None, second, second_on)
+                                                            tiled_mma, acc, tCrB, frags, words, phases, cta)
                     else:
                         rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr,
-                                                        tiled_mma, acc, tCrB, frags, words, phases, cta, None, second, second_on)
+                                                        tiled_mma, acc, tCrB, frags, words, phases, cta)
             else:
                 rstate, astate = self._mma_tile(ring, a16_pipe, rstate, astate, kb, ke, tidx, ring_addr, tiled_mma, acc,
-                                                tCrB, frags, words, phases, cta, None, second, second_on)
+                                                tCrB, frags, words, phases, cta)
             self._stamp(phases, cta, tidx, phase_slots.MAINLOOP_DONE)
             wide_acc = None  # a wide tile's other accumulators
             if cutlass.const_expr(self.wide):
@@ -655,7 +638,7 @@ class Nvfp4GemmSm90:
     @cute.jit
     def _mma_tile(self, ring, a16_pipe, rstate, astate, kb, ke, tidx: Int32, ring_addr: Int32,
                   tiled_mma: cute.TiledMma, acc: cute.Tensor, tCrB: cute.Tensor, frags, words, phases, cta: Int32,
-                  extra=None, second=None, second_on=None):
+                  extra=None):
         """The main loop of one tile: its stages kb .. ke - 1 (every stage but in the split build),
         through `tiled_mma` into `acc` (and, for a wide tile, through `extra` = (MMA, accumulators,
         A operand) as well)."""
@@ -664,14 +647,7 @@ class Nvfp4GemmSm90:
         # instructions stalled on fetch, the loop's did not; lab log). The last wgmma retires
         # after the loop; tests/test_kernels_sm90.py checks in the SASS that no read of the
         # accumulators comes before that wait
-        start = Int32(kb)
-        if cutlass.const_expr(second is not None):
-            if second_on == 1:
-                # the first stage, which also decodes the second stage of A (`own2`)
-                rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, Int32(kb), kb, tidx, ring_addr,
-                                                 tiled_mma, acc, frags, words, tCrB, phases, cta, extra, second)
-                start = start + 1
-        for kt in cutlass.range(start, ke, unroll=1):
+        for kt in cutlass.range(kb, ke, unroll=1):
             rstate, astate = self._mma_stage(ring, a16_pipe, rstate, astate, kt, kb, tidx, ring_addr, tiled_mma,
                                              acc, frags, words, tCrB, phases, cta, extra)
         cute.nvgpu.warpgroup.wait_group(0)
@@ -681,7 +657,7 @@ class Nvfp4GemmSm90:
     @cute.jit
     def _mma_stage(self, ring, a16_pipe, rstate, astate, kt: Int32, kb, tidx: Int32, ring_addr: Int32,
                    tiled_mma: cute.TiledMma, acc: cute.Tensor, frags, words, tCrB: cute.Tensor,
-                   phases, cta: Int32, extra=None, second=None):
+                   phases, cta: Int32, extra=None):
         """Decode and multiply stage `kt` of a tile (4 subtiles of 64 k) whose main loop began at
         stage `kb`. An fp16 A buffer goes back to the producer once the wgmma that read it has
         retired: slot q - 1 after the wait_group(1) that follows wgmma q, and the tile's last one
@@ -690,11 +666,6 @@ class Nvfp4GemmSm90:
         if cutlass.const_expr(self.config.instrument):
             if rstate.count == 0:
                 self._stamp(phases, cta, tidx, phase_slots.B_LANDED)
-        if cutlass.const_expr(second is not None):
-            # the second stage's packed A, copied once B's first stage is in (loads beside B's
-            # copy made it land later: lab log) into shared memory, not registers: held in
-            # registers through this stage's wgmmas, they made ptxas serialise every wgmma
-            self._own_copy(*second)
         base = ring_addr + rstate.index * self.stage_bytes
         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
             a16_pipe.consumer_wait(astate)
@@ -713,10 +684,6 @@ class Nvfp4GemmSm90:
                 if kt > kb:
                     self._release_previous(a16_pipe, astate)
             astate.advance()
-        if cutlass.const_expr(second is not None):
-            # decoded while the last wgmma runs, into the next stage's slots, which the producer
-            # fills with nothing (its `own_stage`); every MMA thread's stores before any wgmma reads them
-            self._own_decode(second[6], second[7])
         # B was decoded into registers: nothing reads this stage any more
         ring.consumer_release(rstate)
         rstate.advance()
@@ -880,70 +847,19 @@ class Nvfp4GemmSm90:
         takes units t, t + 256, .. (a row × 64 k; four consecutive threads a row), all loads
         first; rows past `rows` get the last row's values (they feed only columns of Cᵀ never
         stored)."""
+        a = Int64(table[(group, COL_A)])
+        sfa = Int64(table[(group, COL_SFA)])
+        first_row = mt * self.tile_m
+        turns = -(-self.slot_rows * SUBS_PER_STAGE // MMA_THREADS)
         first_block = 0  # the stage's first 64-k block
         if cutlass.const_expr(self.split):
             first_block = kb * SUBS_PER_STAGE
-        loaded = self._own_loads(Int64(table[(group, COL_A)]), Int64(table[(group, COL_SFA)]), k, mt * self.tile_m, rows,
-                                 first_block, tidx)
-        self._own_stores(a16_addr, tidx, loaded)
-        # the slots' bytes, written through the generic proxy, before any wgmma reads them
-        ptx.fence_proxy_async_shared()
-        cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
-        self._stamp(phases, cta, tidx, phase_slots.A_READY)
-
-    def _own_loads(self, a: Int64, sfa: Int64, k: Int32, first_row: Int32, rows: Int32, first_block, tidx: Int32):
-        """An own stage's loads (`_expand_own_stage`): thread t's units t, t + 256, .. of the stage
-        from 64-k block `first_block` on of rows `first_row` on (`rows` of them; rows past it load
-        the last row)."""
-        turns = -(-self.slot_rows * SUBS_PER_STAGE // MMA_THREADS)
-        return [self._load_unit(a, sfa, k, first_row + cutlass.min((tidx + t * MMA_THREADS) // SUBS_PER_STAGE, rows - 1),
-                                first_block + (tidx + t * MMA_THREADS) % SUBS_PER_STAGE) for t in range(turns)]
-
-    def _own_row(self, tidx: Int32, a16_addr: Int32, t: int) -> Int32:
-        """The 128 bytes of the second own stage's slots (from fp16 A slot SUBS_PER_STAGE on) that
-        thread `tidx`'s unit of turn `t` decodes into: one row of one slot, which no other thread
-        writes or reads until the wgmmas, so the thread lands the unit's packed bytes there first
-        (`_own_copy`) and decodes them in place (`_own_decode`), no barrier between."""
-        unit = tidx + t * MMA_THREADS
-        return (a16_addr + (SUBS_PER_STAGE + unit % SUBS_PER_STAGE) * self.a16_bytes
-                + (unit // SUBS_PER_STAGE) * (K_SUB * 2))
-
-    def _own_copy(self, a: Int64, sfa: Int64, k: Int32, first_row: Int32, rows: Int32, first_block, tidx: Int32,
-                  a16_addr: Int32):
-        """`_own_loads`' units as asynchronous copies, each into its own destination row
-        (`_own_row`): 32 packed bytes at 0, the 4 raw scales at 32."""
-        for t in range(self.slot_rows * SUBS_PER_STAGE // MMA_THREADS):  # a plain function: unrolled as traced
-            row = first_row + cutlass.min((tidx + t * MMA_THREADS) // SUBS_PER_STAGE, rows - 1)
-            block = first_block + (tidx + t * MMA_THREADS) % SUBS_PER_STAGE
-            src = a + Int64(row) * Int64(k // 2) + Int64(block * 32)
-            at = self._own_row(tidx, a16_addr, t)
-            ptx.cp_async(at, src, 16)
-            ptx.cp_async(at + 16, src + Int64(16), 16)
-            ptx.cp_async(at + 32, sfa + Int64(scale_offset(row, k, block)), 4)
-
-    def _own_decode(self, tidx: Int32, a16_addr: Int32):
-        """The units `_own_copy` landed, decoded in place one at a time (one unit's registers live at
-        a time), then fenced for the wgmmas and met at the MMA warps' barrier."""
-        ptx.cp_async_wait_all()
-        for t in range(self.slot_rows * SUBS_PER_STAGE // MMA_THREADS):
-            at = self._own_row(tidx, a16_addr, t)
-            x0, x1, x2, x3, y0, y1, y2, y3 = ptx.ld_shared_v4(at) + ptx.ld_shared_v4(at + 16)
-            scales = ptx.scale_quad(ptx.ld_shared_b32(at + 32))
-            swizzle = ((tidx + t * MMA_THREADS) // SUBS_PER_STAGE) % 8
-            for h in range(2):  # `_decode_unit`'s chunks 2s + h, half of them at a time
-                d = [ptx.decode_word(w, sc) for w, sc in zip((x0, x2, y0, y2) if h == 0 else (x1, x3, y1, y3), scales)]
-                for q in range(K_SUB // 16):
-                    ptx.st_shared_v4(at + (((2 * q + h) ^ swizzle) * 16), d[0][q], d[1][q], d[2][q], d[3][q])
-        ptx.fence_proxy_async_shared()
-        cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
-
-    @cute.jit
-    def _own_stores(self, a16_addr: Int32, tidx: Int32, loaded):
-        """An own stage's units (`_own_loads`) decoded into the four fp16 A slots from `a16_addr` on,
-        every unit stored, rows past `rows` too (their loads read the last row): a branch here put
-        the later units' loads behind the first unit's scale conversion, a second trip to memory."""
-        turns = -(-self.slot_rows * SUBS_PER_STAGE // MMA_THREADS)
+        loaded = [self._load_unit(a, sfa, k, first_row + cutlass.min((tidx + t * MMA_THREADS) // SUBS_PER_STAGE, rows - 1),
+                                  first_block + (tidx + t * MMA_THREADS) % SUBS_PER_STAGE) for t in range(turns)]
         for t in cutlass.range_constexpr(turns):
+            # every unit stored, rows past `rows` too (their loads read the last row): a branch
+            # here put the later units' loads behind the first unit's scale conversion, a second
+            # trip to memory
             unit = tidx + t * MMA_THREADS
             slot = a16_addr + (unit % SUBS_PER_STAGE) * self.a16_bytes
             if cutlass.const_expr((t + 1) * MMA_THREADS <= self.slot_rows * SUBS_PER_STAGE):
@@ -951,6 +867,10 @@ class Nvfp4GemmSm90:
             else:  # the last turn reaches past the slots' rows
                 if unit < self.slot_rows * SUBS_PER_STAGE:
                     self._store_unit_shared(slot, unit // SUBS_PER_STAGE, loaded[t])
+        # the slots' bytes, written through the generic proxy, before any wgmma reads them
+        ptx.fence_proxy_async_shared()
+        cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
+        self._stamp(phases, cta, tidx, phase_slots.A_READY)
 
     @cute.jit
     def _expand_chunks(self, table: cute.Tensor, first: Int32, helpers: Int32):

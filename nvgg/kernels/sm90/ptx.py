@@ -344,22 +344,6 @@ def ld_shared_b32(addr: Int32, *, loc=None, ip=None) -> Int32:
 
 
 @dsl_user_op
-def cp_async(dst: Int32, src: Int64, nbytes: int, *, loc=None, ip=None) -> None:
-    """`nbytes` (4 or 16, both addresses aligned to it) of read-only global memory copied to shared
-    memory asynchronously by this thread (cp.async; 16 bytes bypass L1), seen by this thread once
-    `cp_async_wait_all` returns: loads in flight that hold no registers meanwhile."""
-    cache = "cg" if nbytes == 16 else "ca"
-    _asm(f"cp.async.{cache}.shared.global [$0], [$1], {nbytes};", "r,l,~{memory}", [Int32(dst), Int64(src)], loc, ip)
-
-
-@dsl_user_op
-def cp_async_wait_all(*, loc=None, ip=None) -> None:
-    """Wait until this thread's `cp_async` copies have landed (cp.async.wait_all: commit, then wait
-    for every group)."""
-    _asm("cp.async.wait_all;", "~{memory}", [], loc, ip)
-
-
-@dsl_user_op
 def fence_proxy_async_shared(*, loc=None, ip=None) -> None:
     """fence.proxy.async.shared::cta: order this thread's generic-proxy shared-memory stores before
     the async proxy's reads of them (wgmma's shared-memory operand) that follow a barrier."""
