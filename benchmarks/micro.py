@@ -4,7 +4,7 @@ output passed through with the card's name above it.
 
     python benchmarks/micro.py [NAME ...]    (default: all of them)
 
-Names: decode, load_latency, cold_code, release_fence, hot_lines, stage_copies. Needs nvcc and a GPU of sm_90 or later.
+NAME: a source's stem (--help lists them). Needs nvcc and a GPU of sm_90 or later.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ def fail(message: str) -> None:
 def main(argv: list[str]) -> None:
     if argv in (["-h"], ["--help"]):
         print(__doc__.strip())
+        print(f"Names: {', '.join(NAMES)}.")
         return
     names = argv or NAMES
     unknown = [n for n in names if n not in NAMES]

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <vector>
 #include <algorithm>
+#include "common.cuh"
 #define R4(x) x x x x
 #define R16(x) R4(R4(x))
 #define R64(x) R4(R16(x))
@@ -20,7 +21,6 @@ template <int N> __global__ void k(const unsigned* in, long long* out) {
   long long t1 = clock64();
   if (threadIdx.x == 0) out[blockIdx.x] = t1 - t0 + ((a ^ b ^ c ^ d) == 12345 ? 1 : 0);
 }
-__global__ void fill(long long* d, size_t n){ size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; for (; i < n; i += (size_t)gridDim.x*blockDim.x) d[i] = 42; }
 template <int N> void run(long long* dummy, size_t NN, unsigned* in, long long* out) {
   double r[2];
   for (int st = 0; st < 2; ++st) {

@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <vector>
 #include <algorithm>
-__device__ __forceinline__ long long gt() { long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
+#include "common.cuh"
 __device__ __forceinline__ int4 ld16(const int4* p) {
   int4 v;
   asm volatile("ld.global.nc.v4.b32 {%0, %1, %2, %3}, [%4];" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
@@ -44,10 +44,6 @@ __global__ void k(const int4* a, const int4* b, long long* out, int* sink, int m
     out[blockIdx.x * 9 + warp] = t1 - t0;
     if (acc[warp] == 0x7fffffff) *sink = warp;
   }
-}
-__global__ void fill(long long* d, size_t n) {
-  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
-  for (; i < n; i += (size_t)gridDim.x * blockDim.x) d[i] = 42;
 }
 int main() {
   size_t N = 32ull << 20;  // 256 MB of int64

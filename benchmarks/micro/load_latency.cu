@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 #include <algorithm>
+#include "common.cuh"
 struct P { long long v[480]; };  // 3840-byte parameter block
-__device__ __forceinline__ long long gt(){ long long t; asm volatile("mov.u64 %0, %%globaltimer;":"=l"(t)); return t; }
 __device__ __forceinline__ long long ld(const long long* p){ long long v; asm volatile("ld.global.b64 %0, [%1];":"=l"(v):"l"(p):"memory"); return v; }
 // mode 0: chain of global loads; mode 1: param read first then chain; each CTA thread 0 records times
 __global__ void k(const __grid_constant__ P prm, const long long* table, long long* out, int mode, int steps, int distinct) {
@@ -31,7 +31,6 @@ __global__ void k(const __grid_constant__ P prm, const long long* table, long lo
   for (int i = 0; i < n; ++i) out[blockIdx.x * 12 + i] = t[i];
   out[blockIdx.x * 12 + 11] = cur;
 }
-__global__ void fill(long long* d, size_t n){ size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; for (; i < n; i += (size_t)gridDim.x*blockDim.x) d[i] = 42; }
 __global__ void readall(const long long* d, size_t n, long long* sink){ long long s=0; size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; for (; i < n; i += (size_t)gridDim.x*blockDim.x) s += d[i]; if (s==1) *sink = s; }
 int main(){
   size_t N = 32ull<<20;  // 256 MB of int64

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <vector>
 #include <algorithm>
+#include "common.cuh"
 __device__ __forceinline__ void st16(char* p, unsigned a, unsigned b, unsigned c, unsigned d) {
   asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" :: "l"(p), "r"(a), "r"(b), "r"(c), "r"(d) : "memory"); }
 // pattern 0: lane l owns line l (our helpers: 8 stores of 16 B a lane, each store touches 32 lines)
@@ -29,7 +30,6 @@ __global__ void k(char* buf, long long* out, int pattern, int warps_per_cta) {
   long long t2 = clock64();
   if (lane == 0) { out[(blockIdx.x * warps_per_cta + warp) * 2] = t1 - t0; out[(blockIdx.x * warps_per_cta + warp) * 2 + 1] = t2 - t0; }
 }
-__global__ void fill(long long* d, size_t n){ size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; for (; i < n; i += (size_t)gridDim.x*blockDim.x) d[i] = 42; }
 int main(){
   size_t N = 32ull<<20; long long* dummy; cudaMalloc(&dummy, N*8);
   char* buf; cudaMalloc(&buf, 132 * 4 * 8192 * 2);

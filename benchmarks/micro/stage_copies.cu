@@ -7,13 +7,14 @@
 // both, so L2 serves each A line half as often); A halved without multicast (the L2 reads of the
 // pair mode, each CTA's shared memory receiving half). At the MMA's rate a stage takes about
 // 1.03 us (128 x 128 x 256 multiply-adds at 2048 a clock an SM, 1980 MHz). Prints microseconds a
-// stage (median CTA of the longest-stage-sum, median of 7 launches) and what L2 delivered, TB/s.
+// stage (the median CTA's time for the 6 stages over 6, median of 7 launches) and what L2 delivered,
+// TB/s.
 #include <cstdio>
 #include <cstdint>
 #include <vector>
 #include <algorithm>
+#include "common.cuh"
 constexpr int CTAS = 128, STAGES = 6, A_BYTES = 64 << 10, B_BYTES = 16 << 10;
-__device__ __forceinline__ long long gt() { long long t; asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); return t; }
 __device__ __forceinline__ unsigned smem(const void* p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void copy(unsigned dst, const void* src, unsigned bytes, unsigned bar) {
   asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];"
