@@ -1185,22 +1185,26 @@ class Nvfp4GemmSm90:
         return pairs
 
     @cute.jit
-    def _epilogue(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor, wide_acc, coords_extra,
-                  rows: Int32, m: Int32, n: Int32, mt: Int32, nt: Int32, tidx: Int32, slots: Int32, more):
-        """Store a tile's C: directly (`_store`) where the CTA has tiles left (`more`), else through
-        its fp16 A slots at `slots`, which no load refills after its last tile (`_store_staged`); a
-        wide tile's other rows (`wide_acc`) after the first tile_m."""
-        if more:
-            self._store(table, group, acc, coords, m, n, mt * self.tile_m, nt)
+    def _epilogue(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor, wide_acc,
+                  coords_extra, rows: Int32, m: Int32, n: Int32, mt: Int32, nt: Int32, tidx: Int32, slots: Int32, more):
+        """Store a tile's C: through the CTA's fp16 A slots at `slots`, which no load refills after
+        its last tile (`_store_staged`), else (`more`: tiles left) directly (`_store`); a wide
+        tile's other rows (`wide_acc`) after the first tile_m. The last tile's path comes first, so
+        that its code follows the main loop's in memory (the code after the last wgmma's wait, which
+        every CTA runs once, cold). C's address is read first, so that its trip overlaps the
+        barrier and the shared stores before the first global store."""
+        c = Int64(table[(group, COL_C)])
+        if not more:
+            self._store_staged(c, acc, coords, self.tile_m, m, n, mt * self.tile_m, nt, tidx, slots)
             if cutlass.const_expr(self.wide):
                 if rows > self.tile_m:
-                    self._store(table, group, wide_acc, coords_extra, m, n, mt * self.tile_m + self.tile_m, nt)
+                    self._store_staged(c, wide_acc, coords_extra, HALF_ROWS, m, n, mt * self.tile_m + self.tile_m, nt,
+                                       tidx, slots)
         else:
-            self._store_staged(table, group, acc, coords, self.tile_m, m, n, mt * self.tile_m, nt, tidx, slots)
+            self._store(c, acc, coords, m, n, mt * self.tile_m, nt)
             if cutlass.const_expr(self.wide):
                 if rows > self.tile_m:
-                    self._store_staged(table, group, wide_acc, coords_extra, HALF_ROWS, m, n,
-                                       mt * self.tile_m + self.tile_m, nt, tidx, slots)
+                    self._store(c, wide_acc, coords_extra, m, n, mt * self.tile_m + self.tile_m, nt)
 
     @staticmethod
     def _quads(base: Int64, vals: cute.Tensor, first: int, tidx: Int32):
@@ -1248,9 +1252,8 @@ class Nvfp4GemmSm90:
                         at, wide_acc[i], wide_acc[i + 1], wide_acc[i + 2], wide_acc[i + 3])
 
     @cute.jit
-    def _store_staged(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor,
-                      tile_rows: cutlass.Constexpr[int], m: Int32, n: Int32, m0: Int32, nt: Int32, tidx: Int32,
-                      staging: Int32):
+    def _store_staged(self, c: Int64, acc: cute.Tensor, coords: cute.Tensor, tile_rows: cutlass.Constexpr[int],
+                      m: Int32, n: Int32, m0: Int32, nt: Int32, tidx: Int32, staging: Int32):
         """`_store` through shared memory, for a CTA's last tile, whose fp16 A slots (at `staging`)
         nothing loads into any more: the MMA warps write the tile (`tile_rows` rows of C from m0 on,
         128 n each) as fp16 pairs into rows of C_STAGE_ROW bytes (16 more than a row: the four rows
@@ -1263,9 +1266,12 @@ class Nvfp4GemmSm90:
         for i, mm, row in self._pairs(acc, coords):
             ptx.st_shared_f16x2(staging + mm * C_STAGE_ROW + row * 2, acc[i], acc[i + 2])
         cute.arch.barrier(barrier_id=BAR_MMA, number_of_threads=MMA_THREADS)
-        c = Int64(table[(group, COL_C)]) + Int64(nt * TILE_N * 2)
+        c = c + Int64(nt * TILE_N * 2)
         chunks = TILE_N * 2 // 16  # 16-byte chunks a row of the tile
-        for turn in cutlass.range_constexpr(tile_rows * chunks // MMA_THREADS):
+        # a loop, not unrolled: this code runs once a CTA, as its last, and every line of it comes
+        # into the instruction cache cold (ncu: unrolled, its 8 turns' guarded copies stalled on
+        # instruction fetch for most of the epilogue; lab log)
+        for turn in cutlass.range(tile_rows * chunks // MMA_THREADS, unroll=1):
             unit = tidx + turn * MMA_THREADS
             r = unit // chunks
             j = unit % chunks
@@ -1274,15 +1280,13 @@ class Nvfp4GemmSm90:
                 ptx.st_global_v4(c + Int64(m0 + r) * Int64(n) * Int64(2) + Int64(j * 16), w0, w1, w2, w3)
 
     @cute.jit
-    def _store(self, table: cute.Tensor, group: Int32, acc: cute.Tensor, coords: cute.Tensor,
-               m: Int32, n: Int32, m0: Int32, nt: Int32):
+    def _store(self, c: Int64, acc: cute.Tensor, coords: cute.Tensor, m: Int32, n: Int32, m0: Int32, nt: Int32):
         """Write the accumulator tile (Cᵀ rows = n, columns = m from m0 on) to C[m, n], rows < m only.
         The accumulator fragment's values run e + 2h + 4j (wgmma's m64nN f32 layout: column 8j +
         2(lane % 4) + e, row lane / 4 + 8h of the warp's 16; PTX ISA, wgmma's register fragment of
         D, and CuTe's tv_layout_C ((4,8,4),(2,2,N/8))), and its row r + 8h holds B row 2r + h
         (`_decode_b`), so values i and i + 2 (h = 0, 1) are adjacent n at one m: one 32-bit store of
         two fp16, the 8 lanes of a column writing 32 bytes."""
-        c = Int64(table[(group, COL_C)])
         n0 = nt * TILE_N
         for i, mm, row in self._pairs(acc, coords):
             if m0 + mm < m:
