@@ -1193,14 +1193,15 @@ class Nvfp4GemmSm90:
         that its code follows the main loop's in memory (the code after the last wgmma's wait, which
         every CTA runs once, cold). C's address is read first, so that its trip overlaps the
         barrier and the shared stores before the first global store."""
-        c = Int64(table[(group, COL_C)])
         if not more:
+            c = Int64(table[(group, COL_C)])
             self._store_staged(c, acc, coords, self.tile_m, m, n, mt * self.tile_m, nt, tidx, slots)
             if cutlass.const_expr(self.wide):
                 if rows > self.tile_m:
                     self._store_staged(c, wide_acc, coords_extra, HALF_ROWS, m, n, mt * self.tile_m + self.tile_m, nt,
                                        tidx, slots)
         else:
+            c = Int64(table[(group, COL_C)])
             self._store(c, acc, coords, m, n, mt * self.tile_m, nt)
             if cutlass.const_expr(self.wide):
                 if rows > self.tile_m:
@@ -1286,8 +1287,10 @@ class Nvfp4GemmSm90:
         2(lane % 4) + e, row lane / 4 + 8h of the warp's 16; PTX ISA, wgmma's register fragment of
         D, and CuTe's tv_layout_C ((4,8,4),(2,2,N/8))), and its row r + 8h holds B row 2r + h
         (`_decode_b`), so values i and i + 2 (h = 0, 1) are adjacent n at one m: one 32-bit store of
-        two fp16, the 8 lanes of a column writing 32 bytes."""
+        two fp16, the 8 lanes of a column writing 32 bytes. Each store is predicated on its row of C,
+        not branched around: a CTA runs this code cold at its first tile's end (the instruction
+        fetch of the branched code's 545 instructions, lab log)."""
         n0 = nt * TILE_N
         for i, mm, row in self._pairs(acc, coords):
-            if m0 + mm < m:
-                ptx.st_global_f16x2(c + (Int64(m0 + mm) * Int64(n) + Int64(n0 + row)) * Int64(2), acc[i], acc[i + 2])
+            ptx.st_global_f16x2_if(c + (Int64(m0 + mm) * Int64(n) + Int64(n0 + row)) * Int64(2), acc[i], acc[i + 2],
+                                   Int32(m0 + mm < m))

@@ -285,6 +285,19 @@ def st_global_f16x2(addr: Int64, lo: Float32, hi: Float32, *, loc=None, ip=None)
 
 
 @dsl_user_op
+def st_global_f16x2_if(addr: Int64, lo: Float32, hi: Float32, store: Int32, *, loc=None, ip=None) -> None:
+    """`st_global_f16x2` where `store` is non-zero, predicated rather than branched around (a
+    branch around each store made `_store`'s code more than twice as long)."""
+    _asm("""{
+    .reg .pred p;
+    .reg .b32 pair;
+    setp.ne.s32 p, $3, 0;
+    cvt.rn.f16x2.f32 pair, $2, $1;
+    @p st.global.b32 [$0], pair;
+}""", "l,f,f,r,~{memory}", [Int64(addr), Float32(lo), Float32(hi), Int32(store)], loc, ip)
+
+
+@dsl_user_op
 def st_shared_f16x2(addr: Int32, lo: Float32, hi: Float32, *, loc=None, ip=None) -> None:
     """`st_global_f16x2` into shared memory: `lo` and `hi` rounded to fp16, one 32-bit word."""
     _asm(_F16X2_STORE.format(space="shared"), "r,f,f,~{memory}", [Int32(addr), Float32(lo), Float32(hi)], loc, ip)
