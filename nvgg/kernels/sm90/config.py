@@ -120,9 +120,6 @@ MAX_STAGES = 1 << (31 - SPAN_SHIFT)  # ke << SPAN_SHIFT stays a positive int32
 # shortens by more
 SPLIT_COST = 1.0
 TABLE_ROWS = 1 << 20  # the table's declared extent; the kernel reads only rows of real groups
-# the host pads the table to at least this many rows (copies of the last group's): the chunks
-# build's helper lanes each read a row before they know how many groups there are
-TABLE_MIN_ROWS = 32
 TENSORMAP_BYTES = tensormaps.MAP_BYTES
 PAIR_BYTES = 2 * TENSORMAP_BYTES
 

@@ -230,7 +230,6 @@ def build_tables(groups: list[GroupTensors], config: gemm.GemmConfig, ctas: int,
     rows[0][gemm.COL_GROUPS] = len(groups)
     if barrier is not None:
         rows[0][gemm.COL_BARRIER] = barrier.data_ptr()
-    rows += [list(rows[-1]) for _ in range(gemm.TABLE_MIN_ROWS - len(rows))]
     table = torch.tensor(rows, dtype=torch.int64).to(device)
     return Tables(table, template, workspace, total, phases, a16, barrier, units, runs, ready,
                   maps.table if maps else None, maps.encode_us if maps else None, partials, flags)

@@ -889,10 +889,6 @@ class Nvfp4GemmSm90:
         turns = Int32(table[(0, COL_CHUNKS)]) * per_stage
         groups = Int32(table[(0, COL_GROUPS)])
         ready = Int64(table[(0, COL_READY)])
-        # lane l's group row, read beside row 0 (the table has a row a lane: TABLE_MIN_ROWS), so
-        # that the first turn finds its group and the group's columns without two more trips
-        near = [Int32(table[(lane, col)]) for col in (COL_CHUNK_BEGIN, COL_CHUNK_END, COL_M, COL_K, COL_READY_BEGIN)]
-        near_ptrs = [Int64(table[(lane, col)]) for col in (COL_A, COL_SFA, COL_A16)]
         step = helpers
         if per_stage <= helpers:
             step = helpers - helpers % per_stage
@@ -909,13 +905,6 @@ class Nvfp4GemmSm90:
         turn = first
         if first >= step:
             turn = turns
-        if turn < turns:
-            if groups <= 32:
-                # the first turn's group: lanes past the last group hold an end above every unit
-                unit = (turn - (turn // per_stage) * per_stage) * CHUNK_UNITS
-                g = ptx.lanes_at_or_above(unit, cutlass.select_(lane < groups, near[1], Int32(0x7FFFFFFF)))
-                begin, end, m, k, counters = [cute.arch.shuffle_sync(v, g) for v in near]
-                a, sfa, a16 = [self._shuffle64(v, g) for v in near_ptrs]
         while turn < turns:
             stage = turn // per_stage
             unit = (turn - stage * per_stage) * CHUNK_UNITS
@@ -955,13 +944,6 @@ class Nvfp4GemmSm90:
             else:
                 self._one_turn(a, sfa, a16, k, m, row, sub, stage, stages, ready, counters, block)
                 turn += step
-
-    @staticmethod
-    def _shuffle64(value: Int64, lane: Int32) -> Int64:
-        """`value` of lane `lane` (the whole warp), as two 32-bit shuffles."""
-        lo = cute.arch.shuffle_sync(Int32(value & Int64(0xFFFFFFFF)), lane)
-        hi = cute.arch.shuffle_sync(Int32(value >> Int64(32)), lane)
-        return (Int64(hi) << Int64(32)) | (Int64(lo) & Int64(0xFFFFFFFF))
 
     @cute.jit
     def _turns_in_turn(self, a: Int64, sfa: Int64, a16: Int64, k: Int32, m: Int32, row: Int32, sub: Int32,
