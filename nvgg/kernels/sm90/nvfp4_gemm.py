@@ -112,6 +112,7 @@ class Nvfp4GemmSm90:
         # byte offsets inside one stage of the load ring (each a multiple of 1024: the swizzle atom)
         self.off_b = 0
         self.off_sfb = TILE_N * ROW_BYTES
+        assert config.stage_bytes % 1024 == 0  # every stage 1024-byte aligned: `_b_rows`' address flips
         self.slots = config.slots
         # L2 eviction priorities of the copies: "last" for the fp16 A that every n tile reads
         # again, "first" for packed B that at most a few tiles of one CTA read
@@ -666,13 +667,13 @@ class Nvfp4GemmSm90:
         if cutlass.const_expr(self.config.instrument):
             if rstate.count == 0:
                 self._stamp(phases, cta, tidx, phase_slots.B_LANDED)
-        base = ring_addr + rstate.index * self.stage_bytes
+        rows = self._b_rows(tidx, ring_addr + rstate.index * self.stage_bytes)
         for sub in cutlass.range_constexpr(SUBS_PER_STAGE):
             a16_pipe.consumer_wait(astate)
             if cutlass.const_expr(self.config.instrument and self.chunks and sub == 0):
                 if astate.count == SUBS_PER_STAGE:  # the first slot the producer copied (`own`)
                     self._stamp(phases, cta, tidx, phase_slots.A_FED)
-            self._decode_b(tidx, base, sub, words[sub % 2])
+            self._decode_b(rows, sub, words[sub % 2])
             self._mma_subtile(tiled_mma, acc, frags[sub % 2], tCrB, astate.index, extra)
             if cutlass.const_expr(self.config.instrument and sub == 0):
                 if astate.count == 0:
@@ -692,8 +693,8 @@ class Nvfp4GemmSm90:
     @cute.jit
     def _release_previous(self, a16_pipe, astate):
         """Hand the fp16 A slot before `astate`'s back to the producer."""
-        a16_pipe.consumer_release(pipeline.PipelineState(
-            self.slots, astate.count - 1, (astate.index + self.slots - 1) % self.slots, astate.phase))
+        previous = cutlass.select_(astate.index == 0, Int32(self.slots - 1), astate.index - 1)  # not a signed %
+        a16_pipe.consumer_release(pipeline.PipelineState(self.slots, astate.count - 1, previous, astate.phase))
 
     @cute.jit
     def _mma_subtile(self, tiled_mma: cute.TiledMma, acc: cute.Tensor, frag: cute.Tensor, tCrB: cute.Tensor,
@@ -709,22 +710,34 @@ class Nvfp4GemmSm90:
                 cute.gemm(mma_x, acc_x, frag[(None, None, kb)], tCrB_x[(None, None, kb, buf)], acc_x)
         cute.nvgpu.warpgroup.commit_group()
 
-    @cute.jit
-    def _decode_b(self, tidx: Int32, stage: Int32, sub: cutlass.Constexpr[int], words: cute.Tensor):
-        """Expand this thread's share of B for subtile `sub` into the register fragment `words`
-        (32-bit view: 4 registers per k16 step, see the module docstring for the k order).
+    def _b_rows(self, tidx: Int32, stage: Int32):
+        """This thread's two B rows in the ring stage at `stage` (`_decode_b`): for each, the
+        address of its packed bytes in subtile 0 and that of its scale in subtile 0.
 
         Thread (warp w, lane l) holds fragment rows 16w + l/4 and that + 8 (`half` 0, 1), into which
         it decodes B rows r = 16w + 2(l/4) and r + 1 of the CTA's 128 (a permutation of wgmma's M
         rows, undone by `_store`, which so finds adjacent n in one thread), and k block c = l % 4
-        (16 k, 8 packed bytes, one scale) of the subtile in each."""
+        (16 k, 8 packed bytes, one scale) of each subtile. The tensor map's 128-byte swizzle puts
+        16-byte chunk j of row r at chunk j ^ (r % 8); subtile `sub`'s chunk of block c is 2 sub +
+        c / 2, so its address is subtile 0's with bits 5-6 flipped by `sub` (a stage is 1024-byte
+        aligned), and its scale SCALE_CHUNK bytes a subtile on."""
         c = tidx % 4
-        for half in cutlass.range_constexpr(2):
+        rows = []
+        for half in range(2):  # a plain method: unrolled as traced
             row = (tidx // 32) * 16 + 2 * ((tidx % 32) // 4) + half
-            w0, w1 = ptx.ld_shared_v2(stage + self.off_b + row * ROW_BYTES
-                                      + (((2 * sub + c // 2) ^ (row % 8)) * 16) + (c % 2) * 8)
-            scale = ptx.ld_shared_scale(stage + self.off_sfb + sub * SCALE_CHUNK + (row % 32) * 16
-                                        + ((row % 128) // 32) * 4 + c)
+            rows.append((stage + self.off_b + row * ROW_BYTES + (((c // 2) ^ (row % 8)) * 16) + (c % 2) * 8,
+                         stage + self.off_sfb + (row % 32) * 16 + ((row % 128) // 32) * 4 + c))
+        return rows
+
+    @cute.jit
+    def _decode_b(self, rows, sub: cutlass.Constexpr[int], words: cute.Tensor):
+        """Expand this thread's share of B for subtile `sub` into the register fragment `words`
+        (32-bit view: 4 registers per k16 step, see the module docstring for the k order), from
+        its two rows at `rows` (`_b_rows`)."""
+        for half in cutlass.range_constexpr(2):
+            packed, scale_at = rows[half]
+            w0, w1 = ptx.ld_shared_v2(packed ^ (sub << 5))
+            scale = ptx.ld_shared_scale(scale_at + sub * SCALE_CHUNK)
             lo = ptx.decode_word(w0, scale)
             hi = ptx.decode_word(w1, scale)
             for s in cutlass.range_constexpr(K_SUB // 16):
