@@ -112,7 +112,7 @@ class Nvfp4GemmSm90:
         # byte offsets inside one stage of the load ring (each a multiple of 1024: the swizzle atom)
         self.off_b = 0
         self.off_sfb = TILE_N * ROW_BYTES
-        assert config.stage_bytes % 1024 == 0  # every stage 1024-byte aligned: `_b_rows`' address flips
+        assert config.stage_bytes % 1024 == 0 and self.off_b % 1024 == 0  # `_b_rows` flips address bits 5-6
         self.slots = config.slots
         # L2 eviction priorities of the copies: "last" for the fp16 A that every n tile reads
         # again, "first" for packed B that at most a few tiles of one CTA read
