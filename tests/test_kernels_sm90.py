@@ -436,11 +436,39 @@ def test_sass_stores_c_as_pairs_of_fp16(store, config, pairs, copies):
     kernel's only other global stores are 16-byte ones: the helpers' of the fp16 copy and those of
     a CTA's last tile, which `_store_staged` writes as the same pairs into shared memory (32-bit
     shared stores) and reads back in 16-byte chunks, 16 threads a row, in a loop (one copy of the
-    code for the tile's rows, one more for a wide tile's other rows)."""
+    code for the tile's rows, one more for a wide tile's other rows). Every pair's store is
+    predicated on its row, none branched around (the branches doubled the code a CTA runs cold)."""
     sass = _sass(store, config)
     stores = re.findall(r"\bSTG\.E[.A-Z0-9]*", sass)
     assert stores.count("STG.E") == pairs and set(stores) == {"STG.E", "STG.E.128"}
+    assert len(re.findall(r"@!?P\d\s+STG\.E ", sass)) == pairs
     assert len(re.findall(r"\bSTS ", sass)) == pairs and sass.count("LDS.128") == copies
+
+
+def test_b_rows_flipped_addresses_are_the_swizzled_ones():
+    """`_decode_b` reads subtile s of a thread's two B rows at `_b_rows`' subtile-0 address with
+    bits 5-6 flipped by s, and its scale SCALE_CHUNK bytes a subtile on: for every thread, subtile,
+    row and stage of the ring, the very bytes the tensor map's 128-byte swizzle and the scales'
+    blocked layout put there (16-byte chunk j of row r at j ^ (r % 8)). The flip needs stages
+    1024-byte aligned: a stage 32 bytes off gives other addresses."""
+    from nvgg.kernels.sm90.nvfp4_gemm import Nvfp4GemmSm90
+    config = gemm.GemmConfig(tile_m=128, stages=5, persistent=True)
+    kernel = Nvfp4GemmSm90(config)
+
+    def swizzled(stage, tidx, sub, half):
+        c, row = tidx % 4, (tidx // 32) * 16 + 2 * ((tidx % 32) // 4) + half
+        return (stage + kernel.off_b + row * gemm.ROW_BYTES + (((2 * sub + c // 2) ^ (row % 8)) * 16) + (c % 2) * 8,
+                stage + kernel.off_sfb + sub * gemm.SCALE_CHUNK + (row % 32) * 16 + ((row % 128) // 32) * 4 + c)
+
+    def flipped(stage, tidx, sub, half):
+        packed, scale = kernel._b_rows(tidx, stage)[half]
+        return packed ^ (sub << 5), scale + sub * gemm.SCALE_CHUNK
+
+    ring = 7 * 1024  # any 1024-byte aligned base
+    cases_ = [(ring + i * config.stage_bytes, t, s, h) for i in range(config.stages) for t in range(gemm.MMA_THREADS)
+              for s in range(gemm.SUBS_PER_STAGE) for h in range(2)]
+    assert all(flipped(*x) == swizzled(*x) for x in cases_)
+    assert any(flipped(ring + 32, t, s, h) != swizzled(ring + 32, t, s, h) for _, t, s, h in cases_)
 
 
 def test_setmaxnreg_moves_no_more_registers_than_the_launch_allocated(store):

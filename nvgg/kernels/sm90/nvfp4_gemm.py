@@ -1301,8 +1301,8 @@ class Nvfp4GemmSm90:
         D, and CuTe's tv_layout_C ((4,8,4),(2,2,N/8))), and its row r + 8h holds B row 2r + h
         (`_decode_b`), so values i and i + 2 (h = 0, 1) are adjacent n at one m: one 32-bit store of
         two fp16, the 8 lanes of a column writing 32 bytes. Each store is predicated on its row of C,
-        not branched around: a CTA runs this code cold at its first tile's end (the instruction
-        fetch of the branched code's 545 instructions, lab log)."""
+        not branched around: a CTA runs this code cold at its first tile's end, where each
+        instruction's fetch counts, and the branches doubled its length (lab log)."""
         n0 = nt * TILE_N
         for i, mm, row in self._pairs(acc, coords):
             ptx.st_global_f16x2_if(c + (Int64(m0 + mm) * Int64(n) + Int64(n0 + row)) * Int64(2), acc[i], acc[i + 2],
