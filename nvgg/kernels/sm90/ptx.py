@@ -271,36 +271,34 @@ def st_global_v4(addr: Int64, r0: Int32, r1: Int32, r2: Int32, r3: Int32, *, loc
 # two fp32 rounded to fp16 (to nearest even) and stored as one 32-bit word at $0, $1 at the lower
 # address (cvt.rn.f16x2.f32 puts its first source in the upper half)
 _F16X2_STORE = """{{
-    .reg .b32 pair;
-    cvt.rn.f16x2.f32 pair, $2, $1;
-    st.{space}.b32 [$0], pair;
+{guard_decl}    .reg .b32 pair;
+{guard_set}    cvt.rn.f16x2.f32 pair, $2, $1;
+    {guard}st.{space}.b32 [$0], pair;
 }}"""
+_UNGUARDED = {"guard_decl": "", "guard_set": "", "guard": ""}
+# the store only where operand $3 is non-zero
+_GUARDED = {"guard_decl": "    .reg .pred p;\n", "guard_set": "    setp.ne.s32 p, $3, 0;\n", "guard": "@p "}
 
 
 @dsl_user_op
 def st_global_f16x2(addr: Int64, lo: Float32, hi: Float32, *, loc=None, ip=None) -> None:
     """Round `lo` and `hi` to fp16 (to nearest even) and store them as one 32-bit word at `addr`,
     `lo` at the lower address (cvt.rn.f16x2.f32 puts its first source in the upper half)."""
-    _asm(_F16X2_STORE.format(space="global"), "l,f,f,~{memory}", [Int64(addr), Float32(lo), Float32(hi)], loc, ip)
+    _asm(_F16X2_STORE.format(space="global", **_UNGUARDED), "l,f,f,~{memory}", [Int64(addr), Float32(lo), Float32(hi)], loc, ip)
 
 
 @dsl_user_op
 def st_global_f16x2_if(addr: Int64, lo: Float32, hi: Float32, store: Int32, *, loc=None, ip=None) -> None:
     """`st_global_f16x2` where `store` is non-zero, predicated rather than branched around (a
     branch around each store made `_store`'s code more than twice as long)."""
-    _asm("""{
-    .reg .pred p;
-    .reg .b32 pair;
-    setp.ne.s32 p, $3, 0;
-    cvt.rn.f16x2.f32 pair, $2, $1;
-    @p st.global.b32 [$0], pair;
-}""", "l,f,f,r,~{memory}", [Int64(addr), Float32(lo), Float32(hi), Int32(store)], loc, ip)
+    _asm(_F16X2_STORE.format(space="global", **_GUARDED), "l,f,f,r,~{memory}",
+         [Int64(addr), Float32(lo), Float32(hi), Int32(store)], loc, ip)
 
 
 @dsl_user_op
 def st_shared_f16x2(addr: Int32, lo: Float32, hi: Float32, *, loc=None, ip=None) -> None:
     """`st_global_f16x2` into shared memory: `lo` and `hi` rounded to fp16, one 32-bit word."""
-    _asm(_F16X2_STORE.format(space="shared"), "r,f,f,~{memory}", [Int32(addr), Float32(lo), Float32(hi)], loc, ip)
+    _asm(_F16X2_STORE.format(space="shared", **_UNGUARDED), "r,f,f,~{memory}", [Int32(addr), Float32(lo), Float32(hi)], loc, ip)
 
 
 @dsl_user_op
